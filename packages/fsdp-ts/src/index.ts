@@ -1,0 +1,2 @@
+// fsdp-ts: nothing is exported yet; see the package README.
+export {};

@@ -1,0 +1,2 @@
+// @fsdp-ts/fsdp: nothing is exported yet; see the package README.
+export {};

@@ -1,0 +1,2 @@
+// @fsdp-ts/optim: nothing is exported yet; see the package README.
+export {};

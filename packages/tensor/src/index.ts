@@ -1,0 +1,35 @@
+// @fsdp-ts/tensor: storage, views, Parameter, and the TensorFlow.js bridge.
+export {
+  bfloat16ToFloat32,
+  bfloat16ToFloat32Scalar,
+  float32ToBfloat16,
+  float32ToBfloat16Scalar,
+} from './dtype/bfloat16';
+export { convertContiguous } from './dtype/convert';
+export {
+  checkDType,
+  type DType,
+  dtypes,
+  isDType,
+  isFloatingPoint,
+  itemSize,
+  type TypedArray,
+  typedArrayFor,
+} from './dtype/dtype';
+export {
+  float16ToFloat32,
+  float16ToFloat32Scalar,
+  float32ToFloat16,
+  float32ToFloat16Scalar,
+} from './dtype/float16';
+export {
+  formatShape,
+  StorageFreedError,
+  TensorError,
+  type TensorErrorCode,
+  type TensorErrorDetails,
+} from './errors';
+export { Parameter, type ParameterOptions } from './parameter';
+export { contiguousStrides, type Shape, shapeNumel, shapesEqual } from './shape';
+export { STORAGE_ALIGNMENT_BYTES, Storage, type StorageOptions } from './storage';
+export { elementOffsets, TensorView } from './tensor-view';

@@ -1,0 +1,140 @@
+import { type DType, itemSize, type TypedArray, typedArrayFor } from './dtype/dtype';
+import { StorageFreedError, TensorError } from './errors';
+
+/** Every storage's byte length is a multiple of this, and its data starts at a multiple of it. */
+export const STORAGE_ALIGNMENT_BYTES = 64;
+
+export interface StorageOptions {
+  /** Back the storage with a SharedArrayBuffer (needed for anything worker threads touch). */
+  shared?: boolean;
+}
+
+let nextStorageId = 1;
+
+/**
+ * One contiguous allocation of `numel` elements of a dtype.
+ *
+ * [Note: storage lifecycle]
+ * A storage is 'allocated' or 'freed'. `free()` drops the memory but keeps the object, so views
+ * of it stay valid objects; `allocate()` re-creates the memory at the same size (contents are
+ * zero). Reading through a freed storage throws StorageFreedError. This is PyTorch's
+ * `storage.resize_(0)` trick: FSDP frees a unit's unsharded buffer on reshard while every
+ * Parameter view of it stays in place, and re-allocates it on the next unshard.
+ *
+ * Invariant: while allocated, `array()` has exactly `numel` elements and starts at byte offset
+ * `byteOffset` of `buffer()`, a multiple of STORAGE_ALIGNMENT_BYTES.
+ */
+export class Storage {
+  readonly id = nextStorageId++;
+  readonly dtype: DType;
+  readonly numel: number;
+  readonly shared: boolean;
+  /** Bytes of the elements (numel × item size); the allocation rounds this up to 64 bytes. */
+  readonly byteLength: number;
+  private memory: TypedArray | null;
+  private readonly external: boolean;
+
+  private constructor(
+    dtype: DType,
+    numel: number,
+    shared: boolean,
+    memory: TypedArray | null,
+    external: boolean,
+  ) {
+    this.dtype = dtype;
+    this.numel = numel;
+    this.shared = shared;
+    this.byteLength = numel * itemSize(dtype);
+    this.memory = memory;
+    this.external = external;
+  }
+
+  /** Allocates a zero-filled storage. Zero-size storages are legal. */
+  static allocate(dtype: DType, numel: number, options: StorageOptions = {}): Storage {
+    checkNumel(numel);
+    const shared = options.shared ?? false;
+    const storage = new Storage(dtype, numel, shared, null, false);
+    storage.allocate();
+    return storage;
+  }
+
+  /**
+   * Wraps memory someone else owns (a received buffer, a slab of a bigger SharedArrayBuffer).
+   * `byteOffset` must be a multiple of the item size. `free()` only drops the reference.
+   */
+  static wrap(dtype: DType, buffer: ArrayBufferLike, byteOffset: number, numel: number): Storage {
+    checkNumel(numel);
+    if (byteOffset % itemSize(dtype) !== 0) {
+      throw new TensorError(
+        `Storage.wrap: byte offset ${byteOffset} is not a multiple of ${dtype}'s item size.`,
+        {
+          code: 'invalid-argument',
+          expected: `a multiple of ${itemSize(dtype)}`,
+          actual: byteOffset,
+          fix: 'align the offset to the element size.',
+        },
+      );
+    }
+    const array = typedArrayFor(dtype, buffer, byteOffset, numel);
+    const shared = typeof SharedArrayBuffer !== 'undefined' && buffer instanceof SharedArrayBuffer;
+    return new Storage(dtype, numel, shared, array, true);
+  }
+
+  /** Wraps an existing typed array of the dtype's word type, without copying. */
+  static fromTypedArray(dtype: DType, array: TypedArray): Storage {
+    return Storage.wrap(dtype, array.buffer, array.byteOffset, array.length);
+  }
+
+  get isAllocated(): boolean {
+    return this.memory !== null;
+  }
+
+  /** The elements, aliasing the memory (no copy). Throws if freed. */
+  array(): TypedArray {
+    if (this.memory === null)
+      throw new StorageFreedError(`read storage #${this.id} (${this.dtype}[${this.numel}])`);
+    return this.memory;
+  }
+
+  /** The underlying buffer. Throws if freed. */
+  buffer(): ArrayBufferLike {
+    return this.array().buffer;
+  }
+
+  /** Byte offset of element 0 within `buffer()`. */
+  byteOffset(): number {
+    return this.array().byteOffset;
+  }
+
+  /** Releases the memory; the object and every view of it stay. Idempotent. */
+  free(): void {
+    this.memory = null;
+  }
+
+  /** Re-creates the memory at the same size, zero-filled. Does nothing if already allocated. */
+  allocate(): void {
+    if (this.memory !== null) return;
+    if (this.external) {
+      throw new TensorError(`Cannot re-allocate storage #${this.id}: it wraps memory it does not own.`, {
+        code: 'invalid-argument',
+        expected: 'a storage created by Storage.allocate',
+        actual: 'a wrapped (external) storage',
+        fix: 'allocate a new Storage instead of re-allocating a wrapped one.',
+      });
+    }
+    const bytes = Math.ceil(this.byteLength / STORAGE_ALIGNMENT_BYTES) * STORAGE_ALIGNMENT_BYTES;
+    const buffer = this.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes);
+    this.memory = typedArrayFor(this.dtype, buffer, 0, this.numel);
+  }
+}
+
+function checkNumel(numel: number): void {
+  if (!Number.isSafeInteger(numel) || numel < 0) {
+    throw new TensorError(`Invalid storage size ${numel}.`, {
+      code: 'invalid-argument',
+      expected: 'a non-negative integer number of elements',
+      actual: numel,
+      fix: 'pass the element count, not a byte count or a shape.',
+    });
+  }
+}
