@@ -1,4 +1,12 @@
 // @fsdp-ts/tensor: storage, views, Parameter, and the TensorFlow.js bridge.
+
+export { type BackendName, backendLadder, isBackendName } from './bridge/backend-name';
+export { BACKEND_ENVIRONMENT_VARIABLE, currentBackend, initBackend } from './bridge/init-backend';
+export { matMul, registerMatMulGradient } from './bridge/mat-mul';
+export { nestedGradients } from './bridge/nested-gradients';
+export { recompute } from './bridge/recompute';
+export { fromTf, toTf } from './bridge/to-tf';
+export { registerUnsortedSegmentSum } from './bridge/unsorted-segment-sum-kernel';
 export {
   bfloat16ToFloat32,
   bfloat16ToFloat32Scalar,

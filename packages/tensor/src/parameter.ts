@@ -93,15 +93,18 @@ export class Parameter {
     const fullShape = shapesEqual(view.shape, this.shape);
     const partial = view.rank === 1 && view.numel <= this.numel;
     if (!fullShape && !partial) {
-      throw new TensorError(`${this}: cannot point ${field} at a view of shape ${formatShape(view.shape)}.`, {
-        code: 'shape-mismatch',
-        expected: `shape ${formatShape(this.shape)}, or a 1-D part of at most ${this.numel} elements`,
-        actual: view.shape,
-        fix: 'point the parameter at a view of its original shape or at its 1-D shard part.',
-      });
+      throw new TensorError(
+        `${this}: cannot point ${field} at a view of shape ${formatShape(view.shape)}; expected shape ${formatShape(this.shape)} or a 1-D part of at most ${this.numel} elements.`,
+        {
+          code: 'shape-mismatch',
+          expected: `shape ${formatShape(this.shape)}, or a 1-D part of at most ${this.numel} elements`,
+          actual: view.shape,
+          fix: 'point the parameter at a view of its original shape or at its 1-D shard part.',
+        },
+      );
     }
     if (view.dtype !== this.dtype && field === 'data') {
-      throw new TensorError(`${this}: cannot point data at a ${view.dtype} view.`, {
+      throw new TensorError(`${this}: cannot point data at a ${view.dtype} view; expected ${this.dtype}.`, {
         code: 'dtype-mismatch',
         expected: this.dtype,
         actual: view.dtype,

@@ -1,6 +1,6 @@
+import { Storage, TensorError, TensorView } from '@fsdp-ts/tensor';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Storage, TensorError, TensorView } from '@fsdp-ts/tensor';
 
 /** Independent reference: the storage index of a multi-index from offset and strides. */
 function referenceOffset(offset: number, strides: readonly number[], index: readonly number[]): number {
@@ -12,7 +12,8 @@ function allIndices(shape: readonly number[]): number[][] {
   const [first, ...rest] = shape;
   const tails = allIndices(rest);
   const result: number[][] = [];
-  for (let position = 0; position < first!; position++) for (const tail of tails) result.push([position, ...tail]);
+  for (let position = 0; position < first!; position++)
+    for (const tail of tails) result.push([position, ...tail]);
   return result;
 }
 
@@ -27,7 +28,9 @@ describe('TensorView', () => {
         const values = storage.array() as Float32Array;
         for (let index = 0; index < values.length; index++) values[index] = index;
         const base = new TensorView(storage, offset, shape);
-        const order = shape.map((_, dim) => dim).sort((a, b) => ((a * 7919 + seed) % 13) - ((b * 7919 + seed) % 13));
+        const order = shape
+          .map((_, dim) => dim)
+          .sort((a, b) => ((a * 7919 + seed) % 13) - ((b * 7919 + seed) % 13));
         for (const view of [base, base.permute(order)]) {
           const flat = view.toArray();
           allIndices(view.shape).forEach((index, position) => {
@@ -99,7 +102,9 @@ describe('TensorView', () => {
 
   it('rejects out-of-range views with the shape and bounds in the message', () => {
     const storage = Storage.allocate('float32', 10);
-    expect(() => new TensorView(storage, 4, [2, 4])).toThrow(/reaches elements \[4, 11\] of a storage of 10 elements/);
+    expect(() => new TensorView(storage, 4, [2, 4])).toThrow(
+      /reaches elements \[4, 11\] of a storage of 10 elements/,
+    );
     expect(() => TensorView.zeros([3]).narrow(0, 2, 2)).toThrow(/out of range for shape \[3\]/);
     expect(new TensorView(storage, 10, [0]).numel).toBe(0);
   });
