@@ -1,2 +1,18 @@
-// @fsdp-ts/flat-param: nothing is exported yet; see the package README.
-export {};
+// @fsdp-ts/flat-param: flat parameters whose original Parameters stay alive as views.
+export { FlatParamError, type FlatParamErrorCode, type FlatParamErrorDetails } from './errors';
+export { FlatParamHandle, type FlatParamHandleOptions, type FlatParamState } from './flat-param-handle';
+export {
+  computeFlatParamLayout,
+  FLAT_PARAM_LAYOUT_VERSION,
+  type FlatParamLayout,
+  type LayoutOptions,
+  type LayoutParameter,
+  type LayoutParameterSpec,
+  parameterIndex,
+  type ShardIntersection,
+  shardIntersection,
+  shardIntersections,
+  withWorldSize,
+} from './layout';
+export { locateParameterRange, type ShardPiece } from './locate';
+export { type FlatParamMetadata, parseFlatParamMetadata } from './metadata';

@@ -1,0 +1,319 @@
+import { type DType, type Parameter, Storage, TensorView } from '@fsdp-ts/tensor';
+import { FlatParamError } from './errors';
+import { collectParameters } from './internal/collect-parameters';
+import { flattenIntoShard } from './internal/flatten';
+import { buildViewSet, type ViewSet } from './internal/view-set';
+import {
+  checkRank,
+  computeFlatParamLayout,
+  type FlatParamLayout,
+  parameterIndex,
+  type ShardIntersection,
+  shardIntersections,
+} from './layout';
+import type { FlatParamMetadata } from './metadata';
+
+/** Where every Parameter of the unit points: its 1-D local part, or its full shape. */
+export type FlatParamState = 'sharded' | 'unsharded';
+
+export interface FlatParamHandleOptions {
+  /** This process's rank in [0, worldSize). */
+  readonly rank: number;
+  readonly worldSize: number;
+  /** Elements; each non-empty parameter starts at a multiple of it. Default 1. */
+  readonly alignment?: number;
+  /** The unit dtype; default the first parameter's. Every parameter must have it. */
+  readonly dtype?: DType;
+  /** dtype of the gradient buffers; default the unit dtype. */
+  readonly gradDType?: DType;
+}
+
+/**
+ * One unit's parameters flattened into one padded buffer, sharded over `worldSize` ranks, with
+ * every original Parameter kept alive as a view. Never communicates: the caller fills
+ * `unshardedBuffer()` (all-gather of `shardedBuffer()`) and `shardedGradBuffer()`
+ * (reduce-scatter of `unshardedGradBuffer()`).
+ *
+ * [Note: gradient views]
+ * Frozen parameters' `grad` is always null. For a trainable parameter:
+ *  - unsharded: the full-shape view of the unsharded gradient buffer while that buffer is
+ *    allocated (`unshardedGradBuffer()` allocates it: autograd writes there), else null;
+ *  - sharded: the 1-D view of its part of the sharded gradient buffer while that buffer holds a
+ *    gradient for it (`setGradientsPresent(true)` after a reduce-scatter; also true for a
+ *    parameter that brought a gradient into `create`), else null. So before the first backward
+ *    `grad` is null, and no optimizer steps a frozen parameter or one without a gradient.
+ * Setting a sharded `grad` to null (zeroGrad with setToNone) is noticed at the next unshard.
+ */
+export class FlatParamHandle {
+  readonly layout: FlatParamLayout;
+  readonly rank: number;
+  readonly worldSize: number;
+  /** Distinct Parameters in layout order (a tied Parameter appears once). */
+  readonly parameters: readonly Parameter[];
+  /** This rank's intersection with each parameter, in layout order. */
+  readonly intersections: readonly ShardIntersection[];
+  /** The local shard, [shardNumel] elements, SharedArrayBuffer-backed, allocated for life. */
+  readonly shardedStorage: Storage;
+  /** [paddedNumel] = worldSize × shard, rank-major; allocated on unshard, freed on reshard. */
+  readonly unshardedStorage: Storage;
+  /** [shardNumel] of gradDType, allocated for life. */
+  readonly shardedGradStorage: Storage;
+  /** [paddedNumel] of gradDType, allocated by unshardedGradBuffer(), freed by freeUnshardedGrad(). */
+  readonly unshardedGradStorage: Storage;
+  private currentState: FlatParamState = 'sharded';
+  private readonly views: ViewSet;
+  private readonly gradientPresent: boolean[];
+  private readonly named: readonly (readonly [string, Parameter])[];
+
+  private constructor(
+    layout: FlatParamLayout,
+    rank: number,
+    parameters: Parameter[],
+    named: readonly (readonly [string, Parameter])[],
+    gradDType: DType,
+  ) {
+    this.layout = layout;
+    this.rank = rank;
+    this.worldSize = layout.worldSize;
+    this.parameters = parameters;
+    this.named = named;
+    this.intersections = shardIntersections(layout, rank);
+    const shared = { shared: true };
+    this.shardedStorage = Storage.allocate(layout.dtype, layout.shardNumel, shared);
+    this.unshardedStorage = Storage.allocate(layout.dtype, layout.paddedNumel, shared);
+    this.unshardedStorage.free();
+    this.shardedGradStorage = Storage.allocate(gradDType, layout.shardNumel, shared);
+    this.unshardedGradStorage = Storage.allocate(gradDType, layout.paddedNumel, shared);
+    this.unshardedGradStorage.free();
+    this.views = buildViewSet(layout, parameters, this.intersections, {
+      sharded: this.shardedStorage,
+      unsharded: this.unshardedStorage,
+      shardedGrad: this.shardedGradStorage,
+      unshardedGrad: this.unshardedGradStorage,
+    });
+    this.gradientPresent = flattenIntoShard(layout, parameters, this.intersections, this.views);
+    this.pointAtShardedViews();
+  }
+
+  /**
+   * Flattens `named` ([dotted name, Parameter] pairs, registration order) for `rank` of
+   * `worldSize`: copies this rank's part of every value into the sharded flat parameter and
+   * switches every Parameter to its sharded view (state 'sharded').
+   */
+  static create(
+    named: readonly (readonly [string, Parameter])[],
+    options: FlatParamHandleOptions,
+  ): FlatParamHandle {
+    const collected = collectParameters(named, options.dtype);
+    const layout = computeFlatParamLayout(collected.specs, {
+      dtype: collected.dtype,
+      worldSize: options.worldSize,
+      ...(options.alignment === undefined ? {} : { alignment: options.alignment }),
+    });
+    checkRank(options.rank, layout.worldSize);
+    const pairs = named.map(([name, parameter]) => [name, parameter] as const);
+    return new FlatParamHandle(
+      layout,
+      options.rank,
+      collected.parameters,
+      pairs,
+      options.gradDType ?? layout.dtype,
+    );
+  }
+
+  get state(): FlatParamState {
+    return this.currentState;
+  }
+
+  /** Every [name, Parameter] pair as given to create (a tied Parameter under each of its names). */
+  get namedParameters(): readonly (readonly [string, Parameter])[] {
+    return this.named;
+  }
+
+  /** The Parameter registered under `name` (any of a tied parameter's names). */
+  parameter(name: string): Parameter {
+    return this.parameters[parameterIndex(this.layout, name)]!;
+  }
+
+  /** Layout index of a parameter, by name or by object. */
+  indexOf(parameter: string | Parameter): number {
+    if (typeof parameter === 'string') return parameterIndex(this.layout, parameter);
+    const index = this.parameters.indexOf(parameter);
+    if (index < 0) {
+      throw new FlatParamError(`${parameter} is not a parameter of this unit.`, {
+        code: 'unknown-parameter',
+        expected: 'a Parameter passed to FlatParamHandle.create for this unit',
+        actual: String(parameter),
+        fix: 'look the parameter up in the handle of the unit that owns it.',
+      });
+    }
+    return index;
+  }
+
+  /** The local shard, 1-D [shardNumel]: the all-gather input, the optimizer's memory. */
+  shardedBuffer(): TensorView {
+    return flatView(this.shardedStorage);
+  }
+
+  /** The unsharded flat parameter, 1-D [paddedNumel] (allocated, zero-filled, if it was freed): the all-gather output. */
+  unshardedBuffer(): TensorView {
+    this.unshardedStorage.allocate();
+    return flatView(this.unshardedStorage);
+  }
+
+  /** The sharded gradient, 1-D [shardNumel]: the reduce-scatter output. */
+  shardedGradBuffer(): TensorView {
+    return flatView(this.shardedGradStorage);
+  }
+
+  /**
+   * The unsharded gradient, 1-D [paddedNumel] (allocated, zero-filled, if it was freed): what
+   * autograd fills through each trainable Parameter's full-shape `grad` and a reduce-scatter
+   * reads. While unsharded, allocating it points every trainable `grad` at it.
+   */
+  unshardedGradBuffer(): TensorView {
+    if (!this.unshardedGradStorage.isAllocated) {
+      this.unshardedGradStorage.allocate();
+      if (this.currentState === 'unsharded') this.pointGradsAtUnsharded();
+    }
+    return flatView(this.unshardedGradStorage);
+  }
+
+  /** Precomputed views of parameter `index` (layout order); grad views are null for frozen ones. */
+  unshardedView(index: number): TensorView {
+    return this.views.unshardedData[this.checkIndex(index)]!;
+  }
+
+  shardedView(index: number): TensorView {
+    return this.views.shardedData[this.checkIndex(index)]!;
+  }
+
+  unshardedGradView(index: number): TensorView | null {
+    return this.views.unshardedGrad[this.checkIndex(index)]!;
+  }
+
+  shardedGradView(index: number): TensorView | null {
+    return this.views.shardedGrad[this.checkIndex(index)]!;
+  }
+
+  /** Transition 'sharded' → 'unsharded': every Parameter's data becomes its full-shape view. */
+  useUnshardedViews(): void {
+    this.expectState('sharded', 'useUnshardedViews()');
+    if (!this.unshardedStorage.isAllocated) {
+      throw new FlatParamError('useUnshardedViews() needs the unsharded buffer, but it is freed.', {
+        code: 'invalid-state',
+        expected: 'an allocated unsharded buffer holding the gathered shards',
+        actual: 'freed',
+        fix: 'call unshardedBuffer(), all-gather every rank’s shardedBuffer() into it, then useUnshardedViews().',
+      });
+    }
+    const { parameters, views, gradientPresent } = this;
+    const withGrad = this.unshardedGradStorage.isAllocated;
+    for (let index = 0; index < parameters.length; index++) {
+      const parameter = parameters[index]!;
+      const shardedGrad = views.shardedGrad[index]!;
+      // Notice zeroGrad(setToNone) (or any re-pointing) done by the user while sharded.
+      if (gradientPresent[index] && parameter.grad !== shardedGrad) gradientPresent[index] = false;
+      parameter.data = views.unshardedData[index]!;
+      parameter.grad = withGrad ? views.unshardedGrad[index]! : null;
+    }
+    this.currentState = 'unsharded';
+  }
+
+  /** Transition 'unsharded' → 'sharded': every Parameter's data becomes its 1-D local part. */
+  useShardedViews(): void {
+    this.expectState('unsharded', 'useShardedViews()');
+    this.pointAtShardedViews();
+    this.currentState = 'sharded';
+  }
+
+  /**
+   * Copies this rank's part of the unsharded buffer back into the shard, after the full
+   * parameters were edited in place (e.g. loading weights while gathered). State 'unsharded'.
+   */
+  writeback(): void {
+    this.expectState('unsharded', 'writeback()');
+    const start = this.rank * this.layout.shardNumel;
+    const source = this.unshardedStorage.array().subarray(start, start + this.layout.shardNumel);
+    this.shardedStorage.array().set(source);
+  }
+
+  /** Releases the unsharded buffer's memory (its Storage object and views stay). State 'sharded'. */
+  freeUnsharded(): void {
+    this.expectState('sharded', 'freeUnsharded()');
+    this.unshardedStorage.free();
+  }
+
+  /** Releases the unsharded gradient's memory; while unsharded, trainable grads become null. */
+  freeUnshardedGrad(): void {
+    this.unshardedGradStorage.free();
+    if (this.currentState === 'unsharded') for (const parameter of this.parameters) parameter.grad = null;
+  }
+
+  /**
+   * Declares whether the sharded gradient buffer holds a gradient for the trainable parameters
+   * (true after the caller reduce-scattered into it; false to drop gradients). While sharded,
+   * grads are re-pointed at once.
+   */
+  setGradientsPresent(present: boolean): void {
+    this.layout.parameters.forEach((entry, index) => {
+      this.gradientPresent[index] = present && !entry.frozen;
+    });
+    if (this.currentState === 'sharded') this.pointAtShardedViews();
+  }
+
+  /** Whether parameter `index` has a gradient in the sharded gradient buffer. */
+  isGradientPresent(index: number): boolean {
+    return this.gradientPresent[this.checkIndex(index)]!;
+  }
+
+  /** The layout as plain JSON (a copy): names, shapes, dtype, offsets, world size, alignment, frozen and tied flags. */
+  metadata(): FlatParamMetadata {
+    return JSON.parse(JSON.stringify(this.layout)) as FlatParamMetadata;
+  }
+
+  private pointAtShardedViews(): void {
+    const { parameters, views, gradientPresent } = this;
+    for (let index = 0; index < parameters.length; index++) {
+      const parameter = parameters[index]!;
+      parameter.data = views.shardedData[index]!;
+      parameter.grad = gradientPresent[index] ? views.shardedGrad[index]! : null;
+    }
+  }
+
+  private pointGradsAtUnsharded(): void {
+    const { parameters, views } = this;
+    for (let index = 0; index < parameters.length; index++) {
+      parameters[index]!.grad = views.unshardedGrad[index]!;
+    }
+  }
+
+  private expectState(expected: FlatParamState, method: string): void {
+    if (this.currentState === expected) return;
+    throw new FlatParamError(`${method} needs state '${expected}', but the unit is '${this.currentState}'.`, {
+      code: 'invalid-state',
+      expected,
+      actual: this.currentState,
+      fix:
+        expected === 'sharded'
+          ? 'call useShardedViews() first (each transition is called once per switch).'
+          : 'call unshardedBuffer(), fill it, and useUnshardedViews() first.',
+    });
+  }
+
+  private checkIndex(index: number): number {
+    if (!Number.isInteger(index) || index < 0 || index >= this.parameters.length) {
+      throw new FlatParamError(`No parameter at index ${index}: the unit has ${this.parameters.length}.`, {
+        code: 'unknown-parameter',
+        expected: `an index in [0, ${this.parameters.length})`,
+        actual: index,
+        fix: 'use handle.indexOf(nameOrParameter).',
+      });
+    }
+    return index;
+  }
+}
+
+function flatView(storage: Storage): TensorView {
+  return new TensorView(storage, 0, [storage.numel]);
+}
