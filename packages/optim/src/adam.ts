@@ -1,0 +1,94 @@
+import { adamKernel } from './internal/kernels/adam-kernel';
+import { mergeOptions } from './internal/merge-options';
+import { checkBetas, checkBoolean, checkNonNegative } from './internal/validate';
+import { Optimizer } from './optimizer';
+import type { BaseOptions, ParamsInput } from './param-group';
+
+export interface AdamOptions extends BaseOptions {
+  betas: readonly [number, number];
+  eps: number;
+  weightDecay: number;
+  amsgrad: boolean;
+  maximize: boolean;
+}
+
+export const adamDefaults: Readonly<AdamOptions> = Object.freeze({
+  lr: 1e-3,
+  betas: [0.9, 0.999] as const,
+  eps: 1e-8,
+  weightDecay: 0,
+  amsgrad: false,
+  maximize: false,
+});
+
+/** Adam and AdamW share everything but where weight decay enters. State: `expAvg`, `expAvgSq`, `maxExpAvgSq`. */
+abstract class AdamFamily extends Optimizer<AdamOptions> {
+  protected abstract get decoupledWeightDecay(): boolean;
+
+  protected validateGroup(group: AdamOptions, where: string): void {
+    checkNonNegative(where, 'lr', group.lr);
+    checkBetas(where, group.betas);
+    checkNonNegative(where, 'eps', group.eps);
+    checkNonNegative(where, 'weightDecay', group.weightDecay);
+    checkBoolean(where, 'amsgrad', group.amsgrad);
+    checkBoolean(where, 'maximize', group.maximize);
+  }
+
+  step(): void {
+    for (const group of this.paramGroups) {
+      for (const param of group.params) {
+        const prepared = this.prepare(param);
+        if (prepared === null) continue;
+        const { arrays, state } = prepared;
+        state.step += 1;
+        adamKernel(
+          arrays.data,
+          arrays.grad,
+          state.buffer('expAvg'),
+          state.buffer('expAvgSq'),
+          group.amsgrad ? state.buffer('maxExpAvgSq') : null,
+          {
+            lr: group.lr,
+            beta1: group.betas[0],
+            beta2: group.betas[1],
+            eps: group.eps,
+            weightDecay: group.weightDecay,
+            decoupledWeightDecay: this.decoupledWeightDecay,
+            maximize: group.maximize,
+            step: state.step,
+          },
+        );
+      }
+    }
+  }
+}
+
+/** Adam with L2 weight decay added to the gradient, as `torch.optim.Adam`. */
+export class Adam extends AdamFamily {
+  get kind(): string {
+    return 'Adam';
+  }
+  protected get decoupledWeightDecay(): boolean {
+    return false;
+  }
+
+  constructor(params: ParamsInput<AdamOptions>, options: Partial<AdamOptions> = {}) {
+    super(params, mergeOptions('Adam', adamDefaults, options));
+  }
+}
+
+export const adamWDefaults: Readonly<AdamOptions> = Object.freeze({ ...adamDefaults, weightDecay: 1e-2 });
+
+/** Adam with decoupled weight decay (p ← p·(1 − lr·wd) before the step), as `torch.optim.AdamW`. */
+export class AdamW extends AdamFamily {
+  get kind(): string {
+    return 'AdamW';
+  }
+  protected get decoupledWeightDecay(): boolean {
+    return true;
+  }
+
+  constructor(params: ParamsInput<AdamOptions>, options: Partial<AdamOptions> = {}) {
+    super(params, mergeOptions('AdamW', adamWDefaults, options));
+  }
+}

@@ -1,0 +1,16 @@
+/** What `NormReductionGroup.allReduce` returns: a handle whose `wait()` blocks until the sum is in place. */
+export interface NormReductionWork {
+  wait(): void;
+}
+
+/**
+ * The part of a process group LAMB and LARS need: a synchronous-to-wait, in-place sum of a small
+ * Float32Array across ranks. Typed structurally so `@fsdp-ts/collectives`' `ProcessGroup` (whose
+ * `allReduce(buffer, { op })` returns a `Work` with a blocking `wait()`) satisfies it, and so do
+ * test harnesses, without this package importing a collectives implementation.
+ */
+export interface NormReductionGroup {
+  /** Number of ranks. With 1 the reduction is skipped. */
+  readonly size: number;
+  allReduce(buffer: Float32Array, options: { op: 'sum' }): NormReductionWork;
+}

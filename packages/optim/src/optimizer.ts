@@ -1,0 +1,180 @@
+import { Parameter } from '@fsdp-ts/tensor';
+import { OptimError } from './errors';
+import { type ParameterArrays, parameterArrays } from './internal/parameter-arrays';
+import { ParameterState } from './internal/parameter-state';
+import { loadOptimizerState, saveOptimizerState } from './internal/state-dict-io';
+import type { BaseOptions, ParamGroup, ParamGroupInput, ParamsInput, ZeroGradOptions } from './param-group';
+import type { OptimizerStateDict } from './state-dict';
+
+/** A parameter ready to be updated this step: its arrays and its (lazily created) state. */
+export interface PreparedParameter {
+  arrays: ParameterArrays;
+  state: ParameterState;
+}
+
+/**
+ * The base of every optimizer: param groups with defaults, lazily created per-parameter state,
+ * `zeroGrad`, and state dicts. Subclasses implement `step()` with fused loops over
+ * `param.data`, whatever that view is: full-shape, a 1-D shard part, or empty.
+ */
+export abstract class Optimizer<Options extends BaseOptions> {
+  /** The optimizer's name in state dicts and messages (a getter, so the base constructor can use it). */
+  abstract get kind(): string;
+  readonly defaults: Readonly<Options>;
+  readonly paramGroups: ParamGroup<Options>[] = [];
+  protected readonly state = new Map<Parameter, ParameterState>();
+  private readonly groupIndexOf = new Map<Parameter, number>();
+
+  constructor(params: ParamsInput<Options>, defaults: Options) {
+    this.validateGroup(defaults, 'the defaults');
+    this.defaults = Object.freeze({ ...defaults });
+    const entries: unknown[] = [...(params as Iterable<unknown>)];
+    if (entries.length === 0) {
+      throw new OptimError('The optimizer got an empty parameter list.', {
+        code: 'invalid-group',
+        expected: 'at least one Parameter or param group',
+        actual: 0,
+        fix: 'pass model.parameters() (after the model has registered its parameters) or a list of groups.',
+      });
+    }
+    if (entries.every((entry) => entry instanceof Parameter)) {
+      this.addParamGroup({ params: entries as Parameter[] } as unknown as ParamGroupInput<Options>);
+    } else {
+      for (const entry of entries) this.addParamGroup(entry as ParamGroupInput<Options>);
+    }
+  }
+
+  /** Checks a group's hyperparameters; throws OptimError('invalid-hyperparameter'). */
+  protected abstract validateGroup(group: Options, where: string): void;
+
+  /** Performs one update of every parameter that has a grad and requires one. */
+  abstract step(): void;
+
+  /** Adds a group; missing hyperparameters come from the defaults. */
+  addParamGroup(input: ParamGroupInput<Options>): void {
+    const index = this.paramGroups.length;
+    const where = `param group ${index}`;
+    if (typeof input !== 'object' || input === null || !('params' in input)) {
+      throw new OptimError(`${where} is not a { params, ...hyperparameters } object.`, {
+        code: 'invalid-group',
+        expected: '{ params: Iterable<Parameter>, lr?, weightDecay?, ... }',
+        actual: (input as unknown) instanceof Parameter ? String(input) : typeof input,
+        fix: 'pass either a list of Parameters or a list of groups, not a mix.',
+      });
+    }
+    const candidates: unknown[] =
+      (input.params as unknown) instanceof Parameter ? [input.params] : [...input.params];
+    const params: Parameter[] = [];
+    const seen = new Set<Parameter>();
+    for (const param of candidates) {
+      if (!(param instanceof Parameter)) {
+        throw new OptimError(`${where} contains ${String(param)}, which is not a Parameter.`, {
+          code: 'invalid-parameter',
+          expected: 'Parameter',
+          actual: typeof param,
+          fix: 'build groups from module.parameters() or Parameter objects.',
+        });
+      }
+      const other = seen.has(param) ? index : this.groupIndexOf.get(param);
+      if (other !== undefined) {
+        throw new OptimError(
+          `${param} is in param group ${other} and again in ${where}; a parameter belongs to exactly one group.`,
+          {
+            code: 'duplicate-parameter',
+            parameter: String(param),
+            expected: 'each parameter in one group, once',
+            actual: { groups: [other, index] },
+            fix: 'remove it from one of the groups (e.g. filter the second group by name).',
+          },
+        );
+      }
+      seen.add(param);
+      params.push(param);
+    }
+    const hyperparameters: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(input)) {
+      if (key === 'params' || value === undefined) continue;
+      if (!(key in this.defaults)) {
+        throw new OptimError(`${where}: unknown hyperparameter '${key}' for ${this.kind}.`, {
+          code: 'unknown-hyperparameter',
+          expected: Object.keys(this.defaults),
+          actual: key,
+          fix: 'use the camelCase names listed (e.g. weightDecay, not weight_decay).',
+        });
+      }
+      hyperparameters[key] = value;
+    }
+    const group = {
+      ...this.defaults,
+      ...hyperparameters,
+      params: Object.freeze(params),
+    } as ParamGroup<Options>;
+    this.validateGroup(group, where);
+    for (const param of params) this.groupIndexOf.set(param, index);
+    this.paramGroups.push(group);
+  }
+
+  /** Every parameter, in position order (groups in order, then each group's params). */
+  get parameters(): Parameter[] {
+    return this.paramGroups.flatMap((group) => [...group.params]);
+  }
+
+  /** Clears gradients: sets them to null (default) or fills them with zeros in place. */
+  zeroGrad(options: ZeroGradOptions = {}): void {
+    const setToNull = options.setToNull ?? true;
+    for (const group of this.paramGroups) {
+      for (const param of group.params) {
+        if (setToNull) param.grad = null;
+        else param.grad?.fill(0);
+      }
+    }
+  }
+
+  /** A copy of the state and hyperparameters, keyed by parameter position (and name). */
+  stateDict(): OptimizerStateDict {
+    return saveOptimizerState(this.kind, this.paramGroups, this.state);
+  }
+
+  /**
+   * Replaces state and hyperparameters with a copy of `stateDict`. Checks everything (optimizer,
+   * group sizes, names, shapes, element counts) before changing anything.
+   */
+  loadStateDict(stateDict: OptimizerStateDict): void {
+    const loaded = loadOptimizerState(this.kind, this.paramGroups, this.defaults, stateDict);
+    for (const [index, hyperparameters] of loaded.hyperparameters.entries()) {
+      this.validateGroup({ ...this.paramGroups[index]!, ...hyperparameters }, `param group ${index}`);
+    }
+    for (const [index, hyperparameters] of loaded.hyperparameters.entries()) {
+      Object.assign(this.paramGroups[index]!, hyperparameters);
+    }
+    this.state.clear();
+    for (const [param, state] of loaded.state) this.state.set(param, state);
+  }
+
+  /**
+   * The arrays and state for updating `param` this step, or null when it is skipped (grad null or
+   * requiresGrad false). Creates the state on first use, sized to `param.data`.
+   * See [Note: state follows data].
+   */
+  protected prepare(param: Parameter): PreparedParameter | null {
+    const arrays = parameterArrays(param);
+    if (arrays === null) return null;
+    let state = this.state.get(param);
+    if (state === undefined) {
+      state = new ParameterState(arrays.data.length);
+      this.state.set(param, state);
+    } else if (state.numel !== arrays.data.length) {
+      throw new OptimError(
+        `${param}: the ${this.kind} state holds ${state.numel} elements but data now has ${arrays.data.length}; the parameter was re-sharded (or re-pointed) since the state was created.`,
+        {
+          code: 'state-numel-mismatch',
+          parameter: String(param),
+          expected: state.numel,
+          actual: arrays.data.length,
+          fix: 'keep the same sharding between steps, or save stateDict() under the old layout, re-shard the state, and loadStateDict() it for the new one.',
+        },
+      );
+    }
+    return { arrays, state };
+  }
+}
