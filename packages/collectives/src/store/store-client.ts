@@ -1,0 +1,270 @@
+import { connect, type Socket } from 'node:net';
+import { authenticateSocket } from '../auth/authenticate-socket.js';
+import { validateJobSecret } from '../auth/job-secret.js';
+import { SecureChannel } from '../auth/secure-channel.js';
+import { CollectiveError } from '../errors.js';
+import { FrameDecoder } from './internal/frame-decoder.js';
+import type { Store, StoreWaitOptions } from './store.js';
+import {
+  decodeStoreResponse,
+  encodeStoreRequest,
+  STORE_LIMITS,
+  type StoreRequest,
+  type StoreResponse,
+} from './store-protocol.js';
+
+export interface ConnectStoreOptions {
+  host: string;
+  port: number;
+  /** The job secret (see resolveJobSecret / readEnvironment). */
+  secret: string;
+  /**
+   * Milliseconds: how long to keep retrying the connection while the server is not up yet, and
+   * the default timeout of get and wait. Default 60 000.
+   */
+  timeoutMs?: number;
+  /** Prefix added to every key (see PrefixStore); readEnvironment's `storePrefix`. */
+  prefix?: string;
+}
+
+interface Pending {
+  op: StoreRequest['op'];
+  resolve(value: Uint8Array): void;
+  reject(error: CollectiveError): void;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/** Extra time the client waits beyond a server-side timeout before declaring the store stalled. */
+const STALL_GRACE_MS = 5_000;
+
+/**
+ * Connects to the rendezvous store, retrying refused connections until `timeoutMs` (the server
+ * may start after the client), then proving the job secret. Rejects with a CollectiveError:
+ * code 'auth' when the secrets differ (not retried), 'timeout' when no server answered in time.
+ */
+export async function connectStore(options: ConnectStoreOptions): Promise<StoreClient> {
+  const secret = validateJobSecret(options.secret, 'connectStore({ secret })');
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
+  let delayMs = 20;
+  for (;;) {
+    const socket = await openSocket(options.host, options.port).catch(
+      (error: NodeJS.ErrnoException) => error,
+    );
+    if (!(socket instanceof Error)) {
+      try {
+        const keys = await authenticateSocket(socket, secret, 'client', {
+          timeoutMs: Math.max(1_000, deadline - Date.now()),
+        });
+        return new StoreClient(socket, new SecureChannel(keys), timeoutMs, options.prefix ?? '', options);
+      } catch (error) {
+        socket.destroy();
+        throw error;
+      }
+    }
+    if (Date.now() + delayMs > deadline) {
+      throw new CollectiveError(
+        `Could not reach the store at ${options.host}:${options.port} within ${timeoutMs} ms (last error: ${socket.code ?? socket.message}).`,
+        {
+          code: 'timeout',
+          op: 'connectStore',
+          cause: socket,
+          fix: 'check MASTER_ADDR/MASTER_PORT and that rank 0 (or fsdp-run on node 0) is running and reachable.',
+        },
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    delayMs = Math.min(delayMs * 2, 500);
+  }
+}
+
+function openSocket(host: string, port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port });
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      socket.on('error', () => {});
+      socket.setNoDelay(true);
+      resolve(socket);
+    });
+    socket.once('error', reject);
+  });
+}
+
+/**
+ * A Store client over one authenticated, sealed connection; requests are pipelined and answered
+ * by id. State: 'open' until `close()` ('closed') or until the connection drops ('lost'); in
+ * either case every pending and later request fails with a CollectiveError.
+ */
+export class StoreClient implements Store {
+  private state: 'open' | 'closed' | 'lost' = 'open';
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private readonly lostListeners = new Set<(error: CollectiveError) => void>();
+  private readonly address: string;
+
+  /** @internal Use connectStore. */
+  constructor(
+    private readonly socket: Socket,
+    private readonly channel: SecureChannel,
+    private readonly timeoutMs: number,
+    private readonly prefix: string,
+    endpoint: { host: string; port: number },
+  ) {
+    this.address = `${endpoint.host}:${endpoint.port}`;
+    const decoder = new FrameDecoder(STORE_LIMITS.maxFrameBytes + SecureChannel.OVERHEAD_BYTES, 16);
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        for (const frame of decoder.push(chunk)) this.receive(decodeStoreResponse(channel.open(frame)));
+      } catch (error) {
+        this.markLost(error);
+        socket.destroy();
+      }
+    });
+    socket.on('close', () => this.markLost(undefined));
+    socket.resume();
+  }
+
+  /** Calls `listener` once if the connection to the store drops (not after `close()`). */
+  onConnectionLost(listener: (error: CollectiveError) => void): () => void {
+    this.lostListeners.add(listener);
+    return () => this.lostListeners.delete(listener);
+  }
+
+  async set(key: string, value: Uint8Array | string): Promise<void> {
+    await this.request({ op: 'set', id: 0, key: this.prefix + key, value: toBytes(value) });
+  }
+
+  get(key: string, options: StoreWaitOptions = {}): Promise<Uint8Array> {
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    return this.request({ op: 'get', id: 0, key: this.prefix + key, timeoutMs }, timeoutMs);
+  }
+
+  async add(key: string, delta: number): Promise<number> {
+    if (!Number.isSafeInteger(delta)) {
+      throw new CollectiveError(`Store add needs an integer delta; got ${delta}.`, {
+        code: 'invalid-argument',
+        op: 'store.add',
+      });
+    }
+    const result = await this.request({ op: 'add', id: 0, key: this.prefix + key, delta });
+    return Buffer.from(result).readDoubleBE(0);
+  }
+
+  compareSet(key: string, expected: Uint8Array | string, desired: Uint8Array | string): Promise<Uint8Array> {
+    const request = { op: 'compareSet', id: 0, key: this.prefix + key } as const;
+    return this.request({ ...request, expected: toBytes(expected), desired: toBytes(desired) });
+  }
+
+  async wait(keys: readonly string[], options: StoreWaitOptions = {}): Promise<void> {
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const prefixed = keys.map((key) => this.prefix + key);
+    await this.request({ op: 'wait', id: 0, keys: prefixed, timeoutMs }, timeoutMs);
+  }
+
+  /** Whether every key exists now, without waiting. */
+  async check(keys: readonly string[]): Promise<boolean> {
+    const result = await this.request({ op: 'check', id: 0, keys: keys.map((key) => this.prefix + key) });
+    return result[0] === 1;
+  }
+
+  async delete(key: string): Promise<boolean> {
+    const result = await this.request({ op: 'delete', id: 0, key: this.prefix + key });
+    return result[0] === 1;
+  }
+
+  /**
+   * Asks the server to set `key` to `value` when this connection closes for any reason (also a
+   * crash or SIGKILL of this process): how launchers learn that a peer launcher died.
+   */
+  async setOnDisconnect(key: string, value: Uint8Array | string): Promise<void> {
+    await this.request({ op: 'setOnDisconnect', id: 0, key: this.prefix + key, value: toBytes(value) });
+  }
+
+  /** Cancels a `setOnDisconnect` for `key`. */
+  async clearOnDisconnect(key: string): Promise<void> {
+    await this.request({ op: 'clearOnDisconnect', id: 0, key: this.prefix + key });
+  }
+
+  async close(): Promise<void> {
+    if (this.state !== 'open') return;
+    this.state = 'closed';
+    this.failPending(new CollectiveError('The store client was closed.', { code: 'closed' }));
+    await new Promise<void>((resolve) => {
+      this.socket.once('close', () => resolve());
+      this.socket.end();
+      setTimeout(() => this.socket.destroy(), 1_000).unref();
+    });
+  }
+
+  private request(request: StoreRequest, waitMs?: number): Promise<Uint8Array> {
+    if (this.state !== 'open') {
+      return Promise.reject(
+        new CollectiveError(`Store ${request.op} on a ${this.state} connection to ${this.address}.`, {
+          code: this.state === 'closed' ? 'closed' : 'store',
+          op: `store.${request.op}`,
+        }),
+      );
+    }
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer =
+        waitMs === undefined
+          ? undefined
+          : setTimeout(
+              () => {
+                this.pending.delete(id);
+                reject(
+                  new CollectiveError(
+                    `The store at ${this.address} did not answer ${request.op} in ${waitMs} ms.`,
+                    {
+                      code: 'timeout',
+                      op: `store.${request.op}`,
+                      fix: 'the store process is stalled or unreachable; check rank 0 / node 0.',
+                    },
+                  ),
+                );
+              },
+              Math.min(waitMs + STALL_GRACE_MS, 2 ** 31 - 1),
+            );
+      this.pending.set(id, { op: request.op, resolve, reject, timer });
+      this.socket.write(this.channel.seal(encodeStoreRequest({ ...request, id })));
+    });
+  }
+
+  private receive(response: StoreResponse): void {
+    const pending = this.pending.get(response.id);
+    if (pending === undefined) return;
+    this.pending.delete(response.id);
+    clearTimeout(pending.timer);
+    if (response.status === 'ok') pending.resolve(response.value);
+    else
+      pending.reject(
+        new CollectiveError(response.message, { code: response.code, op: `store.${pending.op}` }),
+      );
+  }
+
+  private markLost(cause: unknown): void {
+    if (this.state !== 'open') return;
+    this.state = 'lost';
+    const error = new CollectiveError(`Lost the connection to the store at ${this.address}.`, {
+      code: 'store',
+      cause,
+      fix: 'the store process (rank 0 or fsdp-run on node 0) exited or the network failed; see its log.',
+    });
+    this.failPending(error);
+    for (const listener of this.lostListeners) listener(error);
+  }
+
+  private failPending(error: CollectiveError): void {
+    for (const [id, pending] of this.pending) {
+      clearTimeout(pending.timer);
+      this.pending.delete(id);
+      pending.reject(error);
+    }
+  }
+}
+
+function toBytes(value: Uint8Array | string): Uint8Array {
+  return typeof value === 'string' ? Buffer.from(value, 'utf8') : value;
+}

@@ -1,0 +1,125 @@
+import { createServer, type Server, type Socket } from 'node:net';
+import { authenticateSocket } from '../auth/authenticate-socket.js';
+import { validateJobSecret } from '../auth/job-secret.js';
+import { SecureChannel } from '../auth/secure-channel.js';
+import { CollectiveError } from '../errors.js';
+import { FrameDecoder } from './internal/frame-decoder.js';
+import { StoreState } from './internal/store-state.js';
+import {
+  decodeStoreRequest,
+  encodeStoreResponse,
+  STORE_LIMITS,
+  type StoreResponse,
+} from './store-protocol.js';
+
+export interface StoreServerOptions {
+  /** Address to bind; default '127.0.0.1'. A wildcard ('0.0.0.0', '::') needs `allowWildcard`. */
+  host?: string;
+  /** Port to bind; 0 (the default) picks a free one, reported by `StoreServer.port`. */
+  port?: number;
+  /** The job secret every client must prove (see authenticateSocket). */
+  secret: string;
+  /** Milliseconds a client has to finish the handshake; default 10 000. */
+  handshakeTimeoutMs?: number;
+  /** Permit binding every interface. Off by default: bind the one address peers reach. */
+  allowWildcard?: boolean;
+  /** Called for each connection dropped for failing the handshake or sending a malformed frame. */
+  onConnectionError?: (error: unknown) => void;
+}
+
+export interface StoreServer {
+  readonly host: string;
+  readonly port: number;
+  /** Connections that completed the handshake and are still open. */
+  readonly connectionCount: number;
+  /** Stops listening and closes every connection; pending waits fail on the clients. */
+  close(): Promise<void>;
+}
+
+const WILDCARDS = new Set(['', '0.0.0.0', '::', '0:0:0:0:0:0:0:0', '::0']);
+
+/**
+ * Starts the rendezvous store server (normally rank 0 or the launcher, on MASTER_ADDR:MASTER_PORT).
+ * Every connection must pass the job-secret handshake; its frames are then sealed with
+ * AES-256-GCM. A connection that fails the handshake or sends a malformed frame is closed and
+ * the server keeps serving the others.
+ */
+export async function startStoreServer(options: StoreServerOptions): Promise<StoreServer> {
+  const host = options.host ?? '127.0.0.1';
+  if (WILDCARDS.has(host) && options.allowWildcard !== true) {
+    throw new CollectiveError(`Refusing to bind the store to the wildcard address '${host}'.`, {
+      code: 'invalid-argument',
+      expected: 'one interface address, e.g. 127.0.0.1 or the address peers use for MASTER_ADDR',
+      actual: host,
+      fix: 'pass that address as host, or allowWildcard: true if every interface is really wanted.',
+    });
+  }
+  const secret = validateJobSecret(options.secret, 'startStoreServer({ secret })');
+  const state = new StoreState();
+  const sockets = new Set<Socket>();
+  let authenticated = 0;
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    socket.setNoDelay(true);
+    serveConnection(socket).catch((error: unknown) => {
+      socket.destroy();
+      options.onConnectionError?.(error);
+    });
+  });
+
+  async function serveConnection(socket: Socket): Promise<void> {
+    const keys = await authenticateSocket(socket, secret, 'server', {
+      timeoutMs: options.handshakeTimeoutMs ?? 10_000,
+    });
+    const channel = new SecureChannel(keys);
+    const decoder = new FrameDecoder(STORE_LIMITS.maxFrameBytes + SecureChannel.OVERHEAD_BYTES, 16);
+    const client = state.connect((response: StoreResponse) => {
+      if (!socket.destroyed) socket.write(channel.seal(encodeStoreResponse(response)));
+    });
+    authenticated++;
+    socket.on('close', () => {
+      authenticated--;
+      state.disconnect(client);
+    });
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        for (const frame of decoder.push(chunk))
+          state.handle(client, decodeStoreRequest(channel.open(frame)));
+      } catch (error) {
+        socket.destroy();
+        options.onConnectionError?.(error);
+      }
+    });
+    socket.resume();
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (cause) =>
+      reject(
+        new CollectiveError(`Cannot start the store on ${host}:${options.port ?? 0}.`, {
+          code: 'store',
+          cause,
+          fix: 'pick a free port (or 0) and an address of this host.',
+        }),
+      ),
+    );
+    server.listen({ host, port: options.port ?? 0, exclusive: true }, resolve);
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  return {
+    host,
+    port,
+    get connectionCount() {
+      return authenticated;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        state.closeAll();
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
