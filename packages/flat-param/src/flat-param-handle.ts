@@ -1,5 +1,6 @@
 import { type DType, type Parameter, Storage, TensorView } from '@fsdp-ts/tensor';
 import { FlatParamError } from './errors';
+import { assert } from './internal/assert';
 import { collectParameters } from './internal/collect-parameters';
 import { flattenIntoShard } from './internal/flatten';
 import { buildViewSet, type ViewSet } from './internal/view-set';
@@ -78,6 +79,12 @@ export class FlatParamHandle {
     this.parameters = parameters;
     this.named = named;
     this.intersections = shardIntersections(layout, rank);
+    assert(
+      parameters.length === layout.parameters.length &&
+        layout.shardNumel * this.worldSize === layout.paddedNumel,
+      'layout does not match the collected parameters',
+      { parameters: parameters.length, layout: layout.parameters.length, shardNumel: layout.shardNumel },
+    );
     const shared = { shared: true };
     this.shardedStorage = Storage.allocate(layout.dtype, layout.shardNumel, shared);
     this.unshardedStorage = Storage.allocate(layout.dtype, layout.paddedNumel, shared);

@@ -6,6 +6,7 @@ import {
   allGather,
   createRanks,
   numelOf,
+  reduceScatter,
   referenceValue,
   specsArbitrary,
   worldSizeArbitrary,
@@ -123,6 +124,53 @@ describe('FlatParamHandle over W simulated ranks', () => {
         expect(named.every((pairs, rank) => pairs.every(([, p], index) => p === objects[rank]![index]))).toBe(
           true,
         );
+      }),
+    );
+  });
+
+  it('gradient views: full shape into the unsharded gradient, then each rank’s reduced part; null when frozen', () => {
+    fc.assert(
+      fc.property(caseArbitrary, ([specs, worldSize, alignment]) => {
+        const { handles } = createRanks(specs, worldSize, alignment);
+        allGather(handles);
+        handles.forEach((handle, rank) => {
+          handle.useUnshardedViews();
+          const flat = handle.unshardedGradBuffer();
+          handle.parameters.forEach((parameter, index) => {
+            if (specs[index]!.frozen) {
+              expect(parameter.grad).toBeNull();
+              return;
+            }
+            expect(parameter.grad!.storage).toBe(flat.storage);
+            expect(parameter.grad!.shape).toEqual(specs[index]!.shape);
+            // Autograd on rank r produces (r + 1) × the reference value.
+            parameter.grad!.typedArray().forEach((_, element, array) => {
+              array[element] = (rank + 1) * referenceValue(index, element);
+            });
+          });
+        });
+        reduceScatter(handles);
+        const rankSum = (worldSize * (worldSize + 1)) / 2;
+        handles.forEach((handle) => {
+          handle.setGradientsPresent(true);
+          handle.useShardedViews();
+          const shardGrad = handle.shardedGradBuffer().typedArray();
+          handle.parameters.forEach((parameter, index) => {
+            if (specs[index]!.frozen) {
+              expect(parameter.grad).toBeNull();
+              return;
+            }
+            const piece = handle.intersections[index]!;
+            expect(parameter.grad!.shape).toEqual([piece.length]);
+            parameter.grad!.toArray().forEach((value, element) => {
+              expect(value).toBe(Math.fround(rankSum * referenceValue(index, piece.offsetInParam + element)));
+            });
+            if (piece.length > 0) {
+              parameter.grad!.set([0], 31);
+              expect(shardGrad[piece.offsetInShard]).toBe(31);
+            }
+          });
+        });
       }),
     );
   });
