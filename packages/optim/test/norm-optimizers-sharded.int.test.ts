@@ -90,11 +90,7 @@ describe('LAMB and LARS under sharding (worker-thread ranks, shared-memory all-r
 
   it('without the group, a rank holding a fragment uses the fragment norm (the gap the group closes)', () => {
     const lamb = normCases.find(({ testCase }) => testCase.name === 'lamb default')!;
-    const cuts = makeCuts(numels, 2, 5).map((list, index) => [
-      0,
-      Math.floor(numels[index]! / 2),
-      numels[index]!,
-    ]);
+    const cuts = numels.map((numel) => [0, Math.floor(numel / 2), numel]);
     const flat = flatStorageOf(
       template.map(({ values }) => values),
       false,

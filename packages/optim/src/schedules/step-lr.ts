@@ -1,3 +1,4 @@
+import { OptimError } from '../errors';
 import { checkNonNegative } from '../internal/validate';
 import { LRScheduler, type SchedulableOptimizer } from './lr-scheduler';
 
@@ -15,9 +16,13 @@ export class StepLR extends LRScheduler {
 
   constructor(optimizer: SchedulableOptimizer, options: StepLROptions) {
     super(optimizer);
-    checkNonNegative('StepLR', 'stepSize', options.stepSize);
-    if (!Number.isInteger(options.stepSize) || options.stepSize === 0) {
-      checkNonNegative('StepLR', 'stepSize (a positive integer)', -1);
+    if (!Number.isInteger(options.stepSize) || options.stepSize < 1) {
+      throw new OptimError(`StepLR: invalid stepSize ${options.stepSize}.`, {
+        code: 'invalid-hyperparameter',
+        expected: 'a positive integer number of epochs',
+        actual: options.stepSize,
+        fix: 'pass stepSize >= 1, e.g. 30.',
+      });
     }
     this.stepSize = options.stepSize;
     this.gamma = options.gamma ?? 0.1;
