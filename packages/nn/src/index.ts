@@ -1,2 +1,31 @@
-// @fsdp-ts/nn: nothing is exported yet; see the package README.
-export {};
+// @fsdp-ts/nn: modules, layers, a GPT, and the gradient entry point.
+export { backward } from './backward';
+export {
+  type BackwardHookModule,
+  type BackwardPlan,
+  backwardHook,
+  hasBackwardHook,
+  trainableParameters,
+} from './backward-hook';
+export {
+  NnError,
+  type NnErrorCode,
+  type NnErrorDetails,
+  StateDictError,
+  type StateDictShapeMismatch,
+} from './errors';
+export { crossEntropy } from './functional/cross-entropy';
+export { GPT2_INIT_STD, initConstant, initNormal, initUniform } from './init';
+export { CausalSelfAttention, type CausalSelfAttentionOptions } from './layers/causal-self-attention';
+export { Dropout, type DropoutOptions } from './layers/dropout';
+export { Embedding, type EmbeddingOptions } from './layers/embedding';
+export { erf, GELU, type GeluApproximation, gelu } from './layers/gelu';
+export { GPT, type GPTConfig } from './layers/gpt';
+export { LayerNorm, type LayerNormOptions, layerNorm } from './layers/layer-norm';
+export { Linear, type LinearOptions } from './layers/linear';
+export { MLP, type MLPOptions } from './layers/mlp';
+export { ModuleList } from './layers/module-list';
+export { TransformerBlock, type TransformerBlockOptions } from './layers/transformer-block';
+export { type LoadStateDictOptions, type LoadStateDictResult, Module, type StateDict } from './module';
+export { parameterTensor, withParameterTensors } from './parameter-scope';
+export { defaultGenerator, Generator, type GeneratorState, manualSeed } from './random/generator';

@@ -1,0 +1,104 @@
+import { type Parameter, TensorView, toTf } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
+import { type BackwardPlan, backwardHook, hasBackwardHook, trainableParameters } from './backward-hook';
+import { NnError } from './errors';
+import { discardTapeAfterError } from './internal/discard-tape';
+import type { Module } from './module';
+import { withParameterTensors } from './parameter-scope';
+
+/**
+ * Runs `lossFn` (which calls the module's forward and returns a scalar loss) under tfjs autograd,
+ * adds each differentiated Parameter's gradient into its `grad` view (allocated on first use, same
+ * dtype and shape as `data`), frees every tensor the step created, and returns the loss.
+ *
+ * Parameters with `requiresGrad` false get no gradient; a Parameter the loss does not depend on
+ * keeps its `grad` unchanged. See [Note: gradient hook] for how a module takes over.
+ */
+export function backward(module: Module, lossFn: () => tf.Tensor): number {
+  let plan: BackwardPlan | null = null;
+  try {
+    const loss = tf.tidy(() => {
+      plan = hasBackwardHook(module) ? module[backwardHook]() : { parameters: trainableParameters(module) };
+      return differentiate(plan, lossFn);
+    });
+    (plan as BackwardPlan | null)?.afterGradients?.();
+    return loss;
+  } catch (error) {
+    (plan as BackwardPlan | null)?.onError?.(error);
+    throw error;
+  }
+}
+
+function differentiate(plan: BackwardPlan, lossFn: () => tf.Tensor): number {
+  const parameters = plan.parameters;
+  for (const parameter of parameters) checkFullShape(parameter);
+  const tensors = new Map<Parameter, tf.Tensor>();
+  for (const parameter of parameters) tensors.set(parameter, toTf(parameter.data));
+  const inputs = [...tensors.values(), ...(plan.extraInputs ?? [])];
+  const run = () => {
+    const loss = withParameterTensors(tensors, lossFn);
+    if (loss.size !== 1) {
+      throw new NnError(`backward: the loss has shape [${loss.shape.join(', ')}].`, {
+        code: 'loss-not-scalar',
+        expected: 'a scalar (one element)',
+        actual: loss.shape,
+        fix: 'reduce the loss to a scalar, e.g. crossEntropy (a mean) or tf.mean(loss).',
+      });
+    }
+    return loss.rank === 0 ? (loss as tf.Scalar) : (tf.reshape(loss, []) as tf.Scalar);
+  };
+  if (inputs.length === 0) return run().dataSync()[0]!;
+  let result: { value: tf.Tensor; grads: tf.Tensor[] };
+  try {
+    result = tf.engine().gradients(run, inputs, undefined, true);
+  } catch (error) {
+    discardTapeAfterError();
+    throw error;
+  }
+  const { value, grads } = result;
+  parameters.forEach((parameter, index) => {
+    const gradient = grads[index];
+    if (gradient !== undefined && gradient !== null) accumulate(parameter, gradient);
+  });
+  return value.dataSync()[0]!;
+}
+
+/** grad += gradient, allocating grad (zeros, data's dtype and shape) on first use. */
+function accumulate(parameter: Parameter, gradient: tf.Tensor): void {
+  let grad = parameter.grad;
+  if (grad === null) {
+    grad = TensorView.zeros(parameter.shape, parameter.dtype);
+    parameter.grad = grad;
+  }
+  const values = gradient.dataSync() as Float32Array;
+  if (grad.dtype === 'float32' && grad.isContiguous && grad.numel === values.length) {
+    const target = grad.typedArray() as Float32Array;
+    for (let index = 0; index < values.length; index++) target[index]! += values[index]!;
+    return;
+  }
+  if (grad.numel !== values.length) {
+    throw new NnError(`backward: ${parameter} has a grad view of shape [${grad.shape.join(', ')}].`, {
+      code: 'parameter-not-full-shape',
+      expected: `a grad of shape [${parameter.shape.join(', ')}]`,
+      actual: grad.shape,
+      fix: 'set parameter.grad = null before backward, or let the FSDP wrapper manage sharded grads.',
+    });
+  }
+  const sum = TensorView.zeros(grad.shape, 'float32').copyFrom(grad);
+  const target = sum.typedArray() as Float32Array;
+  for (let index = 0; index < values.length; index++) target[index]! += values[index]!;
+  grad.copyFrom(sum);
+}
+
+function checkFullShape(parameter: Parameter): void {
+  if (parameter.isFullShape) return;
+  throw new NnError(
+    `backward: ${parameter} is sharded (data of shape [${parameter.data.shape.join(', ')}]).`,
+    {
+      code: 'parameter-not-full-shape',
+      expected: `data of the original shape [${parameter.shape.join(', ')}]`,
+      actual: parameter.data.shape,
+      fix: 'call backward on the FSDP wrapper (its gradient hook handles sharded parameters), not on the inner module.',
+    },
+  );
+}

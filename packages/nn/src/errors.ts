@@ -1,0 +1,72 @@
+/**
+ * Errors of @fsdp-ts/nn. Every message says what was expected, what came, and how to fix it; the
+ * same facts are on typed fields so callers can branch on them.
+ */
+export type NnErrorCode =
+  | 'invalid-argument'
+  | 'duplicate-name'
+  | 'shape-mismatch'
+  | 'state-dict-mismatch'
+  | 'parameter-not-full-shape'
+  | 'loss-not-scalar';
+
+export interface NnErrorDetails {
+  code: NnErrorCode;
+  expected?: unknown;
+  actual?: unknown;
+  fix?: string;
+  cause?: unknown;
+}
+
+export class NnError extends Error {
+  readonly code: NnErrorCode;
+  readonly expected: unknown;
+  readonly actual: unknown;
+  readonly fix: string | undefined;
+
+  constructor(message: string, details: NnErrorDetails) {
+    const fix = details.fix === undefined ? '' : ` Fix: ${details.fix}`;
+    super(`${message}${fix}`, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = 'NnError';
+    this.code = details.code;
+    this.expected = details.expected;
+    this.actual = details.actual;
+    this.fix = details.fix;
+  }
+}
+
+export interface StateDictShapeMismatch {
+  key: string;
+  expected: readonly number[];
+  actual: readonly number[];
+}
+
+/** `loadStateDict` found keys or shapes that do not match the module; lists every problem at once. */
+export class StateDictError extends NnError {
+  readonly missingKeys: readonly string[];
+  readonly unexpectedKeys: readonly string[];
+  readonly shapeMismatches: readonly StateDictShapeMismatch[];
+
+  constructor(
+    missingKeys: readonly string[],
+    unexpectedKeys: readonly string[],
+    shapeMismatches: readonly StateDictShapeMismatch[],
+  ) {
+    const lines: string[] = [];
+    if (missingKeys.length > 0) lines.push(`missing keys: ${missingKeys.join(', ')}`);
+    if (unexpectedKeys.length > 0) lines.push(`unexpected keys: ${unexpectedKeys.join(', ')}`);
+    for (const { key, expected, actual } of shapeMismatches) {
+      lines.push(`shape mismatch for ${key}: expected [${expected.join(', ')}], got [${actual.join(', ')}]`);
+    }
+    super(`loadStateDict: the state dict does not match the module (${lines.join('; ')}).`, {
+      code: 'state-dict-mismatch',
+      expected: 'exactly the keys and shapes of module.stateDict()',
+      actual: { missingKeys, unexpectedKeys, shapeMismatches },
+      fix: 'load a state dict saved from the same architecture, or pass { strict: false } to skip missing and unexpected keys.',
+    });
+    this.name = 'StateDictError';
+    this.missingKeys = missingKeys;
+    this.unexpectedKeys = unexpectedKeys;
+    this.shapeMismatches = shapeMismatches;
+  }
+}

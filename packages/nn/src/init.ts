@@ -1,0 +1,54 @@
+import { TensorView } from '@fsdp-ts/tensor';
+import { defaultGenerator, type Generator } from './random/generator';
+
+/**
+ * [Note: initialisation]
+ * GPT-2 style, the same in every process for the same seed:
+ *   - Linear and Embedding weights: normal(0, 0.02); Linear biases: 0.
+ *   - LayerNorm: weight 1, bias 0.
+ *   - Residual output projections (attention and MLP) of a GPT: normal(0, 0.02 / sqrt(2 * nLayers)),
+ *     so the residual stream's variance does not grow with depth.
+ * Values are drawn in registration order from one Generator (xoshiro128** + Box-Muller), so a
+ * model built twice from the same seed is bit-identical.
+ */
+export const GPT2_INIT_STD = 0.02;
+
+/** Fills a view with normal(mean, std) values drawn from `generator`, in row-major order. */
+export function initNormal(
+  view: TensorView,
+  std: number,
+  generator: Generator = defaultGenerator,
+  mean = 0,
+): TensorView {
+  const values = new Float32Array(view.numel);
+  for (let index = 0; index < values.length; index++) values[index] = mean + std * generator.normal();
+  writeValues(view, values);
+  return view;
+}
+
+/** Fills a view with uniform values in [low, high) drawn from `generator`. */
+export function initUniform(
+  view: TensorView,
+  low: number,
+  high: number,
+  generator: Generator = defaultGenerator,
+): TensorView {
+  const values = new Float32Array(view.numel);
+  for (let index = 0; index < values.length; index++)
+    values[index] = low + (high - low) * generator.uniform();
+  writeValues(view, values);
+  return view;
+}
+
+export function initConstant(view: TensorView, value: number): TensorView {
+  return view.fill(value);
+}
+
+function writeValues(view: TensorView, values: Float32Array): void {
+  if (view.dtype === 'float32' && view.isContiguous) {
+    view.typedArray().set(values);
+    return;
+  }
+  // Other dtypes or strided views: convert through copyFrom (init is not a hot path).
+  view.copyFrom(TensorView.fromArray(values, view.shape, 'float32'));
+}

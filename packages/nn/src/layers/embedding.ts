@@ -1,0 +1,36 @@
+import { Parameter } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
+import { GPT2_INIT_STD, initNormal } from '../init';
+import { Module } from '../module';
+import type { Generator } from '../random/generator';
+
+export interface EmbeddingOptions {
+  generator?: Generator;
+  /** Standard deviation of the normal init (default 0.02, GPT-2). */
+  initStd?: number;
+}
+
+/**
+ * A lookup table: int32 ids of any shape [...] give rows of `weight` [count, dimension], shape
+ * [..., dimension]. The gradient is a scatter-add (UnsortedSegmentSum), which tensor's bridge
+ * registers for wasm.
+ */
+export class Embedding extends Module {
+  readonly count: number;
+  readonly dimension: number;
+  readonly weight: Parameter;
+
+  constructor(count: number, dimension: number, options: EmbeddingOptions = {}) {
+    super();
+    this.count = count;
+    this.dimension = dimension;
+    this.weight = this.registerParameter('weight', Parameter.zeros([count, dimension]));
+    initNormal(this.weight.data, options.initStd ?? GPT2_INIT_STD, options.generator);
+  }
+
+  forward(ids: tf.Tensor): tf.Tensor {
+    const flat = tf.reshape(ids, [-1]);
+    const rows = tf.gather(this.tensor(this.weight), flat);
+    return tf.reshape(rows, [...ids.shape, this.dimension]);
+  }
+}

@@ -1,0 +1,68 @@
+import { Parameter } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
+import { Module } from '../module';
+
+export interface LayerNormOptions {
+  /** Added to the variance (default 1e-5, PyTorch's). */
+  epsilon?: number;
+}
+
+/**
+ * Normalises the last dimension to mean 0 and variance 1 (biased variance, like PyTorch), then
+ * scales by `weight` (init 1) and shifts by `bias` (init 0).
+ *
+ * The gradient is written out (one customGrad) instead of differentiating the ~8 ops of the
+ * forward: dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)) with g = dy · weight.
+ */
+export class LayerNorm extends Module {
+  readonly dimension: number;
+  readonly epsilon: number;
+  readonly weight: Parameter;
+  readonly bias: Parameter;
+
+  constructor(dimension: number, options: LayerNormOptions = {}) {
+    super();
+    this.dimension = dimension;
+    this.epsilon = options.epsilon ?? 1e-5;
+    this.weight = this.registerParameter('weight', Parameter.zeros([dimension]));
+    this.weight.data.fill(1);
+    this.bias = this.registerParameter('bias', Parameter.zeros([dimension]));
+  }
+
+  forward(x: tf.Tensor): tf.Tensor {
+    return layerNorm(x, this.tensor(this.weight), this.tensor(this.bias), this.epsilon);
+  }
+}
+
+/** Functional layer norm over the last dimension (see LayerNorm). */
+export function layerNorm(x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor, epsilon = 1e-5): tf.Tensor {
+  const dimension = x.shape[x.rank - 1]!;
+  const compute = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const [input, gamma, beta] = args as [tf.Tensor, tf.Tensor, tf.Tensor];
+    const save = args[3] as tf.GradSaveFunc;
+    const rows = tf.reshape(input, [-1, dimension]);
+    const mean = tf.mean(rows, 1, true);
+    const centred = tf.sub(rows, mean);
+    const variance = tf.mean(tf.square(centred), 1, true);
+    const inverseStd = tf.rsqrt(tf.add(variance, epsilon));
+    const normalised = tf.mul(centred, inverseStd);
+    const value = tf.reshape(tf.add(tf.mul(normalised, gamma), beta), input.shape);
+    save([normalised, inverseStd, gamma]);
+    return {
+      value,
+      gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
+        const [savedNormalised, savedInverseStd, savedGamma] = saved as [tf.Tensor, tf.Tensor, tf.Tensor];
+        const gradient = tf.reshape(dy as tf.Tensor, [-1, dimension]);
+        const gradientGamma = tf.sum(tf.mul(gradient, savedNormalised), 0);
+        const gradientBeta = tf.sum(gradient, 0);
+        const scaled = tf.mul(gradient, savedGamma);
+        const meanScaled = tf.mean(scaled, 1, true);
+        const meanProjection = tf.mean(tf.mul(scaled, savedNormalised), 1, true);
+        const inner = tf.sub(tf.sub(scaled, meanScaled), tf.mul(savedNormalised, meanProjection));
+        const gradientInput = tf.reshape(tf.mul(inner, savedInverseStd), (dy as tf.Tensor).shape);
+        return [gradientInput, gradientGamma, gradientBeta];
+      },
+    };
+  });
+  return compute(x, weight, bias);
+}

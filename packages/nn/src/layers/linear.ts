@@ -1,0 +1,65 @@
+import { matMul, Parameter, shapesEqual } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
+import { NnError } from '../errors';
+import { GPT2_INIT_STD, initNormal } from '../init';
+import { Module } from '../module';
+import type { Generator } from '../random/generator';
+
+export interface LinearOptions {
+  /** Default true. */
+  bias?: boolean;
+  /** Source of the initial weights (default: the package's default generator). */
+  generator?: Generator;
+  /** Standard deviation of the normal init of the weight (default 0.02, GPT-2). */
+  initStd?: number;
+  /**
+   * Use this existing Parameter [outFeatures, inFeatures] as the weight instead of a new one
+   * (weight tying, e.g. a GPT's lm head sharing the token embedding table). Not re-initialised.
+   */
+  weight?: Parameter;
+}
+
+/**
+ * y = x · weightᵀ + bias, over the last dimension of x. `weight` has PyTorch's layout
+ * [outFeatures, inFeatures], so state dicts match PyTorch and a weight can be tied to an
+ * Embedding's table.
+ *
+ * [Note: linear as one 2-D matMul]
+ * x of shape [..., in] is folded to [rows, in] and multiplied by an explicitly transposed weight
+ * (a [in, out] copy of a small matrix) with one plain 2-D matMul, whose gradient is two more plain
+ * 2-D matMuls (tensor's backward-friendly matMul); wasm runs transposed and batched matMuls
+ * 10-30x slower.
+ */
+export class Linear extends Module {
+  readonly inFeatures: number;
+  readonly outFeatures: number;
+  readonly weight: Parameter;
+  readonly bias: Parameter | null;
+
+  constructor(inFeatures: number, outFeatures: number, options: LinearOptions = {}) {
+    super();
+    this.inFeatures = inFeatures;
+    this.outFeatures = outFeatures;
+    if (options.weight === undefined) {
+      this.weight = this.registerParameter('weight', Parameter.zeros([outFeatures, inFeatures]));
+      initNormal(this.weight.data, options.initStd ?? GPT2_INIT_STD, options.generator);
+    } else {
+      if (!shapesEqual(options.weight.shape, [outFeatures, inFeatures])) {
+        throw new NnError(`Linear: a tied weight of shape [${options.weight.shape.join(', ')}].`, {
+          code: 'shape-mismatch',
+          expected: [outFeatures, inFeatures],
+          actual: options.weight.shape,
+          fix: 'tie a Parameter of shape [outFeatures, inFeatures].',
+        });
+      }
+      this.weight = this.registerParameter('weight', options.weight);
+    }
+    this.bias =
+      options.bias === false ? null : this.registerParameter('bias', Parameter.zeros([outFeatures]));
+  }
+
+  forward(x: tf.Tensor): tf.Tensor {
+    const product = matMul(x, tf.transpose(this.tensor(this.weight)));
+    return this.bias === null ? product : tf.add(product, this.tensor(this.bias));
+  }
+}

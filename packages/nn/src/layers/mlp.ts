@@ -1,0 +1,39 @@
+import type * as tf from '@tensorflow/tfjs-core';
+import { GPT2_INIT_STD } from '../init';
+import { Module } from '../module';
+import type { Generator } from '../random/generator';
+import { GELU, type GeluApproximation } from './gelu';
+import { Linear } from './linear';
+
+export interface MLPOptions {
+  /** Hidden width (default 4 · dModel). */
+  hidden?: number;
+  /** Default 'tanh' (GPT-2). */
+  approximation?: GeluApproximation;
+  generator?: Generator;
+  /** Init std of the output projection (a GPT scales it by 1/√(2·nLayers)). */
+  outputInitStd?: number;
+}
+
+/** Linear(dModel → hidden) → GELU → Linear(hidden → dModel). */
+export class MLP extends Module {
+  readonly inputProjection: Linear;
+  readonly activation: GELU;
+  readonly outputProjection: Linear;
+
+  constructor(dModel: number, options: MLPOptions = {}) {
+    super();
+    const hidden = options.hidden ?? 4 * dModel;
+    const generator = options.generator === undefined ? {} : { generator: options.generator };
+    this.inputProjection = this.registerModule('inputProjection', new Linear(dModel, hidden, generator));
+    this.activation = this.registerModule('activation', new GELU(options.approximation ?? 'tanh'));
+    this.outputProjection = this.registerModule(
+      'outputProjection',
+      new Linear(hidden, dModel, { ...generator, initStd: options.outputInitStd ?? GPT2_INIT_STD }),
+    );
+  }
+
+  forward(x: tf.Tensor): tf.Tensor {
+    return this.outputProjection.forward(this.activation.forward(this.inputProjection.forward(x)));
+  }
+}

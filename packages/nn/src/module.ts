@@ -1,0 +1,205 @@
+import { type Parameter, shapesEqual, type TensorView } from '@fsdp-ts/tensor';
+import type * as tf from '@tensorflow/tfjs-core';
+import { NnError, StateDictError, type StateDictShapeMismatch } from './errors';
+import { parameterTensor } from './parameter-scope';
+
+/** A state dict: dotted names to views, in registration order. */
+export type StateDict = Record<string, TensorView>;
+
+export interface LoadStateDictOptions {
+  /** Default true: every missing or unexpected key is an error (all listed in one StateDictError). */
+  strict?: boolean;
+}
+
+export interface LoadStateDictResult {
+  missingKeys: string[];
+  unexpectedKeys: string[];
+}
+
+/**
+ * The base of every layer and model: a tree of named parameters, buffers and child modules.
+ *
+ * Register from class field initialisers, which run after this constructor:
+ * ```ts
+ * class Model extends Module {
+ *   layer = this.registerModule('layer', new Linear(5, 5));
+ *   forward(x: tf.Tensor) { return this.layer.forward(x); }
+ * }
+ * ```
+ * [Note: tied parameters]
+ * The same Parameter may be registered in several modules (a GPT's token embedding and its lm
+ * head). Every traversal lists a Parameter once, under the first name met in registration order
+ * (depth first), so optimizers and state dicts see it once and `backward` sums its gradients.
+ */
+export abstract class Module {
+  private readonly ownParameters = new Map<string, Parameter>();
+  private readonly ownBuffers = new Map<string, TensorView>();
+  private readonly ownChildren = new Map<string, Module>();
+  /** True in training mode (dropout active), false after `eval()`. */
+  training = true;
+
+  /** The module's computation. Subclasses declare their own signature. */
+  abstract forward(...inputs: never[]): unknown;
+
+  registerParameter<P extends Parameter>(name: string, parameter: P): P {
+    this.checkName(name);
+    if (parameter.name === '') parameter.name = name;
+    this.ownParameters.set(name, parameter);
+    return parameter;
+  }
+
+  registerBuffer(name: string, view: TensorView): TensorView {
+    this.checkName(name);
+    this.ownBuffers.set(name, view);
+    return view;
+  }
+
+  registerModule<M extends Module>(name: string, module: M): M {
+    this.checkName(name);
+    this.ownChildren.set(name, module);
+    return module;
+  }
+
+  /** The tf.Tensor standing for one of this module's parameters (see [Note: parameter tensor scope]). */
+  protected tensor(parameter: Parameter): tf.Tensor {
+    return parameterTensor(parameter);
+  }
+
+  /** Every parameter of this module and its descendants, each once, with its dotted name. */
+  namedParameters(prefix = ''): [string, Parameter][] {
+    const seen = new Set<Parameter>();
+    const result: [string, Parameter][] = [];
+    for (const [modulePrefix, module] of this.namedModules(prefix)) {
+      for (const [name, parameter] of module.ownParameters) {
+        if (seen.has(parameter)) continue;
+        seen.add(parameter);
+        result.push([join(modulePrefix, name), parameter]);
+      }
+    }
+    return result;
+  }
+
+  parameters(): Parameter[] {
+    return this.namedParameters().map(([, parameter]) => parameter);
+  }
+
+  namedBuffers(prefix = ''): [string, TensorView][] {
+    const result: [string, TensorView][] = [];
+    for (const [modulePrefix, module] of this.namedModules(prefix)) {
+      for (const [name, view] of module.ownBuffers) result.push([join(modulePrefix, name), view]);
+    }
+    return result;
+  }
+
+  buffers(): TensorView[] {
+    return this.namedBuffers().map(([, view]) => view);
+  }
+
+  /** This module and every descendant, each once, depth first; this module's name is `prefix`. */
+  namedModules(prefix = ''): [string, Module][] {
+    const seen = new Set<Module>();
+    const result: [string, Module][] = [];
+    const visit = (name: string, module: Module) => {
+      if (seen.has(module)) return;
+      seen.add(module);
+      result.push([name, module]);
+      for (const [childName, child] of module.ownChildren) visit(join(name, childName), child);
+    };
+    visit(prefix, this);
+    return result;
+  }
+
+  modules(): Module[] {
+    return this.namedModules().map(([, module]) => module);
+  }
+
+  namedChildren(): [string, Module][] {
+    return [...this.ownChildren];
+  }
+
+  children(): Module[] {
+    return [...this.ownChildren.values()];
+  }
+
+  /** Sets training mode on this module and every descendant. */
+  train(mode = true): this {
+    for (const module of this.modules()) module.training = mode;
+    return this;
+  }
+
+  eval(): this {
+    return this.train(false);
+  }
+
+  /** Calls `fn` on every descendant, then on this module (children first, like PyTorch). */
+  apply(fn: (module: Module) => void): this {
+    for (const child of this.ownChildren.values()) child.apply(fn);
+    fn(this);
+    return this;
+  }
+
+  /** Parameters and buffers by dotted name. The views alias the module's memory (no copy). */
+  stateDict(): StateDict {
+    const dict: StateDict = {};
+    for (const [name, parameter] of this.namedParameters()) dict[name] = parameter.data;
+    for (const [name, view] of this.namedBuffers()) dict[name] = view;
+    return dict;
+  }
+
+  /**
+   * Copies the values of `dict` into this module's parameters and buffers (converting dtypes).
+   * Shape mismatches are always errors; with `strict` (the default) so are missing and unexpected
+   * keys. Every problem is reported in one StateDictError, and nothing is copied when it throws.
+   */
+  loadStateDict(dict: StateDict, options: LoadStateDictOptions = {}): LoadStateDictResult {
+    const strict = options.strict ?? true;
+    const targets = new Map<string, TensorView>();
+    for (const [name, parameter] of this.namedParameters()) {
+      if (!parameter.isFullShape) {
+        throw new NnError(`loadStateDict: ${parameter} is sharded.`, {
+          code: 'parameter-not-full-shape',
+          expected: `data of shape [${parameter.shape.join(', ')}]`,
+          actual: parameter.data.shape,
+          fix: "use the FSDP wrapper's state dict methods for a sharded model.",
+        });
+      }
+      targets.set(name, parameter.data);
+    }
+    for (const [name, view] of this.namedBuffers()) targets.set(name, view);
+    const missingKeys = [...targets.keys()].filter((key) => !(key in dict));
+    const unexpectedKeys = Object.keys(dict).filter((key) => !targets.has(key));
+    const shapeMismatches: StateDictShapeMismatch[] = [];
+    for (const [key, target] of targets) {
+      const source = dict[key];
+      if (source !== undefined && !shapesEqual(source.shape, target.shape)) {
+        shapeMismatches.push({ key, expected: target.shape, actual: source.shape });
+      }
+    }
+    const keyProblems = strict && (missingKeys.length > 0 || unexpectedKeys.length > 0);
+    if (keyProblems || shapeMismatches.length > 0) {
+      throw new StateDictError(strict ? missingKeys : [], strict ? unexpectedKeys : [], shapeMismatches);
+    }
+    for (const [key, target] of targets) {
+      const source = dict[key];
+      if (source !== undefined && source !== target) target.copyFrom(source);
+    }
+    return { missingKeys, unexpectedKeys };
+  }
+
+  private checkName(name: string): void {
+    const taken = this.ownParameters.has(name) || this.ownBuffers.has(name) || this.ownChildren.has(name);
+    if (name === '' || name.includes('.') || taken) {
+      throw new NnError(`Cannot register '${name}' on ${this.constructor.name}.`, {
+        code: taken ? 'duplicate-name' : 'invalid-argument',
+        expected:
+          'a non-empty name without dots, not yet used by a parameter, buffer or child of this module',
+        actual: name,
+        fix: taken ? 'pick another name.' : 'use a plain identifier such as "weight" or "layer1".',
+      });
+    }
+  }
+}
+
+function join(prefix: string, name: string): string {
+  return prefix === '' ? name : `${prefix}.${name}`;
+}
