@@ -1,8 +1,8 @@
 import { type DType, type Parameter, Storage, TensorView } from '@fsdp-ts/tensor';
-import { FlatParamError } from './errors';
 import { assert } from './internal/assert';
 import { collectParameters } from './internal/collect-parameters';
 import { flattenIntoShard } from './internal/flatten';
+import { notInUnit, unknownIndex, unshardedBufferFreed, wrongState } from './internal/handle-errors';
 import { buildViewSet, type ViewSet } from './internal/view-set';
 import {
   checkRank,
@@ -146,14 +146,7 @@ export class FlatParamHandle {
   indexOf(parameter: string | Parameter): number {
     if (typeof parameter === 'string') return parameterIndex(this.layout, parameter);
     const index = this.parameters.indexOf(parameter);
-    if (index < 0) {
-      throw new FlatParamError(`${parameter} is not a parameter of this unit.`, {
-        code: 'unknown-parameter',
-        expected: 'a Parameter passed to FlatParamHandle.create for this unit',
-        actual: String(parameter),
-        fix: 'look the parameter up in the handle of the unit that owns it.',
-      });
-    }
+    if (index < 0) throw notInUnit(parameter);
     return index;
   }
 
@@ -206,14 +199,7 @@ export class FlatParamHandle {
   /** Transition 'sharded' → 'unsharded': every Parameter's data becomes its full-shape view. */
   useUnshardedViews(): void {
     this.expectState('sharded', 'useUnshardedViews()');
-    if (!this.unshardedStorage.isAllocated) {
-      throw new FlatParamError('useUnshardedViews() needs the unsharded buffer, but it is freed.', {
-        code: 'invalid-state',
-        expected: 'an allocated unsharded buffer holding the gathered shards',
-        actual: 'freed',
-        fix: 'call unshardedBuffer(), all-gather every rank’s shardedBuffer() into it, then useUnshardedViews().',
-      });
-    }
+    if (!this.unshardedStorage.isAllocated) throw unshardedBufferFreed();
     const { parameters, views, gradientPresent } = this;
     const withGrad = this.unshardedGradStorage.isAllocated;
     for (let index = 0; index < parameters.length; index++) {
@@ -296,26 +282,12 @@ export class FlatParamHandle {
   }
 
   private expectState(expected: FlatParamState, method: string): void {
-    if (this.currentState === expected) return;
-    throw new FlatParamError(`${method} needs state '${expected}', but the unit is '${this.currentState}'.`, {
-      code: 'invalid-state',
-      expected,
-      actual: this.currentState,
-      fix:
-        expected === 'sharded'
-          ? 'call useShardedViews() first (each transition is called once per switch).'
-          : 'call unshardedBuffer(), fill it, and useUnshardedViews() first.',
-    });
+    if (this.currentState !== expected) throw wrongState(method, expected, this.currentState);
   }
 
   private checkIndex(index: number): number {
     if (!Number.isInteger(index) || index < 0 || index >= this.parameters.length) {
-      throw new FlatParamError(`No parameter at index ${index}: the unit has ${this.parameters.length}.`, {
-        code: 'unknown-parameter',
-        expected: `an index in [0, ${this.parameters.length})`,
-        actual: index,
-        fix: 'use handle.indexOf(nameOrParameter).',
-      });
+      throw unknownIndex(index, this.parameters.length);
     }
     return index;
   }

@@ -53,7 +53,10 @@ describe('state machine', () => {
   it('rejects a rank outside the world and a parameter already sharded elsewhere', () => {
     const weight = Parameter.fromArray([1, 2, 3, 4], [2, 2]);
     expect(() => FlatParamHandle.create([['w', weight]], { rank: 2, worldSize: 2 })).toThrow(/Rank 2/);
-    FlatParamHandle.create([['w', weight]], { rank: 0, worldSize: 2 });
+    const handle = FlatParamHandle.create([['w', weight]], { rank: 0, worldSize: 2 });
+    expect(() => handle.shardedView(1)).toThrow(/No parameter at index 1: the unit has 1/);
+    expect(() => handle.indexOf(Parameter.zeros([1]))).toThrow(/is not a parameter of this unit/);
+    expect(() => handle.parameter('x')).toThrow(expect.objectContaining({ code: 'unknown-parameter' }));
     expect(() => FlatParamHandle.create([['w', weight]], { rank: 0, worldSize: 1 })).toThrow(
       expect.objectContaining({ code: 'not-full-shape', parameters: ['w'] }),
     );
