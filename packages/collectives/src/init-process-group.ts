@@ -1,0 +1,85 @@
+import { CollectiveError } from './errors.js';
+import { createClient, type GroupSetup } from './internal/create-client.js';
+import { threadRankContext } from './internal/shm/thread-rank-context.js';
+import { ProcessGroup } from './process-group.js';
+import type { Store } from './store/store.js';
+import type { Backend } from './types.js';
+
+export interface InitProcessGroupOptions {
+  /** Default: `shm` inside threads started by spawnThreadRanks, `tcp` otherwise. */
+  backend?: Backend;
+  /** Default: from the environment (RANK) or the thread rank. */
+  rank?: number;
+  /** Default: from the environment (WORLD_SIZE) or the number of thread ranks. */
+  size?: number;
+  /** tcp: the rendezvous store; default: a client of MASTER_ADDR:MASTER_PORT. */
+  store?: Store;
+  /** tcp: the job secret the data sockets authenticate with; default FSDP_JOB_SECRET(_FILE). */
+  secret?: string;
+  /** tcp: address this rank's data sockets listen on and peers connect to; default 127.0.0.1. */
+  host?: string;
+  /** Default timeout of rendezvous and of every op, in milliseconds; default 120 000. */
+  timeoutMs?: number;
+  /** Prefix of the group's store keys; default 'world'. Two jobs sharing a store need distinct names. */
+  name?: string;
+}
+
+export const DEFAULT_TIMEOUT_MS = 120_000;
+
+let defaultGroup: ProcessGroup | undefined;
+
+/**
+ * Creates the world process group of this rank and makes it the default group. Every rank of the
+ * job calls it; it resolves once all ranks are connected.
+ */
+export async function initProcessGroup(options: InitProcessGroupOptions = {}): Promise<ProcessGroup> {
+  const thread = threadRankContext();
+  const backend = options.backend ?? (thread === undefined ? 'tcp' : 'shm');
+  const rank = options.rank ?? thread?.rank ?? readIntegerEnv('RANK') ?? 0;
+  const size = options.size ?? thread?.size ?? readIntegerEnv('WORLD_SIZE') ?? 1;
+  if (!Number.isInteger(size) || size < 1 || !Number.isInteger(rank) || rank < 0 || rank >= size) {
+    throw new CollectiveError(`initProcessGroup: rank ${rank} of size ${size} is not a valid rank.`, {
+      code: 'invalid-argument',
+      rank,
+      expected: `0 <= rank < size, size >= 1`,
+      actual: { rank, size },
+      fix: 'set RANK and WORLD_SIZE (fsdp-run does), or pass { rank, size }.',
+    });
+  }
+  const setup: GroupSetup = {
+    backend,
+    rank,
+    size,
+    key: options.name ?? 'world',
+    worldRanks: Array.from({ length: size }, (_, index) => index),
+    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    store: options.store,
+    secret: options.secret ?? process.env.FSDP_JOB_SECRET,
+    host: options.host ?? '127.0.0.1',
+    thread: backend === 'shm' ? thread : undefined,
+  };
+  const group = new ProcessGroup(setup, await createClient(setup));
+  defaultGroup = group;
+  return group;
+}
+
+/** The group the last initProcessGroup call of this thread created. */
+export function defaultProcessGroup(): ProcessGroup {
+  if (defaultGroup === undefined) {
+    throw new CollectiveError('No process group: initProcessGroup() has not been called on this thread.', {
+      code: 'invalid-argument',
+      fix: 'await initProcessGroup() first.',
+    });
+  }
+  return defaultGroup;
+}
+
+/** `defaultProcessGroup().newGroup(ranks)`: a sub-group of world ranks (see ProcessGroup.newGroup). */
+export function newGroup(ranks: readonly number[]): Promise<ProcessGroup> {
+  return defaultProcessGroup().newGroup(ranks);
+}
+
+function readIntegerEnv(name: string): number | undefined {
+  const value = process.env[name];
+  return value === undefined || value === '' ? undefined : Number(value);
+}

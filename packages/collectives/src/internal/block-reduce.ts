@@ -1,0 +1,56 @@
+import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../types.js';
+import { decodeBfloat16, encodeBfloat16 } from './bfloat16.js';
+import { finishAverage, reduceInto } from './reduce-kernels.js';
+
+const BLOCK = 16_384;
+const accumulatorFloat = new Float32Array(BLOCK);
+const scratchFloat = new Float32Array(BLOCK);
+const accumulatorInt = new Int32Array(BLOCK);
+const encoded = new Uint16Array(BLOCK);
+
+/**
+ * Reduces `sources` (equal-length views, in rank order, so every rank that reduces the same
+ * elements gets the same bits) and writes the result into every view of `targets`. Works in
+ * cache-sized blocks; bfloat16 is accumulated in float32 and rounded once.
+ */
+export function reduceBlocks(
+  sources: readonly CollectiveBuffer[],
+  targets: readonly CollectiveBuffer[],
+  dtype: CollectiveDtype,
+  op: ReduceOp,
+  size: number,
+): void {
+  const first = sources[0];
+  if (first === undefined) return;
+  const length = first.length;
+  for (let start = 0; start < length; start += BLOCK) {
+    const end = Math.min(length, start + BLOCK);
+    const blockLength = end - start;
+    if (dtype === 'int32') {
+      const accumulator = accumulatorInt.subarray(0, blockLength);
+      accumulator.set((first as Int32Array).subarray(start, end));
+      for (let j = 1; j < sources.length; j++)
+        reduceInto(accumulator, (sources[j] as Int32Array).subarray(start, end), op);
+      for (const target of targets) (target as Int32Array).set(accumulator, start);
+    } else if (dtype === 'float32') {
+      const accumulator = accumulatorFloat.subarray(0, blockLength);
+      accumulator.set((first as Float32Array).subarray(start, end));
+      for (let j = 1; j < sources.length; j++)
+        reduceInto(accumulator, (sources[j] as Float32Array).subarray(start, end), op);
+      if (op === 'avg') finishAverage(accumulator, size);
+      for (const target of targets) (target as Float32Array).set(accumulator, start);
+    } else {
+      const accumulator = accumulatorFloat.subarray(0, blockLength);
+      const scratch = scratchFloat.subarray(0, blockLength);
+      decodeBfloat16((first as Uint16Array).subarray(start, end), accumulator);
+      for (let j = 1; j < sources.length; j++) {
+        decodeBfloat16((sources[j] as Uint16Array).subarray(start, end), scratch);
+        reduceInto(accumulator, scratch, op);
+      }
+      if (op === 'avg') finishAverage(accumulator, size);
+      const bits = encoded.subarray(0, blockLength);
+      encodeBfloat16(accumulator, bits);
+      for (const target of targets) (target as Uint16Array).set(bits, start);
+    }
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * Entry of the communication worker thread: one per ProcessGroup per rank. It runs the group's
+ * ops strictly in the order the main thread issued them, writes each outcome into the op's
+ * status word ([Note: status word]) and never lets an exception escape, so a waiting main thread
+ * always wakes up.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import type { MainToWorkerMessage, OpMessage } from './op-message.js';
+import type { ShmInit } from './shm/shm-engine.js';
+import { markFailed, markSucceeded } from './status-word.js';
+import type { TcpInit } from './tcp/tcp-engine.js';
+
+export type CommWorkerInit = ShmInit | TcpInit;
+
+/** What both backends implement inside the worker. */
+export interface Engine {
+  run(op: OpMessage): void | Promise<void>;
+  /** Handles a non-op message (tcp: the peers' endpoints). */
+  control?(message: MainToWorkerMessage): void;
+  close(): void | Promise<void>;
+}
+
+const port = parentPort!;
+const init = workerData as CommWorkerInit;
+const queue: OpMessage[] = [];
+let running = false;
+let current: OpMessage | undefined;
+let destroying = false;
+let engine: Engine;
+
+async function createEngine(): Promise<Engine> {
+  if (init.backend === 'shm') {
+    const { ShmEngine } = await import('./shm/shm-engine.js');
+    const shm = new ShmEngine(init);
+    return { run: (op) => shm.run(op), close: () => undefined };
+  }
+  const { TcpEngine } = await import('./tcp/tcp-engine.js');
+  return new TcpEngine(init, (message) => port.postMessage(message));
+}
+
+async function drain(): Promise<void> {
+  if (running) return;
+  running = true;
+  while (queue.length > 0) {
+    const op = queue.shift()!;
+    current = op;
+    try {
+      await engine.run(op);
+      markSucceeded(op.status);
+    } catch (error) {
+      markFailed(op.status, error);
+    }
+    current = undefined;
+  }
+  running = false;
+  if (destroying) await shutDown();
+}
+
+async function shutDown(): Promise<void> {
+  try {
+    await engine.close();
+  } finally {
+    port.postMessage({ type: 'destroyed' });
+    port.close();
+  }
+}
+
+const ready = createEngine().then(
+  (created) => {
+    engine = created;
+    if (init.backend === 'shm') port.postMessage({ type: 'ready' });
+  },
+  (error: unknown) => port.postMessage({ type: 'init-failed', message: String(error) }),
+);
+
+port.on('message', (message: MainToWorkerMessage) => {
+  void ready.then(() => {
+    if (message.type === 'op') {
+      queue.push(message);
+      void drain();
+    } else if (message.type === 'destroy') {
+      destroying = true;
+      if (!running) void shutDown();
+    } else engine.control?.(message);
+  });
+});
+
+process.on('uncaughtException', (error) => {
+  if (current !== undefined) markFailed(current.status, error);
+  for (const op of queue.splice(0)) markFailed(op.status, error);
+  port.postMessage({ type: 'init-failed', message: String(error) });
+});

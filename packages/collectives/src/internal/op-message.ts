@@ -1,0 +1,47 @@
+import type { CollectiveBuffer, CollectiveDtype, CollectiveKind, ReduceOp } from '../types.js';
+
+/**
+ * One op as the main thread hands it to the communication worker. Buffers are views over
+ * SharedArrayBuffers, so the worker reads and writes the caller's memory directly.
+ */
+export interface OpMessage {
+  type: 'op';
+  kind: CollectiveKind;
+  dtype: CollectiveDtype;
+  wireDtype: 'float32' | 'bfloat16';
+  reduceOp: ReduceOp;
+  /** broadcast: root; send/recv: peer; otherwise -1. */
+  root: number;
+  /**
+   * Elements per rank: allReduce/broadcast/send/recv the buffer's length, allGather the input's,
+   * reduceScatter the output's, barrier 0.
+   */
+  count: number;
+  input: CollectiveBuffer | null;
+  output: CollectiveBuffer | null;
+  status: Int32Array;
+  timeoutMs: number;
+}
+
+export interface DestroyMessage {
+  type: 'destroy';
+}
+
+export type MainToWorkerMessage = OpMessage | DestroyMessage | { type: 'connect'; endpoints: string[] };
+
+/** Human-readable description of an op for error messages. */
+export function describeOp(
+  op: { kind: string; dtype: string; count: number; reduceOp: string; root: number },
+  seq?: number,
+): string {
+  const extra =
+    op.kind === 'allReduce' || op.kind === 'reduceScatter'
+      ? `, op ${op.reduceOp}`
+      : op.kind === 'broadcast'
+        ? `, root ${op.root}`
+        : op.kind === 'send' || op.kind === 'recv'
+          ? `, peer ${op.root}`
+          : '';
+  const sequence = seq === undefined ? '' : ` #${seq}`;
+  return `${op.kind}${sequence} (${op.count} ${op.dtype} elements${extra})`;
+}

@@ -1,0 +1,97 @@
+import { CollectiveError, type CollectiveErrorCode } from '../errors.js';
+
+/**
+ * [Note: status word] Each op owns a small SharedArrayBuffer the communication worker writes its
+ * outcome into: Int32 slot 0 is the state (PENDING until the worker stores SUCCEEDED or FAILED
+ * and notifies), slot 1 the byte length of a JSON error description that follows at byte 8. The
+ * main thread may be blocked in Atomics.wait, so the error must travel in shared memory rather
+ * than through postMessage.
+ */
+export const PENDING = 0;
+export const SUCCEEDED = 1;
+export const FAILED = 2;
+
+const HEADER_BYTES = 8;
+const STATUS_BYTES = 4096;
+
+export function createStatusWord(): Int32Array {
+  return new Int32Array(new SharedArrayBuffer(STATUS_BYTES));
+}
+
+export function markSucceeded(status: Int32Array): void {
+  Atomics.store(status, 0, SUCCEEDED);
+  Atomics.notify(status, 0);
+}
+
+interface SerializedError {
+  message: string;
+  code: CollectiveErrorCode;
+  op?: string;
+  rank?: number;
+  peer?: number;
+  expected?: unknown;
+  actual?: unknown;
+  fix?: string;
+}
+
+export function markFailed(status: Int32Array, error: unknown): void {
+  const serialized = serializeError(error);
+  const bytes = new TextEncoder().encode(JSON.stringify(serialized));
+  const capacity = status.byteLength - HEADER_BYTES;
+  const fitting =
+    bytes.length <= capacity
+      ? bytes
+      : new TextEncoder().encode(
+          JSON.stringify({
+            ...serialized,
+            expected: undefined,
+            actual: undefined,
+            message: serialized.message.slice(0, 1500),
+          }),
+        );
+  new Uint8Array(status.buffer, status.byteOffset + HEADER_BYTES, Math.min(fitting.length, capacity)).set(
+    fitting.subarray(0, capacity),
+  );
+  Atomics.store(status, 1, Math.min(fitting.length, capacity));
+  Atomics.store(status, 0, FAILED);
+  Atomics.notify(status, 0);
+}
+
+export function readFailure(status: Int32Array): CollectiveError {
+  const length = Atomics.load(status, 1);
+  const copy = new Uint8Array(length);
+  copy.set(new Uint8Array(status.buffer, status.byteOffset + HEADER_BYTES, length));
+  let parsed: SerializedError;
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(copy)) as SerializedError;
+  } catch {
+    return new CollectiveError('The communication worker reported a failure it could not describe.', {
+      code: 'closed',
+    });
+  }
+  const error = new CollectiveError(parsed.message, { code: parsed.code });
+  Object.assign(error, {
+    op: parsed.op,
+    rank: parsed.rank,
+    peer: parsed.peer,
+    expected: parsed.expected,
+    actual: parsed.actual,
+    fix: parsed.fix,
+  });
+  return error;
+}
+
+function serializeError(error: unknown): SerializedError {
+  if (error instanceof CollectiveError) {
+    const result: SerializedError = { message: error.message, code: error.code };
+    if (error.op !== undefined) result.op = error.op;
+    if (error.rank !== undefined) result.rank = error.rank;
+    if (error.peer !== undefined) result.peer = error.peer;
+    if (error.expected !== undefined) result.expected = error.expected;
+    if (error.actual !== undefined) result.actual = error.actual;
+    if (error.fix !== undefined) result.fix = error.fix;
+    return result;
+  }
+  const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return { message: `Internal error in the communication worker: ${message}`, code: 'closed' };
+}

@@ -1,0 +1,248 @@
+import { CollectiveError } from './errors.js';
+import type { CommunicationClient } from './internal/communication-client.js';
+import { createClient, type GroupSetup } from './internal/create-client.js';
+import { describeOp, type OpMessage } from './internal/op-message.js';
+import { stage } from './internal/staging.js';
+import { createStatusWord } from './internal/status-word.js';
+import {
+  checkLengths,
+  checkRank,
+  checkReduceOp,
+  checkSameDtype,
+  checkWireDtype,
+  resolveDtype,
+} from './internal/validate-op.js';
+import type {
+  Backend,
+  BroadcastOptions,
+  CollectiveBuffer,
+  CollectiveKind,
+  OpOptions,
+  ReduceOptions,
+  WireOptions,
+} from './types.js';
+import { Work } from './work.js';
+
+type GroupState = 'active' | 'destroyed';
+
+/**
+ * A set of ranks that run collectives together. Every op returns a Work at once and runs on the
+ * group's communication worker, in issue order; every rank of the group must issue the same ops
+ * in the same order. Buffers must not be touched until the op's Work has completed.
+ */
+export class ProcessGroup {
+  private state: GroupState = 'active';
+  private readonly subgroupCounts = new Map<string, number>();
+
+  /** @internal use initProcessGroup / newGroup */
+  constructor(
+    private readonly setup: GroupSetup,
+    private readonly client: CommunicationClient,
+  ) {}
+
+  /** This process's rank in the group, 0 <= rank < size. */
+  get rank(): number {
+    return this.setup.rank;
+  }
+
+  get size(): number {
+    return this.setup.size;
+  }
+
+  get backend(): Backend {
+    return this.setup.backend;
+  }
+
+  /** The world rank of each rank of this group. */
+  get worldRanks(): readonly number[] {
+    return this.setup.worldRanks;
+  }
+
+  /** In place: every rank's `buffer` becomes the element-wise reduction over all ranks. */
+  allReduce(buffer: CollectiveBuffer, options: ReduceOptions = {}): Work {
+    const dtype = resolveDtype('allReduce', this.rank, buffer, options.dtype);
+    const reduceOp = options.op ?? 'sum';
+    checkReduceOp('allReduce', this.rank, reduceOp, dtype);
+    const staged = stage(buffer, true);
+    return this.issue(
+      'allReduce',
+      options,
+      { dtype, reduceOp, count: buffer.length, input: null, output: staged.shared },
+      staged.copyBack,
+    );
+  }
+
+  /** output = concatenation of every rank's input, rank-major (output.length = size x input.length). */
+  allGather(output: CollectiveBuffer, input: CollectiveBuffer, options: OpOptions & WireOptions = {}): Work {
+    const dtype = resolveDtype('allGather', this.rank, input, options.dtype);
+    checkSameDtype('allGather', this.rank, output, input);
+    checkLengths(
+      'allGather',
+      this.rank,
+      output.length,
+      this.size * input.length,
+      'output length must be size x input length',
+    );
+    const stagedInput = stage(input, false);
+    const stagedOutput = stage(output, true);
+    return this.issue(
+      'allGather',
+      options,
+      { dtype, count: input.length, input: stagedInput.shared, output: stagedOutput.shared },
+      stagedOutput.copyBack,
+    );
+  }
+
+  /** output = block `rank` of the reduction of every rank's input (input.length = size x output.length). */
+  reduceScatter(output: CollectiveBuffer, input: CollectiveBuffer, options: ReduceOptions = {}): Work {
+    const dtype = resolveDtype('reduceScatter', this.rank, input, options.dtype);
+    checkSameDtype('reduceScatter', this.rank, output, input);
+    const reduceOp = options.op ?? 'sum';
+    checkReduceOp('reduceScatter', this.rank, reduceOp, dtype);
+    checkLengths(
+      'reduceScatter',
+      this.rank,
+      input.length,
+      this.size * output.length,
+      'input length must be size x output length',
+    );
+    const stagedInput = stage(input, false);
+    const stagedOutput = stage(output, true);
+    return this.issue(
+      'reduceScatter',
+      options,
+      { dtype, reduceOp, count: output.length, input: stagedInput.shared, output: stagedOutput.shared },
+      stagedOutput.copyBack,
+    );
+  }
+
+  /** Every rank's `buffer` becomes the root's. */
+  broadcast(buffer: CollectiveBuffer, options: BroadcastOptions = {}): Work {
+    const dtype = resolveDtype('broadcast', this.rank, buffer, options.dtype);
+    const root = options.root ?? 0;
+    checkRank('broadcast', this.rank, root, this.size, 'root', true);
+    const staged = stage(buffer, true);
+    return this.issue(
+      'broadcast',
+      options,
+      { dtype, root, count: buffer.length, input: null, output: staged.shared },
+      staged.copyBack,
+    );
+  }
+
+  /** Completes once every rank of the group has reached it. */
+  barrier(options: OpOptions = {}): Work {
+    return this.issue('barrier', options, { dtype: 'int32', count: 0, input: null, output: null }, undefined);
+  }
+
+  /** Sends `buffer` to `peer`, which must call recv with the same length and dtype. */
+  send(buffer: CollectiveBuffer, peer: number, options: OpOptions = {}): Work {
+    const dtype = resolveDtype('send', this.rank, buffer, options.dtype);
+    checkRank('send', this.rank, peer, this.size, 'peer', false);
+    const staged = stage(buffer, false);
+    return this.issue(
+      'send',
+      options,
+      { dtype, root: peer, count: buffer.length, input: staged.shared, output: null },
+      undefined,
+    );
+  }
+
+  /** Receives into `buffer` what `peer` sends. */
+  recv(buffer: CollectiveBuffer, peer: number, options: OpOptions = {}): Work {
+    const dtype = resolveDtype('recv', this.rank, buffer, options.dtype);
+    checkRank('recv', this.rank, peer, this.size, 'peer', false);
+    const staged = stage(buffer, true);
+    return this.issue(
+      'recv',
+      options,
+      { dtype, root: peer, count: buffer.length, input: null, output: staged.shared },
+      staged.copyBack,
+    );
+  }
+
+  /**
+   * A group of some of this group's ranks (given as ranks of this group, any order; the new
+   * group's rank i is ranks[i] sorted ascending). Only the members call it, each the same number
+   * of times for the same rank set. Hybrid sharding uses it: 4 ranks as 2 x 2 are newGroup([0, 1]),
+   * newGroup([2, 3]) for sharding and newGroup([0, 2]), newGroup([1, 3]) for replication.
+   */
+  async newGroup(ranks: readonly number[]): Promise<ProcessGroup> {
+    this.checkActive('newGroup');
+    const members = [...new Set(ranks)].sort((a, b) => a - b);
+    for (const member of members) checkRank('barrier', this.rank, member, this.size, 'member', true);
+    const rank = members.indexOf(this.rank);
+    if (rank < 0 || members.length !== ranks.length) {
+      throw new CollectiveError(
+        `newGroup([${ranks.join(', ')}]) on rank ${this.rank}: ranks must be distinct and include the caller.`,
+        {
+          code: 'invalid-argument',
+          rank: this.rank,
+          expected: `distinct ranks including ${this.rank}`,
+          actual: ranks,
+          fix: 'call newGroup only on member ranks, with each rank listed once.',
+        },
+      );
+    }
+    const name = members.join('-');
+    const nth = (this.subgroupCounts.get(name) ?? 0) + 1;
+    this.subgroupCounts.set(name, nth);
+    const setup: GroupSetup = {
+      ...this.setup,
+      rank,
+      size: members.length,
+      key: `${this.setup.key}/group-${name}-${nth}`,
+      worldRanks: members.map((member) => this.setup.worldRanks[member]!),
+    };
+    return new ProcessGroup(setup, await createClient(setup));
+  }
+
+  /**
+   * Stops the communication worker after its current op, closes its sockets and joins it. Ops
+   * still queued fail with code 'closed'. Safe to call twice and on error paths.
+   */
+  async destroy(): Promise<void> {
+    if (this.state === 'destroyed') return;
+    this.state = 'destroyed';
+    await this.client.destroy();
+  }
+
+  private issue(
+    kind: CollectiveKind,
+    options: OpOptions & WireOptions,
+    fields: Pick<OpMessage, 'dtype' | 'count' | 'input' | 'output'> &
+      Partial<Pick<OpMessage, 'reduceOp' | 'root'>>,
+    copyBack: (() => void) | undefined,
+  ): Work {
+    this.checkActive(kind);
+    const wireDtype = options.wireDtype ?? 'float32';
+    checkWireDtype(kind, this.rank, wireDtype, fields.dtype);
+    const timeoutMs = options.timeoutMs ?? this.setup.timeoutMs;
+    const op: OpMessage = {
+      type: 'op',
+      kind,
+      wireDtype,
+      reduceOp: fields.reduceOp ?? 'sum',
+      root: fields.root ?? -1,
+      dtype: fields.dtype,
+      count: fields.count,
+      input: fields.input,
+      output: fields.output,
+      status: createStatusWord(),
+      timeoutMs,
+    };
+    this.client.post(op);
+    return new Work(op.status, `${describeOp(op)} on rank ${this.rank}`, timeoutMs, copyBack);
+  }
+
+  private checkActive(what: string): void {
+    if (this.state !== 'active') {
+      throw new CollectiveError(`${what} on rank ${this.rank}: the group was destroyed.`, {
+        code: 'closed',
+        op: what,
+        rank: this.rank,
+        fix: 'issue ops before destroy(), or create a new group.',
+      });
+    }
+  }
+}

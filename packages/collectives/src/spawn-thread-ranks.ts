@@ -1,0 +1,106 @@
+import { MessageChannel, type Worker } from 'node:worker_threads';
+import { CollectiveError } from './errors.js';
+import { ShmBroker } from './internal/shm/shm-broker.js';
+import { startWorker } from './internal/start-worker.js';
+
+/** What a function run by spawnThreadRanks receives. */
+export interface ThreadRankArguments<Args = unknown> {
+  rank: number;
+  size: number;
+  args: Args;
+}
+
+export interface SpawnThreadRanksOptions {
+  /** Structured-cloneable value passed to every rank's function as `args`. */
+  args?: unknown;
+  /** Milliseconds before all ranks are terminated and the promise rejects. Default 120 000. */
+  timeoutMs?: number;
+}
+
+/**
+ * Runs `exportName` of the module at `moduleUrl` on `size` ranks, each a worker thread of this
+ * process, and resolves with their return values in rank order. Inside, `initProcessGroup()`
+ * picks the `shm` backend and this rank automatically. If any rank throws, the others are
+ * terminated and the promise rejects with a CollectiveError (code 'launch') naming the rank.
+ * The module may be TypeScript when this package runs from source (tsx is registered in the
+ * threads); from the build it must be JavaScript.
+ */
+export async function spawnThreadRanks(
+  size: number,
+  moduleUrl: string | URL,
+  exportName: string,
+  options: SpawnThreadRanksOptions = {},
+): Promise<unknown[]> {
+  if (!Number.isInteger(size) || size < 1) {
+    throw new CollectiveError(`spawnThreadRanks needs a positive integer size; got ${size}.`, {
+      code: 'invalid-argument',
+      expected: '>= 1',
+      actual: size,
+    });
+  }
+  const broker = new ShmBroker();
+  const workers: Worker[] = [];
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const results = new Array<unknown>(size);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let remaining = size;
+      const timer = setTimeout(() => {
+        reject(
+          new CollectiveError(`Thread ranks did not all finish within ${timeoutMs} ms.`, {
+            code: 'timeout',
+            fix: 'look for a rank blocked in an op the others never issue, or raise timeoutMs.',
+          }),
+        );
+      }, timeoutMs);
+      for (let rank = 0; rank < size; rank++) {
+        const channel = new MessageChannel();
+        broker.attach(channel.port1);
+        const worker = startWorker('thread-rank-entry', {
+          workerData: {
+            fsdpThreadRank: { rank, size, broker: channel.port2 },
+            moduleUrl: String(moduleUrl),
+            exportName,
+            args: options.args,
+          },
+          transferList: [channel.port2],
+        });
+        workers.push(worker);
+        worker.on(
+          'message',
+          (message: { type: string; value?: unknown; message?: string; stack?: string }) => {
+            if (message.type === 'result') {
+              results[rank] = message.value;
+              if (--remaining === 0) {
+                clearTimeout(timer);
+                resolve();
+              }
+            } else if (message.type === 'error') {
+              clearTimeout(timer);
+              reject(
+                new CollectiveError(`Thread rank ${rank} failed: ${message.message}`, {
+                  code: 'launch',
+                  rank,
+                  cause: message.stack,
+                }),
+              );
+            }
+          },
+        );
+        worker.on('error', (error) => {
+          clearTimeout(timer);
+          reject(
+            new CollectiveError(`Thread rank ${rank} crashed: ${error.message}`, {
+              code: 'launch',
+              rank,
+              cause: error,
+            }),
+          );
+        });
+      }
+    });
+  } finally {
+    await Promise.all(workers.map((worker) => worker.terminate()));
+  }
+  return results;
+}
