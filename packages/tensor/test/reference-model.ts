@@ -90,7 +90,7 @@ export function tfLoss(
   gamma: tf.Tensor,
   beta: tf.Tensor,
   second: tf.Tensor,
-): tf.Scalar {
+): tf.Tensor {
   const rows = tf.gather(embedding, tf.tensor1d(tokens, 'int32'));
   const h = matMul(rows, first);
   const { mean, variance } = tf.moments(h, -1, true);

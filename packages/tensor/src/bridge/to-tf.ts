@@ -47,7 +47,7 @@ export function fromTf(tensor: tf.Tensor, into: TensorView): TensorView {
       },
     );
   }
-  const values = tensor.dataSync() as Float32Array | Int32Array;
+  const values = readValues(tensor);
   const sourceDType = tensor.dtype === 'int32' ? 'int32' : 'float32';
   if (into.isContiguous) {
     convertContiguous(values, sourceDType, into.typedArray(), into.dtype);
@@ -57,4 +57,20 @@ export function fromTf(tensor: tf.Tensor, into: TensorView): TensorView {
   convertContiguous(values, sourceDType, staging.typedArray(), into.dtype);
   into.copyFrom(staging);
   return into;
+}
+
+interface HeapBackend {
+  typedArrayFromHeap?: (info: tf.TensorInfo) => Float32Array | Int32Array;
+}
+
+/**
+ * The tensor's values. On wasm this is a view of the wasm heap (no intermediate copy; the caller
+ * copies out at once, before anything can grow the heap); elsewhere `dataSync()`.
+ */
+function readValues(tensor: tf.Tensor): Float32Array | Int32Array {
+  const backend = tf.backend() as unknown as HeapBackend;
+  if (tf.getBackend() === 'wasm' && typeof backend.typedArrayFromHeap === 'function') {
+    return backend.typedArrayFromHeap(tensor);
+  }
+  return tensor.dataSync() as Float32Array | Int32Array;
 }

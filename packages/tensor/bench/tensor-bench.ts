@@ -1,0 +1,156 @@
+/**
+ * Benchmark of @fsdp-ts/tensor on this machine: matMul GFLOP/s per backend, a training-shaped
+ * matMul forward+backward against three plain forward matMuls, the bridge's copy speed next to a
+ * plain copy of the same bytes, and bfloat16 conversion speed. Prints a table, writes JSON.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import {
+  type BackendName,
+  bfloat16ToFloat32,
+  float32ToBfloat16,
+  fromTf,
+  initBackend,
+  TensorView,
+  toTf,
+} from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
+import { formatRange, rate, type Summary, timeIt } from './statistics';
+
+const quick = process.argv.includes('--quick');
+const repeats = quick ? 5 : 10;
+const rows: { backend: string; measure: string; unit: string; value: Summary }[] = [];
+
+function record(backend: string, measure: string, unit: string, value: Summary): void {
+  rows.push({ backend, measure, unit, value });
+  console.log(`${backend.padEnd(5)} ${measure.padEnd(44)} ${formatRange(value).padStart(26)} ${unit}`);
+}
+
+function matMulGflops(size: number): Summary {
+  const a = tf.randomNormal([size, size]);
+  const b = tf.randomNormal([size, size]);
+  // Never return a typed array from tf.tidy: tidy walks its result looking for tensors.
+  const time = timeIt(() => tf.tidy(() => void tf.matMul(a, b).dataSync()), repeats);
+  tf.dispose([a, b]);
+  return rate(time, (2 * size ** 3) / 1e9);
+}
+
+/** [tokens, in] x [in, out] forward plus both gradients, vs three plain forward matMuls of those shapes. */
+function trainingShaped(
+  tokens: number,
+  inner: number,
+  outer: number,
+): { ratio: number; fused: Summary; plain: Summary } {
+  const x = tf.randomNormal([tokens, inner]);
+  const w = tf.randomNormal([inner, outer]);
+  const dy = tf.randomNormal([tokens, outer]);
+  const gradient = tf.grads((input: tf.Tensor, weight: tf.Tensor) => tf.matMul(input, weight));
+  const fused = timeIt(() => tf.tidy(() => void gradient([x, w], dy).forEach((g) => g.dataSync())), repeats);
+  const wt = tf.transpose(w);
+  const xt = tf.transpose(x);
+  const plain = timeIt(
+    () =>
+      tf.tidy(() => {
+        tf.matMul(x, w).dataSync();
+        tf.matMul(dy, wt).dataSync();
+        tf.matMul(xt, dy).dataSync();
+      }),
+    repeats,
+  );
+  tf.dispose([x, w, dy, wt, xt]);
+  const flops = (3 * 2 * tokens * inner * outer) / 1e9;
+  return { ratio: plain.median / fused.median, fused: rate(fused, flops), plain: rate(plain, flops) };
+}
+
+async function benchmarkBackend(backend: BackendName): Promise<void> {
+  await initBackend(backend);
+  for (const size of [256, 512, 1024])
+    record(backend, `matMul ${size}x${size}`, 'GFLOP/s', matMulGflops(size));
+  const shaped = trainingShaped(1024, 256, 1024);
+  record(backend, 'matMul fwd+bwd [1024,256]x[256,1024]', 'GFLOP/s', shaped.fused);
+  record(backend, 'three plain fwd matMuls, same shapes', 'GFLOP/s', shaped.plain);
+  console.log(
+    `${backend.padEnd(5)} fwd+bwd throughput / plain throughput = ${shaped.ratio.toFixed(2)} (target >= 0.5)`,
+  );
+  rows.push({
+    backend,
+    measure: 'fwd+bwd / three plain',
+    unit: 'ratio',
+    value: { min: shaped.ratio, median: shaped.ratio, max: shaped.ratio, samples: [] },
+  });
+
+  const numel = 4 * 1024 * 1024;
+  const view = TensorView.zeros([numel]);
+  (view.typedArray() as Float32Array).fill(1.5);
+  const gigabytes = (numel * 4) / 1e9;
+  // toTf on cpu aliases the view (zero copy), so its time is independent of the size.
+  record(
+    backend,
+    `toTf 16 MiB${backend === 'cpu' ? ' (zero copy)' : ''}`,
+    'GB/s',
+    rate(
+      timeIt(() => toTf(view).dispose(), repeats),
+      gigabytes,
+    ),
+  );
+  const tensor = tf.ones([numel]);
+  record(
+    backend,
+    'fromTf 16 MiB',
+    'GB/s',
+    rate(
+      timeIt(() => fromTf(tensor, view), repeats),
+      gigabytes,
+    ),
+  );
+  tensor.dispose();
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `fsdp-ts tensor benchmark — ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), shared and noisy; median (min–max)\n`,
+  );
+  const numel = 4 * 1024 * 1024;
+  const source = new Float32Array(numel).map((_, index) => Math.sin(index));
+  const target = new Float32Array(numel);
+  record(
+    'js',
+    'plain copy 16 MiB (Float32Array.set)',
+    'GB/s',
+    rate(
+      timeIt(() => target.set(source), repeats),
+      (numel * 4) / 1e9,
+    ),
+  );
+  const words = new Uint16Array(numel);
+  record(
+    'js',
+    'float32 -> bfloat16, 16 MiB of float32',
+    'GB/s',
+    rate(
+      timeIt(() => float32ToBfloat16(source, words), repeats),
+      (numel * 4) / 1e9,
+    ),
+  );
+  record(
+    'js',
+    'bfloat16 -> float32, 16 MiB of float32',
+    'GB/s',
+    rate(
+      timeIt(() => bfloat16ToFloat32(words, target), repeats),
+      (numel * 4) / 1e9,
+    ),
+  );
+  for (const backend of ['wasm', 'cpu'] as const) await benchmarkBackend(backend);
+  const directory = join(process.cwd(), '..', '..', 'bench-results');
+  mkdirSync(directory, { recursive: true });
+  const file = join(directory, 'tensor.json');
+  writeFileSync(
+    file,
+    `${JSON.stringify({ date: new Date().toISOString(), cores: cpus().length, rows }, null, 2)}\n`,
+  );
+  console.log(`\nwrote ${file}`);
+}
+
+await main();
