@@ -1,4 +1,5 @@
 import { adamKernel } from './internal/kernels/adam-kernel';
+import { adamSimdAvailable, adamSimdKernel } from './internal/kernels/adam-simd-kernel';
 import { mergeOptions } from './internal/merge-options';
 import { checkBetas, checkBoolean, checkNonNegative } from './internal/validate';
 import { Optimizer } from './optimizer';
@@ -35,13 +36,14 @@ abstract class AdamFamily extends Optimizer<AdamOptions> {
   }
 
   step(): void {
+    const kernel = adamSimdAvailable() ? adamSimdKernel : adamKernel;
     for (const group of this.paramGroups) {
       for (const param of group.params) {
         const prepared = this.prepare(param);
         if (prepared === null) continue;
         const { arrays, state } = prepared;
         state.step += 1;
-        adamKernel(
+        kernel(
           arrays.data,
           arrays.grad,
           state.buffer('expAvg'),

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { type AdamCoefficients, adamKernel } from '../src/internal/kernels/adam-kernel';
+import { adamSimdAvailable, adamSimdKernel } from '../src/internal/kernels/adam-simd-kernel';
+import { worstViolation } from './support/torch-fixtures';
+
+const numel = 9001; // two full 4096-element chunks and a tail that is not a multiple of 4
+
+function arrays(seed: number): Float32Array[] {
+  const values = (offset: number) =>
+    Float32Array.from({ length: numel }, (_, index) => Math.sin(index * 0.37 + seed + offset));
+  return [values(0), values(1), new Float32Array(numel), new Float32Array(numel), new Float32Array(numel)];
+}
+
+const coefficients = (step: number, amsgrad: boolean): AdamCoefficients => ({
+  lr: 1e-2,
+  beta1: 0.9,
+  beta2: 0.99,
+  eps: 1e-8,
+  weightDecay: amsgrad ? 0.1 : 0.01,
+  decoupledWeightDecay: !amsgrad,
+  maximize: amsgrad,
+  step,
+});
+
+describe('the WebAssembly SIMD Adam kernel', () => {
+  it('is available on Node 20', () => {
+    expect(adamSimdAvailable()).toBe(true);
+  });
+
+  for (const amsgrad of [false, true]) {
+    it(`matches the scalar float64 kernel across chunk boundaries (amsgrad ${amsgrad}; rtol 1e-6, atol 1e-7)`, () => {
+      const [data, grad, expAvg, expAvgSq, maxExpAvgSq] = arrays(1) as [
+        Float32Array,
+        Float32Array,
+        Float32Array,
+        Float32Array,
+        Float32Array,
+      ];
+      const reference = arrays(1) as [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array];
+      for (let step = 1; step <= 5; step++) {
+        adamSimdKernel(
+          data,
+          grad,
+          expAvg,
+          expAvgSq,
+          amsgrad ? maxExpAvgSq : null,
+          coefficients(step, amsgrad),
+        );
+        adamKernel(
+          ...(reference.slice(0, 4) as [Float32Array, Float32Array, Float32Array, Float32Array]),
+          amsgrad ? reference[4] : null,
+          coefficients(step, amsgrad),
+        );
+      }
+      expect(worstViolation(data, reference[0])).toBeLessThanOrEqual(1);
+      expect(worstViolation(expAvgSq, reference[3])).toBeLessThanOrEqual(1);
+      expect(Array.from(data)).not.toEqual(Array.from(arrays(1)[0]!));
+    });
+  }
+
+  it('gives bit-identical results for any split of the elements ([Note: identical arithmetic for every element])', () => {
+    const whole = arrays(2) as [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array];
+    const pieces = arrays(2) as [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array];
+    const cuts = [0, 3, 4097, 4100, 8195, numel];
+    for (let step = 1; step <= 3; step++) {
+      adamSimdKernel(whole[0], whole[1], whole[2], whole[3], whole[4], coefficients(step, true));
+      for (let piece = 0; piece + 1 < cuts.length; piece++) {
+        const [start, end] = [cuts[piece]!, cuts[piece + 1]!];
+        const [data, grad, expAvg, expAvgSq, maxExpAvgSq] = pieces.map((array) =>
+          array.subarray(start, end),
+        ) as typeof pieces;
+        adamSimdKernel(data, grad, expAvg, expAvgSq, maxExpAvgSq, coefficients(step, true));
+      }
+    }
+    expect(Array.from(pieces[0])).toEqual(Array.from(whole[0]));
+    expect(Array.from(pieces[4])).toEqual(Array.from(whole[4]));
+  });
+});
