@@ -1,5 +1,32 @@
 // @fsdp-ts/collectives: process groups (tcp, shm), Work handles, the rendezvous store and fsdp-run.
 export { allocateShared } from './allocate-shared.js';
+// Store, env:// contract and job-secret authentication: see README "Environment contract",
+// "Rendezvous store" and "Security model".
+export {
+  type AuthenticateSocketOptions,
+  authenticateSocket,
+  type HandshakeRole,
+  type SessionKeys,
+} from './auth/authenticate-socket.js';
+export {
+  generateJobSecret,
+  MINIMUM_JOB_SECRET_LENGTH,
+  resolveJobSecret,
+  validateJobSecret,
+} from './auth/job-secret.js';
+export { SecureChannel } from './auth/secure-channel.js';
+export {
+  type ProcessEnvironment,
+  readEnvironment,
+  slurmDefaultMasterPort,
+} from './environment/read-environment.js';
+export { expandSlurmNodelist } from './environment/slurm-nodelist.js';
+export {
+  isLoopback,
+  localAddressRoutingTo,
+  resolveSocketAddress,
+  type SocketAddressOptions,
+} from './environment/socket-address.js';
 export { CollectiveError, type CollectiveErrorCode, type CollectiveErrorDetails } from './errors.js';
 export {
   DEFAULT_TIMEOUT_MS,
@@ -14,7 +41,10 @@ export {
   spawnThreadRanks,
   type ThreadRankArguments,
 } from './spawn-thread-ranks.js';
+export { PrefixStore } from './store/prefix-store.js';
 export type { Store, StoreWaitOptions } from './store/store.js';
+export { type ConnectStoreOptions, connectStore, StoreClient } from './store/store-client.js';
+export { type StoreServer, type StoreServerOptions, startStoreServer } from './store/store-server.js';
 export type {
   Backend,
   BroadcastOptions,

@@ -22,6 +22,13 @@ export interface ProcessEnvironment {
   socketIfname: string | undefined;
   /** FSDP_SOCKET_ADDR, if set: the address data sockets bind to. */
   socketAddr: string | undefined;
+  /**
+   * True when a launcher (fsdp-run, FSDP_AGENT_STORE=1) already runs the store on
+   * MASTER_ADDR:MASTER_PORT: then rank 0 must only connect to it, not start its own.
+   */
+  agentStore: boolean;
+  /** FSDP_TIMEOUT_MS, if set (fsdp-run passes its --timeout): a default for store and op timeouts. */
+  timeoutMs: number | undefined;
   /** Where rank and size came from. */
   source: 'torchrun' | 'slurm';
 }
@@ -84,6 +91,8 @@ export function readEnvironment(env: NodeJS.ProcessEnv = process.env): ProcessEn
     storePrefix: env.FSDP_STORE_PREFIX ?? '',
     socketIfname: nonEmpty(env.FSDP_SOCKET_IFNAME),
     socketAddr: nonEmpty(env.FSDP_SOCKET_ADDR),
+    agentStore: env.FSDP_AGENT_STORE === '1',
+    timeoutMs: isSet(env.FSDP_TIMEOUT_MS) ? integer(env, 'FSDP_TIMEOUT_MS', 1) : undefined,
     source: slurm ? 'slurm' : 'torchrun',
   };
 }

@@ -137,7 +137,7 @@ export class StoreClient implements Store {
 
   get(key: string, options: StoreWaitOptions = {}): Promise<Uint8Array> {
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
-    return this.request({ op: 'get', id: 0, key: this.prefix + key, timeoutMs }, timeoutMs);
+    return this.request({ op: 'get', id: 0, key: this.prefix + key, timeoutMs }, timeoutMs + STALL_GRACE_MS);
   }
 
   async add(key: string, delta: number): Promise<number> {
@@ -159,13 +159,21 @@ export class StoreClient implements Store {
   async wait(keys: readonly string[], options: StoreWaitOptions = {}): Promise<void> {
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const prefixed = keys.map((key) => this.prefix + key);
-    await this.request({ op: 'wait', id: 0, keys: prefixed, timeoutMs }, timeoutMs);
+    await this.request({ op: 'wait', id: 0, keys: prefixed, timeoutMs }, timeoutMs + STALL_GRACE_MS);
   }
 
   /** Whether every key exists now, without waiting. */
   async check(keys: readonly string[]): Promise<boolean> {
     const result = await this.request({ op: 'check', id: 0, keys: keys.map((key) => this.prefix + key) });
     return result[0] === 1;
+  }
+
+  /**
+   * Round-trips one request; rejects with code 'timeout' when the store does not answer within
+   * `timeoutMs` (a stalled or unreachable store host whose TCP connection has not closed).
+   */
+  async ping(timeoutMs: number): Promise<void> {
+    await this.request({ op: 'check', id: 0, keys: [] }, timeoutMs);
   }
 
   async delete(key: string): Promise<boolean> {
@@ -197,7 +205,8 @@ export class StoreClient implements Store {
     });
   }
 
-  private request(request: StoreRequest, waitMs?: number): Promise<Uint8Array> {
+  /** Sends a request; `deadlineMs` bounds the wait for its answer on this side. */
+  private request(request: StoreRequest, deadlineMs?: number): Promise<Uint8Array> {
     if (this.state !== 'open') {
       return Promise.reject(
         new CollectiveError(`Store ${request.op} on a ${this.state} connection to ${this.address}.`, {
@@ -209,14 +218,14 @@ export class StoreClient implements Store {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       const timer =
-        waitMs === undefined
+        deadlineMs === undefined
           ? undefined
           : setTimeout(
               () => {
                 this.pending.delete(id);
                 reject(
                   new CollectiveError(
-                    `The store at ${this.address} did not answer ${request.op} in ${waitMs} ms.`,
+                    `The store at ${this.address} did not answer ${request.op} in ${deadlineMs} ms.`,
                     {
                       code: 'timeout',
                       op: `store.${request.op}`,
@@ -225,7 +234,7 @@ export class StoreClient implements Store {
                   ),
                 );
               },
-              Math.min(waitMs + STALL_GRACE_MS, 2 ** 31 - 1),
+              Math.min(deadlineMs, 2 ** 31 - 1),
             );
       this.pending.set(id, { op: request.op, resolve, reject, timer });
       this.socket.write(this.channel.seal(encodeStoreRequest({ ...request, id })));

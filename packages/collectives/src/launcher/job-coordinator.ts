@@ -1,0 +1,91 @@
+import { CollectiveError } from '../errors.js';
+import type { StoreClient } from '../store/store-client.js';
+
+/**
+ * How the launchers of one job agree, through the store on node 0 (keys under `fsdp-run/`):
+ *   attempt-A/joined/K   node K is ready to start attempt A (all wait for every node)
+ *   attempt-A/failed     the first failure of attempt A, as text; set by the launcher whose
+ *                        worker failed, or by the store itself when a launcher's connection
+ *                        drops (setOnDisconnect), so a SIGKILLed launcher fails the job too
+ *   attempt-A/done/K     every worker of node K exited 0
+ *   finished/K           node K has its verdict; node 0 keeps the store up until all have it
+ * [Note: launcher agreement] Every launcher reads the same `failed` key and has the same
+ * --max-restarts, so all decide alike whether to restart.
+ */
+export class JobCoordinator {
+  private readonly prefix = 'fsdp-run/';
+
+  constructor(
+    private readonly store: StoreClient,
+    private readonly nodeRank: number,
+    private readonly nnodes: number,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /** Joins attempt A and waits until every node has; arms the on-disconnect failure. */
+  async join(attempt: number): Promise<void> {
+    await this.store.setOnDisconnect(
+      this.key(attempt, 'failed'),
+      `lost the launcher of node ${this.nodeRank} (its connection to the store closed)`,
+    );
+    await this.store.set(this.key(attempt, `joined/${this.nodeRank}`), '1');
+    try {
+      await this.store.wait(this.nodeKeys(attempt, 'joined'), { timeoutMs: this.timeoutMs });
+    } catch (cause) {
+      throw new CollectiveError(
+        `Not every node's fsdp-run joined attempt ${attempt} within ${this.timeoutMs} ms.`,
+        {
+          code: 'launch',
+          cause,
+          fix: 'start fsdp-run on every node with the same --nnodes, --master-addr, --master-port and job secret.',
+        },
+      );
+    }
+  }
+
+  /** Records a failure of attempt A unless one is recorded already; returns the one that stands. */
+  async reportFailure(attempt: number, message: string): Promise<string> {
+    const stored = await this.store.compareSet(this.key(attempt, 'failed'), '', message);
+    return Buffer.from(stored).toString('utf8');
+  }
+
+  /** Resolves with the failure message of attempt A whenever one is recorded. */
+  async failure(attempt: number): Promise<string> {
+    for (;;) {
+      try {
+        return Buffer.from(
+          await this.store.get(this.key(attempt, 'failed'), { timeoutMs: 3_600_000 }),
+        ).toString();
+      } catch (error) {
+        if (!(error instanceof CollectiveError) || error.code !== 'timeout') throw error;
+      }
+    }
+  }
+
+  /** Marks this node's workers of attempt A done and resolves when every node's are. */
+  async done(attempt: number): Promise<void> {
+    await this.store.set(this.key(attempt, `done/${this.nodeRank}`), '1');
+    await this.store.wait(this.nodeKeys(attempt, 'done'), { timeoutMs: 2 ** 31 - 1 - 10_000 });
+  }
+
+  /** Disarms the on-disconnect failure of attempt A (the attempt ended with a verdict). */
+  async leave(attempt: number): Promise<void> {
+    await this.store.clearOnDisconnect(this.key(attempt, 'failed'));
+  }
+
+  /** Says this node has its verdict; on node 0, waits (bounded) until every node has. */
+  async finish(): Promise<void> {
+    await this.store.set(`${this.prefix}finished/${this.nodeRank}`, '1');
+    if (this.nodeRank !== 0) return;
+    const keys = Array.from({ length: this.nnodes }, (_, node) => `${this.prefix}finished/${node}`);
+    await this.store.wait(keys, { timeoutMs: Math.min(this.timeoutMs, 30_000) }).catch(() => {});
+  }
+
+  private key(attempt: number, name: string): string {
+    return `${this.prefix}attempt-${attempt}/${name}`;
+  }
+
+  private nodeKeys(attempt: number, name: string): string[] {
+    return Array.from({ length: this.nnodes }, (_, node) => this.key(attempt, `${name}/${node}`));
+  }
+}

@@ -1,0 +1,128 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { CollectiveError } from '../errors.js';
+
+/** Everything `fsdp-run` was asked to do. */
+export interface LaunchOptions {
+  nprocPerNode: number;
+  nnodes: number;
+  nodeRank: number;
+  masterAddr: string;
+  /** 0 on a single node: pick a free port. Fixed (and required) when nnodes > 1. */
+  masterPort: number;
+  maxRestarts: number;
+  /** Seconds for the store connection and the launchers' rendezvous; also FSDP_TIMEOUT_MS of workers. */
+  timeoutSeconds: number;
+  /** Seconds between SIGTERM and SIGKILL when stopping workers. */
+  gracePeriodSeconds: number;
+  socketIfname: string | undefined;
+  socketAddr: string | undefined;
+  script: string;
+  scriptArguments: string[];
+}
+
+function count(minimum: number) {
+  return (value: string): number => {
+    if (!/^\d+$/.test(value) || Number(value) < minimum) {
+      throw new InvalidArgumentError(`expected an integer >= ${minimum}, got '${value}'.`);
+    }
+    return Number(value);
+  };
+}
+
+function seconds(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isFinite(parsed) || parsed <= 0)
+    throw new InvalidArgumentError(`expected seconds > 0, got '${value}'.`);
+  return parsed;
+}
+
+/**
+ * Parses `fsdp-run` arguments (`argv` without node and the script path). Options after the
+ * script belong to the script. Defaults for --nnodes, --node-rank and --master-addr come from
+ * Slurm (SLURM_NNODES, SLURM_NODEID, first host of the nodelist is left to the caller) and from
+ * MASTER_ADDR / MASTER_PORT when set. Throws a CollectiveError (code 'launch') on bad input.
+ */
+export function parseLaunchArguments(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+): LaunchOptions {
+  const program = new Command('fsdp-run')
+    .description('Start N worker processes per node with the torchrun-style environment contract.')
+    .requiredOption('--nproc-per-node <n>', 'worker processes on this node', count(1))
+    .option('--nnodes <m>', 'nodes (hosts) in the job', count(1), numberFrom(env.SLURM_NNODES, 1))
+    .option(
+      '--node-rank <k>',
+      'this node, 0-based; node 0 runs the store',
+      count(0),
+      numberFrom(env.SLURM_NODEID, 0),
+    )
+    .option(
+      '--master-addr <address>',
+      'address of node 0 (the store binds to it there)',
+      env.MASTER_ADDR ?? '127.0.0.1',
+    )
+    .option(
+      '--master-port <port>',
+      'store port; 0 picks a free one (single node only)',
+      count(0),
+      numberFrom(env.MASTER_PORT, 0),
+    )
+    .option('--max-restarts <r>', 'restart the whole group up to r times after a failure', count(0), 0)
+    .option('--timeout <seconds>', 'rendezvous and store timeout', seconds, 300)
+    .option('--grace-period <seconds>', 'time between SIGTERM and SIGKILL when stopping workers', seconds, 5)
+    .option('--socket-ifname <name>', 'interface data sockets bind to (FSDP_SOCKET_IFNAME)')
+    .option('--socket-addr <address>', 'address data sockets bind to (FSDP_SOCKET_ADDR)')
+    .argument('<script>', 'a .js/.mjs file (run by node) or .ts file (run through tsx)')
+    .argument('[args...]', 'arguments passed to the script')
+    .passThroughOptions()
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+  program.parse([...argv], { from: 'user' });
+  const options = program.opts<{
+    nprocPerNode: number;
+    nnodes: number;
+    nodeRank: number;
+    masterAddr: string;
+    masterPort: number;
+    maxRestarts: number;
+    timeout: number;
+    gracePeriod: number;
+    socketIfname?: string;
+    socketAddr?: string;
+  }>();
+  const [script, scriptArguments] = program.processedArgs as [string, string[] | undefined];
+  if (options.nodeRank >= options.nnodes) {
+    throw launchError(
+      `--node-rank ${options.nodeRank} is not below --nnodes ${options.nnodes}.`,
+      'number nodes 0 to nnodes-1.',
+    );
+  }
+  if (options.nnodes > 1 && options.masterPort === 0) {
+    throw launchError(
+      'A multi-node job needs a fixed --master-port (every node must know where the store listens).',
+      'pass --master-port, e.g. 29500, identical on every node.',
+    );
+  }
+  return {
+    nprocPerNode: options.nprocPerNode,
+    nnodes: options.nnodes,
+    nodeRank: options.nodeRank,
+    masterAddr: options.masterAddr,
+    masterPort: options.masterPort,
+    maxRestarts: options.maxRestarts,
+    timeoutSeconds: options.timeout,
+    gracePeriodSeconds: options.gracePeriod,
+    socketIfname: options.socketIfname ?? env.FSDP_SOCKET_IFNAME,
+    socketAddr: options.socketAddr ?? env.FSDP_SOCKET_ADDR,
+    script,
+    scriptArguments: scriptArguments ?? [],
+  };
+}
+
+function numberFrom(value: string | undefined, fallback: number): number {
+  return value !== undefined && /^\d+$/.test(value) ? Number(value) : fallback;
+}
+
+function launchError(message: string, fix: string): CollectiveError {
+  return new CollectiveError(message, { code: 'launch', fix });
+}

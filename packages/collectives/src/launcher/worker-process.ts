@@ -1,0 +1,120 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { LinePrefixer } from './line-prefixer.js';
+
+/** How a worker ended: an exit code, or the signal that killed it. */
+export interface WorkerExit {
+  rank: number;
+  localRank: number;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface WorkerSpawnOptions {
+  rank: number;
+  localRank: number;
+  nodeArguments: string[];
+  env: NodeJS.ProcessEnv;
+  /** Where prefixed output goes (process.stdout / process.stderr by default). */
+  stdout?: (lines: Buffer) => void;
+  stderr?: (lines: Buffer) => void;
+}
+
+/** 'worker rank 1 exited with code 3' / '... was killed by signal SIGKILL'. */
+export function describeExit(exit: WorkerExit): string {
+  const how = exit.signal !== null ? `was killed by signal ${exit.signal}` : `exited with code ${exit.code}`;
+  return `rank ${exit.rank} (local rank ${exit.localRank}) ${how}`;
+}
+
+/**
+ * One worker process. State: 'running' until it exits ('exited'); `stop` moves it through
+ * 'stopping' (SIGTERM sent, SIGKILL after the grace period). The worker runs in its own process
+ * group (detached) so a terminal's Ctrl-C reaches it once, through the launcher, and signals
+ * reach the processes it started too.
+ */
+export class WorkerProcess {
+  private state: 'running' | 'stopping' | 'exited' = 'running';
+  private readonly child: ChildProcess;
+  /** Resolves when the process has exited and its output is flushed. */
+  readonly exited: Promise<WorkerExit>;
+
+  constructor(readonly options: WorkerSpawnOptions) {
+    this.child = spawn(process.execPath, options.nodeArguments, {
+      env: options.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    const prefix = `[rank ${options.rank}] `;
+    const stdout = new LinePrefixer(prefix, options.stdout ?? ((lines) => process.stdout.write(lines)));
+    const stderr = new LinePrefixer(prefix, options.stderr ?? ((lines) => process.stderr.write(lines)));
+    this.child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
+    this.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
+    this.exited = new Promise((resolve) => {
+      let exit: WorkerExit | undefined;
+      const finish = () => {
+        if (exit === undefined) return;
+        stdout.flush();
+        stderr.flush();
+        resolve(exit);
+      };
+      this.child.once('error', (error) => {
+        process.stderr.write(`fsdp-run: cannot start rank ${options.rank}: ${error.message}\n`);
+        exit = { rank: options.rank, localRank: options.localRank, code: 127, signal: null };
+        this.state = 'exited';
+        finish();
+      });
+      this.child.once('exit', (code, signal) => {
+        exit = { rank: options.rank, localRank: options.localRank, code, signal };
+        this.state = 'exited';
+        // [Note: output flush] 'close' follows once both pipes are drained; a grandchild that
+        // keeps them open must not hold the launcher, so wait at most one second.
+        const timer = setTimeout(finish, 1_000);
+        this.child.once('close', () => {
+          clearTimeout(timer);
+          finish();
+        });
+        if (this.child.stdout!.closed && this.child.stderr!.closed) finish();
+      });
+    });
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  get rank(): number {
+    return this.options.rank;
+  }
+
+  get running(): boolean {
+    return this.state !== 'exited';
+  }
+
+  /** Sends `signal` to the worker's process group (a forwarded SIGINT or SIGTERM). */
+  signal(signal: NodeJS.Signals): void {
+    if (this.state === 'exited' || this.child.pid === undefined) return;
+    try {
+      process.kill(-this.child.pid, signal);
+    } catch {
+      // Already gone: the 'exit' event is on its way.
+    }
+  }
+
+  /** SIGTERM (or `signal`), then SIGKILL after `gracePeriodMs`; resolves when it has exited. */
+  async stop(gracePeriodMs: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<WorkerExit> {
+    if (this.state === 'running') {
+      this.state = 'stopping';
+      this.signal(signal);
+      const timer = setTimeout(() => {
+        if (this.child.pid !== undefined && this.child.exitCode === null && this.child.signalCode === null) {
+          try {
+            process.kill(-this.child.pid, 'SIGKILL');
+          } catch {}
+        }
+      }, gracePeriodMs);
+      const exit = await this.exited;
+      clearTimeout(timer);
+      return exit;
+    }
+    return this.exited;
+  }
+}

@@ -1,0 +1,285 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+const packageRoot = fileURLToPath(new URL('..', import.meta.url));
+const fixture = (name: string) => join(packageRoot, 'test', 'fixtures', name);
+const SECRET = 'launcher-test-shared-secret-0123456789';
+
+/**
+ * [Note: launcher bundle] The tests run fsdp-run as one bundled .mjs file (what the published
+ * dist bin is), built from source once here: starting it through tsx costs ~1.5 s per launch on
+ * this loaded machine, and the multi-process tests launch it a dozen times.
+ */
+let launcherBundle = '';
+beforeAll(async () => {
+  launcherBundle = join(mkdtempSync(join(tmpdir(), 'fsdp-run-bundle-')), 'fsdp-run.mjs');
+  await build({
+    entryPoints: [join(packageRoot, 'src/bin/fsdp-run.ts')],
+    outfile: launcherBundle,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    banner: {
+      js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
+    },
+    logLevel: 'silent',
+  });
+});
+
+interface Launch {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves once stdout matches `pattern` `count` times. */
+  waitForOutput(pattern: RegExp, count: number): Promise<void>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function launch(args: string[], env: NodeJS.ProcessEnv = {}, fromSource = false): Launch {
+  const launcher = fromSource
+    ? ['--conditions=@fsdp-ts/source', '--import', 'tsx', join(packageRoot, 'src/bin/fsdp-run.ts')]
+    : [launcherBundle];
+  const child = spawn(process.execPath, [...launcher, ...args], {
+    cwd: packageRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  const listeners = new Set<() => void>();
+  child.stdout!.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+    for (const listener of listeners) listener();
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('close', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    exited,
+    waitForOutput: (pattern, count) =>
+      new Promise((resolve, reject) => {
+        const check = () => {
+          if ((stdout.match(new RegExp(pattern.source, 'g')) ?? []).length >= count) {
+            listeners.delete(check);
+            resolve();
+          }
+        };
+        listeners.add(check);
+        check();
+        exited.then(() =>
+          reject(new Error(`launcher exited before ${count} × ${pattern}:\n${stdout}\n${stderr}`)),
+        );
+      }),
+  };
+}
+
+function pidDirectory(): string {
+  return mkdtempSync(join(tmpdir(), 'fsdp-run-test-'));
+}
+
+function workerPids(directory: string): number[] {
+  return readdirSync(directory).map((name) => Number(readFileSync(join(directory, name), 'utf8')));
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Waits (bounded) until none of `pids` runs; returns the survivors at the deadline. */
+async function survivorsAfter(pids: number[], deadlineMs: number): Promise<number[]> {
+  const deadline = Date.now() + deadlineMs;
+  while (pids.some(alive) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  return pids.filter(alive);
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+function linesOf(text: string): string[] {
+  return text.split('\n').filter((line) => line !== '');
+}
+
+describe('fsdp-run', () => {
+  it('runs a .ts script on 3 ranks with the env contract, its store, and rank-prefixed whole lines', async () => {
+    // From source, as `npm test` and workspace users run it (the other tests use the bundle).
+    const job = launch(['--nproc-per-node', '3', fixture('launcher-rendezvous.ts')], {}, true);
+    const { code } = await job.exited;
+    expect(code, job.stderr()).toBe(0);
+    const stdout = linesOf(job.stdout());
+    for (const rank of [0, 1, 2]) {
+      expect(stdout).toContain(
+        `[rank ${rank}] rank=${rank} world=3 local=${rank}/3 node=0 agentStore=true secretLength=64 arrived<=true`,
+      );
+      expect(stdout).toContain(`[rank ${rank}] piece-one piece-two piece-three`);
+      expect(linesOf(job.stderr())).toContain(`[rank ${rank}] stderr of rank ${rank}`);
+    }
+    expect(stdout).toContain('[rank 0] rogue client refused: true');
+    for (const line of stdout) expect(line).toMatch(/^\[rank [0-2]\] /);
+  });
+
+  // 'stubborn': rank 1 exits with code 3 and rank 0 ignores SIGTERM, so stopping it needs SIGKILL.
+  it.each([
+    ['stubborn', 'rank 1 (local rank 1) exited with code 3'],
+    ['fail-signal', 'rank 1 (local rank 1) was killed by signal SIGKILL'],
+  ])('fails when a worker fails (%s), names it, and leaves no worker running', async (mode, message) => {
+    const directory = pidDirectory();
+    const job = launch([
+      '--nproc-per-node',
+      '3',
+      '--grace-period',
+      '0.5',
+      fixture('launcher-worker.js'),
+      directory,
+      mode,
+    ]);
+    const { code } = await job.exited;
+    expect(code).toBe(1);
+    expect(job.stderr()).toContain(`fsdp-run: job failed: ${message} on node 0`);
+    const pids = workerPids(directory);
+    expect(pids).toHaveLength(3);
+    expect(pids.filter(alive)).toEqual([]);
+  });
+
+  it('forwards SIGTERM to the workers and exits 143 once they are gone', async () => {
+    const directory = pidDirectory();
+    const job = launch(['--nproc-per-node', '2', fixture('launcher-worker.js'), directory, 'idle']);
+    await job.waitForOutput(/ready \d/, 2);
+    job.child.kill('SIGTERM');
+    const { code } = await job.exited;
+    expect(code).toBe(143);
+    expect(linesOf(job.stdout())).toEqual(
+      expect.arrayContaining(['[rank 0] got SIGTERM', '[rank 1] got SIGTERM']),
+    );
+    expect(workerPids(directory).filter(alive)).toEqual([]);
+  });
+
+  it('leaves no orphan when the launcher itself is SIGKILLed (workers watch their parent)', async () => {
+    const directory = pidDirectory();
+    const job = launch(['--nproc-per-node', '2', fixture('launcher-worker.js'), directory, 'idle']);
+    await job.waitForOutput(/ready \d/, 2);
+    job.child.kill('SIGKILL');
+    await job.exited;
+    const pids = workerPids(directory);
+    expect(pids).toHaveLength(2);
+    expect(await survivorsAfter(pids, 10_000)).toEqual([]);
+  });
+
+  it('restarts the whole group with --max-restarts and then succeeds', async () => {
+    const directory = pidDirectory();
+    const job = launch([
+      '--nproc-per-node',
+      '2',
+      '--max-restarts',
+      '2',
+      fixture('launcher-worker.js'),
+      directory,
+      'restart',
+    ]);
+    const { code } = await job.exited;
+    expect(code, job.stderr()).toBe(0);
+    const stdout = linesOf(job.stdout());
+    expect(stdout).toEqual(
+      expect.arrayContaining([
+        '[rank 0] ready 0 attempt 0',
+        '[rank 1] ready 1 attempt 0',
+        '[rank 0] ready 0 attempt 1',
+        '[rank 1] ready 1 attempt 1',
+      ]),
+    );
+    expect(stdout.some((line) => line.includes('attempt 2'))).toBe(false);
+    expect(job.stderr()).toContain('restarting the group (restart 1 of 2)');
+    expect(workerPids(directory).filter(alive)).toEqual([]);
+  });
+
+  describe('with two nodes on loopback', () => {
+    function node(rank: number, port: number, script: string[]): Launch {
+      return launch(
+        [
+          '--nnodes',
+          '2',
+          '--node-rank',
+          String(rank),
+          '--master-addr',
+          '127.0.0.1',
+          '--master-port',
+          String(port),
+        ]
+          .concat(['--nproc-per-node', '2', '--timeout', '30', '--grace-period', '1'])
+          .concat(script),
+        { FSDP_JOB_SECRET: SECRET },
+      );
+    }
+
+    it('numbers ranks K×N + local rank across launchers that share one store', async () => {
+      const port = await freePort();
+      const launches = [0, 1].map((rank) => node(rank, port, [fixture('launcher-rendezvous.ts')]));
+      const results = await Promise.all(launches.map((each) => each.exited));
+      expect(
+        results.map((result) => result.code),
+        launches.map((each) => each.stderr()).join('\n'),
+      ).toEqual([0, 0]);
+      for (const rank of [0, 1, 2, 3]) {
+        const local = rank % 2;
+        const nodeRank = Math.floor(rank / 2);
+        expect(linesOf(launches[nodeRank]!.stdout())).toContain(
+          `[rank ${rank}] rank=${rank} world=4 local=${local}/2 node=${nodeRank} agentStore=true secretLength=${SECRET.length} arrived<=true`,
+        );
+      }
+    });
+
+    it('fails every launcher when a worker on another node fails', async () => {
+      const port = await freePort();
+      const directory = pidDirectory();
+      const launches = [0, 1].map((rank) =>
+        node(rank, port, [fixture('launcher-worker.js'), directory, 'fail-last']),
+      );
+      const results = await Promise.all(launches.map((each) => each.exited));
+      expect(results.map((result) => result.code)).toEqual([1, 1]);
+      for (const each of launches) {
+        expect(each.stderr()).toContain('job failed: rank 3 (local rank 1) exited with code 4 on node 1');
+      }
+      expect(workerPids(directory).filter(alive)).toEqual([]);
+    });
+
+    it('fails node 0 when the launcher of node 1 is SIGKILLed, leaving no worker anywhere', async () => {
+      const port = await freePort();
+      const directory = pidDirectory();
+      const launches = [0, 1].map((rank) =>
+        node(rank, port, [fixture('launcher-worker.js'), directory, 'idle']),
+      );
+      await Promise.all([
+        launches[0]!.waitForOutput(/ready \d/, 2),
+        launches[1]!.waitForOutput(/ready \d/, 2),
+      ]);
+      launches[1]!.child.kill('SIGKILL');
+      const result = await launches[0]!.exited;
+      expect(result.code).toBe(1);
+      expect(launches[0]!.stderr()).toContain('lost the launcher of node 1');
+      expect(await survivorsAfter(workerPids(directory), 10_000)).toEqual([]);
+    });
+  });
+});
