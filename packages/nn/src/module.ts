@@ -189,13 +189,16 @@ export abstract class Module {
   private checkName(name: string): void {
     const taken = this.ownParameters.has(name) || this.ownBuffers.has(name) || this.ownChildren.has(name);
     if (name === '' || name.includes('.') || taken) {
-      throw new NnError(`Cannot register '${name}' on ${this.constructor.name}.`, {
-        code: taken ? 'duplicate-name' : 'invalid-argument',
-        expected:
-          'a non-empty name without dots, not yet used by a parameter, buffer or child of this module',
-        actual: name,
-        fix: taken ? 'pick another name.' : 'use a plain identifier such as "weight" or "layer1".',
-      });
+      throw new NnError(
+        `Cannot register '${name}' on ${this.constructor.name}: a name must be non-empty, without dots, and not used yet by a parameter, buffer or child of the module.`,
+        {
+          code: taken ? 'duplicate-name' : 'invalid-argument',
+          expected:
+            'a non-empty name without dots, not yet used by a parameter, buffer or child of this module',
+          actual: name,
+          fix: taken ? 'pick another name.' : 'use a plain identifier such as "weight" or "layer1".',
+        },
+      );
     }
   }
 }
