@@ -15,7 +15,7 @@ export interface AdamOptions extends BaseOptions {
 
 export const adamDefaults: Readonly<AdamOptions> = Object.freeze({
   lr: 1e-3,
-  betas: [0.9, 0.999] as const,
+  betas: Object.freeze([0.9, 0.999] as const),
   eps: 1e-8,
   weightDecay: 0,
   amsgrad: false,

@@ -23,7 +23,7 @@ export interface LAMBOptions extends BaseOptions {
 
 export const lambDefaults: Readonly<LAMBOptions> = Object.freeze({
   lr: 1e-3,
-  betas: [0.9, 0.999] as const,
+  betas: Object.freeze([0.9, 0.999] as const),
   eps: 1e-6,
   weightDecay: 0.01,
   biasCorrection: true,
