@@ -1,4 +1,5 @@
 import { TensorView } from '@fsdp-ts/tensor';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { flatStorageOf, gradPiece, makeCuts, shardedParameters } from './support/sharding';
 import { fixtureParameters, fixtures, makeOptimizer, type OptimizerCase } from './support/torch-fixtures';
@@ -56,4 +57,44 @@ describe('sharded equivalence of the elementwise optimizers (in process)', () =>
       expect(emptyPieces).toBeGreaterThan(0);
     });
   }
+
+  it('property: any cut points (fast-check), any elementwise case, 6 steps: pieces equal the whole exactly', () => {
+    const cutsArbitrary = (worldSize: number) =>
+      fc.tuple(
+        ...numels.map((numel) =>
+          fc
+            .array(fc.integer({ min: 0, max: numel }), { minLength: worldSize - 1, maxLength: worldSize - 1 })
+            .map((inner) => [0, ...inner.sort((first, second) => first - second), numel]),
+        ),
+      );
+    const scenario = fc
+      .tuple(fc.integer({ min: 0, max: elementwise.length - 1 }), fc.integer({ min: 1, max: 4 }))
+      .chain(([caseIndex, worldSize]) =>
+        fc.tuple(fc.constant(caseIndex), fc.constant(worldSize), cutsArbitrary(worldSize)),
+      );
+    fc.assert(
+      fc.property(scenario, ([caseIndex, worldSize, cuts]) => {
+        const testCase = elementwise[caseIndex]!;
+        const steps = 6;
+        const flat = flatStorageOf(
+          template.map(({ values }) => values),
+          false,
+        );
+        const ranks = Array.from({ length: worldSize }, (_, rank) => {
+          const params = shardedParameters(template, flat, cuts, rank);
+          return { rank, params, optimizer: makeOptimizer(testCase, params) };
+        });
+        for (let step = 0; step < steps; step++) {
+          for (const { rank, params, optimizer } of ranks) {
+            params.forEach((param, index) => {
+              param.grad = gradPiece(fixtures.grads[step]![index]!, cuts, index, rank);
+            });
+            optimizer.step();
+          }
+        }
+        expect(Array.from(flat.array())).toEqual(unshardedRun(testCase, steps).map(Math.fround));
+      }),
+      { numRuns: 60 },
+    );
+  });
 });
