@@ -1,8 +1,12 @@
+import { readEnvironment } from './environment/read-environment.js';
+import { resolveSocketAddress } from './environment/socket-address.js';
 import { CollectiveError } from './errors.js';
 import { createClient, type GroupSetup } from './internal/create-client.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { ProcessGroup } from './process-group.js';
 import type { Store } from './store/store.js';
+import { connectStore } from './store/store-client.js';
+import { startStoreServer } from './store/store-server.js';
 import type { Backend } from './types.js';
 
 export interface InitProcessGroupOptions {
@@ -35,8 +39,9 @@ let defaultGroup: ProcessGroup | undefined;
 export async function initProcessGroup(options: InitProcessGroupOptions = {}): Promise<ProcessGroup> {
   const thread = threadRankContext();
   const backend = options.backend ?? (thread === undefined ? 'tcp' : 'shm');
-  const rank = options.rank ?? thread?.rank ?? readIntegerEnv('RANK') ?? 0;
-  const size = options.size ?? thread?.size ?? readIntegerEnv('WORLD_SIZE') ?? 1;
+  const rank = options.rank ?? thread?.rank ?? readIntegerEnv('RANK') ?? readIntegerEnv('SLURM_PROCID') ?? 0;
+  const size =
+    options.size ?? thread?.size ?? readIntegerEnv('WORLD_SIZE') ?? readIntegerEnv('SLURM_NTASKS') ?? 1;
   if (!Number.isInteger(size) || size < 1 || !Number.isInteger(rank) || rank < 0 || rank >= size) {
     throw new CollectiveError(`initProcessGroup: rank ${rank} of size ${size} is not a valid rank.`, {
       code: 'invalid-argument',
@@ -46,21 +51,82 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
       fix: 'set RANK and WORLD_SIZE (fsdp-run does), or pass { rank, size }.',
     });
   }
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const setup: GroupSetup = {
     backend,
     rank,
     size,
     key: options.name ?? 'world',
     worldRanks: Array.from({ length: size }, (_, index) => index),
-    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    timeoutMs,
     store: options.store,
     secret: options.secret ?? process.env.FSDP_JOB_SECRET,
     host: options.host ?? '127.0.0.1',
     thread: backend === 'shm' ? thread : undefined,
   };
-  const group = new ProcessGroup(setup, await createClient(setup));
-  defaultGroup = group;
-  return group;
+  const owned: { close(): Promise<void> }[] = [];
+  if (backend === 'tcp' && size > 1 && options.store === undefined) {
+    await rendezvousFromEnvironment(setup, options, owned);
+  }
+  try {
+    const group = new ProcessGroup(setup, await createClient(setup), owned);
+    defaultGroup = group;
+    return group;
+  } catch (error) {
+    for (const resource of owned.reverse()) await resource.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * env://: the store at MASTER_ADDR:MASTER_PORT (started here by rank 0 unless the launcher runs
+ * it, FSDP_AGENT_STORE=1), the job secret, the data address and the key prefix of this attempt.
+ */
+async function rendezvousFromEnvironment(
+  setup: GroupSetup,
+  options: InitProcessGroupOptions,
+  owned: { close(): Promise<void> }[],
+): Promise<void> {
+  const environment = readEnvironment();
+  if (environment.worldSize !== setup.size || environment.rank !== setup.rank) {
+    throw new CollectiveError(
+      `initProcessGroup: rank ${setup.rank} of ${setup.size} disagrees with the environment (rank ${environment.rank} of ${environment.worldSize}).`,
+      {
+        code: 'invalid-argument',
+        rank: setup.rank,
+        fix: 'pass an explicit store with explicit rank and size, or neither.',
+      },
+    );
+  }
+  const timeoutMs = options.timeoutMs ?? environment.timeoutMs ?? setup.timeoutMs;
+  setup.timeoutMs = timeoutMs;
+  setup.secret = options.secret ?? environment.secret;
+  setup.host =
+    options.host ??
+    (await resolveSocketAddress({
+      masterAddr: environment.masterAddr,
+      masterPort: environment.masterPort,
+      socketIfname: environment.socketIfname,
+      socketAddr: environment.socketAddr,
+    }));
+  if (!environment.agentStore && setup.rank === 0) {
+    owned.push(
+      await startStoreServer({
+        host: environment.masterAddr,
+        port: environment.masterPort,
+        secret: setup.secret,
+      }),
+    );
+  }
+  const store = await connectStore({
+    host: environment.masterAddr,
+    port: environment.masterPort,
+    secret: setup.secret,
+    timeoutMs,
+    prefix: environment.storePrefix,
+  });
+  owned.push(store);
+  setup.store = store;
 }
 
 /** The group the last initProcessGroup call of this thread created. */

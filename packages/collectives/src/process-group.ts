@@ -38,6 +38,8 @@ export class ProcessGroup {
   constructor(
     private readonly setup: GroupSetup,
     private readonly client: CommunicationClient,
+    /** Resources this group closes on destroy (the world group's store client and server). */
+    private readonly owned: readonly { close(): Promise<void> }[] = [],
   ) {}
 
   /** This process's rank in the group, 0 <= rank < size. */
@@ -204,7 +206,11 @@ export class ProcessGroup {
   async destroy(): Promise<void> {
     if (this.state === 'destroyed') return;
     this.state = 'destroyed';
-    await this.client.destroy();
+    try {
+      await this.client.destroy();
+    } finally {
+      for (const resource of [...this.owned].reverse()) await resource.close().catch(() => undefined);
+    }
   }
 
   private issue(

@@ -80,7 +80,9 @@ port.on('message', (message: MainToWorkerMessage) => {
       void drain();
     } else if (message.type === 'destroy') {
       destroying = true;
-      if (!running) void shutDown();
+      // tcp: closing the sockets fails the running op at once instead of at its timeout.
+      if (running) void engine.close();
+      else void shutDown();
     } else engine.control?.(message);
   });
 });

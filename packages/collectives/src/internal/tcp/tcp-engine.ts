@@ -1,4 +1,18 @@
-import type { OpMessage } from '../op-message.js';
+import { CollectiveError } from '../../errors.js';
+import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
+import { describeOp, type MainToWorkerMessage, type OpMessage } from '../op-message.js';
+import { directAllReduce } from './direct-all-reduce.js';
+import { decodeHeader, encodeHeader, HEADER_BYTES, type OpHeader, sameOp } from './frame-header.js';
+import { PeerLink } from './peer-link.js';
+import { type RingPlan, RingScratch, runRing, type Wire, type WorkArray } from './ring.js';
+import {
+  allGatherPlan,
+  allReducePlan,
+  broadcastPlan,
+  type ReducePlanOptions,
+  reduceScatterPlan,
+} from './ring-plans.js';
+import { connectPeers, PeerAcceptor } from './tcp-connections.js';
 
 export interface TcpInit {
   backend: 'tcp';
@@ -11,11 +25,345 @@ export interface TcpInit {
   abort: Int32Array;
 }
 
+/** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */
+export const DIRECT_ALL_REDUCE_BYTES = 64 * 1024;
+
+type EngineState = 'listening' | 'connecting' | 'ready' | 'broken' | 'closed';
+
+/**
+ * The tcp backend inside a rank's communication worker: a full mesh of authenticated node:net
+ * connections ([Note: tcp mesh]), op headers on every connection ([Note: op header]), ring
+ * schedules for bulk data ([Note: ring all-reduce]) and a direct exchange for small all-reduces.
+ * Any failure other than a mismatch breaks the group: the engine closes every connection, so
+ * peers blocked on this rank fail at once instead of waiting for their timeout.
+ */
 export class TcpEngine {
+  private state: EngineState = 'listening';
+  private acceptor: PeerAcceptor | undefined;
+  private readonly links: (PeerLink | null)[];
+  private readonly scratch = new RingScratch();
+  private seq = 0;
+  private readonly sendSeq: number[];
+  private readonly recvSeq: number[];
+  private broken: CollectiveError | undefined;
+  private workFloats = new Float32Array(0);
+  private workInts = new Int32Array(0);
+
   constructor(
-    readonly init: TcpInit,
-    readonly notify: (message: unknown) => void,
-  ) {}
-  run(_op: OpMessage): void {}
-  close(): void {}
+    private readonly init: TcpInit,
+    private readonly notify: (message: unknown) => void,
+  ) {
+    this.links = new Array<PeerLink | null>(init.size).fill(null);
+    this.sendSeq = new Array<number>(init.size).fill(0);
+    this.recvSeq = new Array<number>(init.size).fill(0);
+    void PeerAcceptor.listen(init).then(
+      (acceptor) => {
+        this.acceptor = acceptor;
+        this.notify({ type: 'listening', port: acceptor.port() });
+      },
+      (error: unknown) =>
+        this.notify({ type: 'init-failed', message: `cannot listen on ${init.host}: ${String(error)}` }),
+    );
+  }
+
+  control(message: MainToWorkerMessage): void {
+    if (message.type !== 'connect') return;
+    void this.connect(message.endpoints);
+  }
+
+  private async connect(endpoints: string[]): Promise<void> {
+    if (this.state !== 'listening') throw new Error(`TcpEngine.connect from state ${this.state}`);
+    this.state = 'connecting';
+    try {
+      const [accepted, connected] = await Promise.all([
+        this.acceptor!.all(),
+        connectPeers(endpoints, this.init),
+      ]);
+      for (const [peer, socket] of [...accepted, ...connected]) {
+        this.links[peer] = new PeerLink(peer, socket, (_link, error) => this.breakGroup(error));
+      }
+      // Every peer is in: stop listening, so nothing else can even attempt the handshake.
+      this.acceptor!.server.close();
+      this.state = 'ready';
+      this.notify({ type: 'ready' });
+    } catch (error) {
+      this.notify({ type: 'init-failed', message: error instanceof Error ? error.message : String(error) });
+    }
+  }
+
+  async run(op: OpMessage): Promise<void> {
+    const seq =
+      op.kind === 'send'
+        ? ++this.sendSeq[op.root]!
+        : op.kind === 'recv'
+          ? ++this.recvSeq[op.root]!
+          : ++this.seq;
+    if (this.broken !== undefined) throw this.brokenError(op, seq);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(this.timeoutError(op, seq)), op.timeoutMs);
+    });
+    try {
+      await Promise.race([this.execute(op, seq), timeout]);
+    } catch (error) {
+      const failure = this.describeFailure(error, op, seq);
+      if (failure.code !== 'mismatch') this.breakGroup(failure);
+      throw failure;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  close(): void {
+    this.state = 'closed';
+    for (const link of this.links) link?.close();
+    this.acceptor?.server.close();
+  }
+
+  private async execute(op: OpMessage, seq: number): Promise<void> {
+    const header: OpHeader = {
+      kind: op.kind,
+      dtype: op.dtype,
+      wireDtype: op.wireDtype,
+      reduceOp: op.reduceOp,
+      seq,
+      root: op.root,
+      count: op.count,
+    };
+    if (op.kind === 'send') return this.send(op, header);
+    if (op.kind === 'recv') return this.recv(op, header);
+    await this.exchangeHeaders(op, header);
+    const { rank, size } = this.init;
+    const previous = this.links[(rank - 1 + size) % size] ?? null;
+    const next = this.links[(rank + 1) % size] ?? null;
+    this.scratch.resetStaging(2 * op.count * Math.max(1, size));
+    switch (op.kind) {
+      case 'allReduce':
+        await this.allReduce(op, previous, next);
+        break;
+      case 'reduceScatter':
+        await this.reduceScatter(op, previous, next);
+        break;
+      case 'allGather': {
+        const output = op.output!;
+        const input = op.input!;
+        output.set(input as never, rank * op.count);
+        const wire: Wire = op.wireDtype === 'bfloat16' ? 'bfloat16' : 'same';
+        if (wire === 'bfloat16')
+          roundToBfloat16InPlace((output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count));
+        await this.ring(allGatherPlan(output, op.count, rank, size, wire), previous, next);
+        break;
+      }
+      case 'broadcast': {
+        const wire: Wire = op.wireDtype === 'bfloat16' ? 'bfloat16' : 'same';
+        if (wire === 'bfloat16' && rank === op.root) roundToBfloat16InPlace(op.output as Float32Array);
+        await this.ring(broadcastPlan(op.output!, rank, size, op.root, wire), previous, next);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  private async ring(plan: RingPlan, previous: PeerLink | null, next: PeerLink | null): Promise<void> {
+    await runRing(plan, previous, next, this.scratch);
+    await next?.flushed();
+  }
+
+  private reduceOptions(op: OpMessage): ReducePlanOptions {
+    const bfloat16Wire = op.wireDtype === 'bfloat16';
+    return {
+      rank: this.init.rank,
+      size: this.init.size,
+      reduceOp: op.reduceOp,
+      reduceWire: bfloat16Wire ? 'bfloat16' : 'same',
+      gatherWire: bfloat16Wire || op.dtype === 'bfloat16' ? 'bfloat16' : 'same',
+      roundFinal: bfloat16Wire || op.dtype === 'bfloat16',
+    };
+  }
+
+  /** The array the reduction runs on: the buffer itself, or float32 scratch for bfloat16. */
+  private workFor(
+    buffer: WorkArray,
+    dtype: OpMessage['dtype'],
+    length: number,
+    copyFrom: WorkArray,
+  ): WorkArray {
+    if (dtype === 'bfloat16') {
+      if (this.workFloats.length < length) this.workFloats = new Float32Array(length);
+      const work = this.workFloats.subarray(0, length);
+      decodeBfloat16(copyFrom as Uint16Array, work);
+      return work;
+    }
+    if (buffer === copyFrom) return buffer;
+    if (dtype === 'int32') {
+      if (this.workInts.length < length) this.workInts = new Int32Array(length);
+      const work = this.workInts.subarray(0, length);
+      work.set(copyFrom as Int32Array);
+      return work;
+    }
+    if (this.workFloats.length < length) this.workFloats = new Float32Array(length);
+    const work = this.workFloats.subarray(0, length);
+    work.set(copyFrom as Float32Array);
+    return work;
+  }
+
+  private async allReduce(op: OpMessage, previous: PeerLink | null, next: PeerLink | null): Promise<void> {
+    const buffer = op.output!;
+    const work = this.workFor(buffer, op.dtype, op.count, buffer);
+    const options = this.reduceOptions(op);
+    if (this.init.size > 1 && op.count * work.BYTES_PER_ELEMENT <= DIRECT_ALL_REDUCE_BYTES) {
+      await directAllReduce(work as Float32Array | Int32Array, options, this.links, this.scratch);
+    } else {
+      await this.ring(allReducePlan(work, options), previous, next);
+    }
+    if (op.dtype === 'bfloat16') encodeBfloat16(work as Float32Array, buffer as Uint16Array);
+  }
+
+  private async reduceScatter(
+    op: OpMessage,
+    previous: PeerLink | null,
+    next: PeerLink | null,
+  ): Promise<void> {
+    const { rank } = this.init;
+    const input = op.input!;
+    const work = this.workFor(op.output!, op.dtype, input.length, input);
+    const options = this.reduceOptions(op);
+    await this.ring(reduceScatterPlan(work, op.count, options), previous, next);
+    const own = work.subarray(rank * op.count, (rank + 1) * op.count);
+    if (op.dtype === 'bfloat16') encodeBfloat16(own as Float32Array, op.output as Uint16Array);
+    else op.output!.set(own as never);
+  }
+
+  private async exchangeHeaders(op: OpMessage, header: OpHeader): Promise<void> {
+    const encoded = encodeHeader(header);
+    for (const link of this.links) link?.write(encoded);
+    const received = await Promise.all(
+      this.links.map((link) => (link === null ? Promise.resolve(header) : this.readHeader(link))),
+    );
+    received.forEach((theirs, peer) => {
+      if (!sameOp(header, theirs)) throw this.mismatch(op, header, theirs, peer);
+    });
+  }
+
+  private async readHeader(link: PeerLink): Promise<OpHeader> {
+    const bytes = Buffer.alloc(HEADER_BYTES);
+    let filled = 0;
+    await link.read(HEADER_BYTES, (chunk) => {
+      bytes.set(chunk, filled);
+      filled += chunk.length;
+    });
+    return decodeHeader(bytes, link.peer);
+  }
+
+  private async send(op: OpMessage, header: OpHeader): Promise<void> {
+    const link = this.links[op.root]!;
+    link.write(encodeHeader(header));
+    const input = op.input!;
+    link.write(new Uint8Array(input.buffer, input.byteOffset, input.byteLength));
+    await link.flushed();
+  }
+
+  private async recv(op: OpMessage, header: OpHeader): Promise<void> {
+    const link = this.links[op.root]!;
+    const theirs = await this.readHeader(link);
+    const expected = { ...header, kind: 'send' as const, root: this.init.rank };
+    if (!sameOp(expected, theirs)) {
+      // The sender's payload is already on its way; the stream can no longer be trusted.
+      throw new CollectiveError(this.mismatch(op, expected, theirs, op.root).message, {
+        code: 'malformed-frame',
+        op: op.kind,
+        rank: this.init.rank,
+        peer: op.root,
+      });
+    }
+    const output = op.output!;
+    const bytes = new Uint8Array(output.buffer, output.byteOffset, output.byteLength);
+    let filled = 0;
+    await link.read(bytes.length, (chunk) => {
+      bytes.set(chunk, filled);
+      filled += chunk.length;
+    });
+  }
+
+  private mismatch(op: OpMessage, mine: OpHeader, theirs: OpHeader, peer: number): CollectiveError {
+    const ours = describeOp(mine, mine.seq);
+    const other = describeOp(theirs, theirs.seq);
+    return new CollectiveError(
+      `Mismatched collective on rank ${this.init.rank}: it called ${ours} but rank ${peer} called ${other}.`,
+      {
+        code: 'mismatch',
+        op: op.kind,
+        rank: this.init.rank,
+        peer,
+        expected: ours,
+        actual: other,
+        fix: 'every rank of a group must issue the same ops, in the same order, with the same sizes, dtypes, reductions and roots.',
+      },
+    );
+  }
+
+  private timeoutError(op: OpMessage, seq: number): CollectiveError {
+    const waitingOn = this.links.findIndex((link) => link?.isReading() === true);
+    const peer = waitingOn >= 0 ? waitingOn : undefined;
+    const who = peer === undefined ? 'its peers' : `rank ${peer}`;
+    return new CollectiveError(
+      `${describeOp(op, seq)} on rank ${this.init.rank} timed out after ${op.timeoutMs} ms waiting for ${who}.`,
+      {
+        code: 'timeout',
+        op: op.kind,
+        rank: this.init.rank,
+        ...(peer === undefined ? {} : { peer }),
+        fix: `check whether ${who} died, stalled or issued a different sequence of ops; raise timeoutMs if it is just slow.`,
+      },
+    );
+  }
+
+  private describeFailure(error: unknown, op: OpMessage, seq: number): CollectiveError {
+    if (error instanceof CollectiveError && error.op !== undefined) return error;
+    if (error instanceof CollectiveError) {
+      const peer = error.peer === undefined ? '' : ` (peer rank ${error.peer})`;
+      return new CollectiveError(
+        `${describeOp(op, seq)} on rank ${this.init.rank} failed${peer}: ${error.message}`,
+        {
+          code: error.code,
+          op: op.kind,
+          rank: this.init.rank,
+          ...(error.peer === undefined ? {} : { peer: error.peer }),
+          cause: error,
+          fix:
+            error.fix ??
+            'a peer died or the network failed; restart the job (fsdp-run --max-restarts does it).',
+        },
+      );
+    }
+    return new CollectiveError(`${describeOp(op, seq)} on rank ${this.init.rank} failed: ${String(error)}`, {
+      code: 'closed',
+      op: op.kind,
+      rank: this.init.rank,
+      cause: error,
+    });
+  }
+
+  private breakGroup(error: CollectiveError): void {
+    if (this.broken !== undefined || this.state === 'closed') return;
+    this.broken = error;
+    this.state = 'broken';
+    for (const link of this.links) link?.close();
+  }
+
+  private brokenError(op: OpMessage, seq: number): CollectiveError {
+    const cause = this.broken!;
+    return new CollectiveError(
+      `${describeOp(op, seq)} on rank ${this.init.rank} cannot run: the group failed earlier (${cause.message}).`,
+      {
+        code: cause.code === 'timeout' ? 'peer-lost' : cause.code,
+        op: op.kind,
+        rank: this.init.rank,
+        ...(cause.peer === undefined ? {} : { peer: cause.peer }),
+        cause,
+        fix: 'destroy this group and restart the job (or the group).',
+      },
+    );
+  }
 }

@@ -1,0 +1,95 @@
+import { CollectiveError } from '../../errors.js';
+import type { CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
+
+/**
+ * [Note: op header] Before any payload, every op puts a fixed 32-byte little-endian header on
+ * each connection it uses (collectives: to every peer; send: to its peer):
+ *   0  u32 magic 0x50445346 ("FSDP")
+ *   4  u8  kind     5 u8 dtype     6 u8 wire dtype     7 u8 reduce op
+ *   8  u32 sequence number (per group for collectives, per peer and direction for send/recv)
+ *   12 i32 root (broadcast) or -1
+ *   16 f64 element count
+ *   24 u32 reserved (0) x 2
+ * A rank compares every header it receives with its own op before moving data: a difference
+ * fails the op on every rank with code 'mismatch' and no payload is sent, so the streams stay
+ * aligned; bytes that are not a header fail with code 'malformed-frame'.
+ */
+export const HEADER_BYTES = 32;
+const MAGIC = 0x50445346;
+
+const KINDS: readonly (CollectiveKind | 'invalid')[] = [
+  'invalid',
+  'allReduce',
+  'allGather',
+  'reduceScatter',
+  'broadcast',
+  'barrier',
+  'send',
+  'recv',
+];
+const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
+const WIRES: readonly ('float32' | 'bfloat16')[] = ['float32', 'bfloat16'];
+const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
+
+export interface OpHeader {
+  kind: CollectiveKind;
+  dtype: CollectiveDtype;
+  wireDtype: 'float32' | 'bfloat16';
+  reduceOp: ReduceOp;
+  seq: number;
+  root: number;
+  count: number;
+}
+
+export function encodeHeader(header: OpHeader): Buffer {
+  const bytes = Buffer.alloc(HEADER_BYTES);
+  bytes.writeUInt32LE(MAGIC, 0);
+  bytes.writeUInt8(KINDS.indexOf(header.kind), 4);
+  bytes.writeUInt8(DTYPES.indexOf(header.dtype), 5);
+  bytes.writeUInt8(WIRES.indexOf(header.wireDtype), 6);
+  bytes.writeUInt8(REDUCE_OPS.indexOf(header.reduceOp), 7);
+  bytes.writeUInt32LE(header.seq >>> 0, 8);
+  bytes.writeInt32LE(header.root, 12);
+  bytes.writeDoubleLE(header.count, 16);
+  return bytes;
+}
+
+/** Decodes a header; throws a CollectiveError (code 'malformed-frame') for anything else. */
+export function decodeHeader(bytes: Uint8Array, peer: number): OpHeader {
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const malformed = (what: string): CollectiveError =>
+    new CollectiveError(`Malformed op header from rank ${peer}: ${what}.`, {
+      code: 'malformed-frame',
+      peer,
+      fix: 'make sure every rank runs the same version of @fsdp-ts/collectives and nothing else connects to the data ports.',
+    });
+  if (view.length !== HEADER_BYTES) throw malformed(`${view.length} bytes instead of ${HEADER_BYTES}`);
+  if (view.readUInt32LE(0) !== MAGIC) throw malformed(`bad magic 0x${view.readUInt32LE(0).toString(16)}`);
+  const kind = KINDS[view.readUInt8(4)];
+  const dtype = DTYPES[view.readUInt8(5)];
+  const wireDtype = WIRES[view.readUInt8(6)];
+  const reduceOp = REDUCE_OPS[view.readUInt8(7)];
+  const count = view.readDoubleLE(16);
+  if (kind === undefined || kind === 'invalid') throw malformed(`unknown op kind ${view.readUInt8(4)}`);
+  if (dtype === undefined) throw malformed(`unknown dtype ${view.readUInt8(5)}`);
+  if (wireDtype === undefined) throw malformed(`unknown wire dtype ${view.readUInt8(6)}`);
+  if (reduceOp === undefined) throw malformed(`unknown reduction ${view.readUInt8(7)}`);
+  if (!Number.isSafeInteger(count) || count < 0) throw malformed(`element count ${count}`);
+  if (view.readUInt32LE(24) !== 0 || view.readUInt32LE(28) !== 0)
+    throw malformed('reserved bytes are not zero');
+  return { kind, dtype, wireDtype, reduceOp, seq: view.readUInt32LE(8), root: view.readInt32LE(12), count };
+}
+
+/** Whether two headers describe the same op (the reduction only matters for reducing ops). */
+export function sameOp(mine: OpHeader, theirs: OpHeader): boolean {
+  const reduces = mine.kind === 'allReduce' || mine.kind === 'reduceScatter';
+  return (
+    mine.kind === theirs.kind &&
+    mine.dtype === theirs.dtype &&
+    mine.wireDtype === theirs.wireDtype &&
+    (!reduces || mine.reduceOp === theirs.reduceOp) &&
+    mine.seq === theirs.seq &&
+    mine.root === theirs.root &&
+    mine.count === theirs.count
+  );
+}

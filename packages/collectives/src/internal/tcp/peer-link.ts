@@ -1,0 +1,112 @@
+import type { Socket } from 'node:net';
+import { CollectiveError } from '../../errors.js';
+
+interface Sink {
+  remaining: number;
+  onBytes: (chunk: Buffer) => void;
+  resolve: () => void;
+  reject: (error: Error) => void;
+}
+
+type LinkState = 'open' | 'failed';
+
+/**
+ * One authenticated connection to a peer, carrying both directions. Reads are "give me exactly
+ * n bytes, chunk by chunk" (the handler runs synchronously on each chunk of the socket's own
+ * buffers, so nothing is copied); bytes that arrive before anyone asks wait in a queue. Writes
+ * are counted so an op can wait until the kernel has taken every byte it referenced.
+ */
+export class PeerLink {
+  private state: LinkState = 'open';
+  private readonly queued: Buffer[] = [];
+  private sink: Sink | undefined;
+  private pendingWrites = 0;
+  private flushWaiters: { resolve: () => void; reject: (error: Error) => void }[] = [];
+  private failure: CollectiveError | undefined;
+
+  constructor(
+    readonly peer: number,
+    private readonly socket: Socket,
+    private readonly onLost: (link: PeerLink, error: CollectiveError) => void,
+  ) {
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.receive(chunk));
+    socket.on('error', (cause) =>
+      this.lose(`the connection to rank ${peer} failed (${cause.message})`, cause),
+    );
+    socket.on('close', () => this.lose(`rank ${peer} closed the connection`, undefined));
+    socket.resume();
+  }
+
+  /** Whether a read is waiting for bytes from this peer. */
+  isReading(): boolean {
+    return this.sink !== undefined;
+  }
+
+  /** Feeds the next `bytes` bytes from the peer to `onBytes`, in order; resolves after the last. */
+  read(bytes: number, onBytes: (chunk: Buffer) => void): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (this.sink !== undefined) throw new Error(`PeerLink ${this.peer}: overlapping reads`);
+    if (bytes === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.sink = { remaining: bytes, onBytes, resolve, reject };
+      while (this.sink !== undefined && this.queued.length > 0) this.consume(this.queued.shift()!);
+    });
+  }
+
+  write(data: Uint8Array): void {
+    if (this.failure !== undefined || data.length === 0) return;
+    this.pendingWrites++;
+    this.socket.write(data, () => {
+      this.pendingWrites--;
+      if (this.pendingWrites === 0) for (const waiter of this.flushWaiters.splice(0)) waiter.resolve();
+    });
+  }
+
+  /** Resolves once every write so far has been handed to the kernel. */
+  flushed(): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (this.pendingWrites === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => this.flushWaiters.push({ resolve, reject }));
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+
+  private receive(chunk: Buffer): void {
+    if (this.sink === undefined) this.queued.push(chunk);
+    else this.consume(chunk);
+  }
+
+  private consume(chunk: Buffer): void {
+    const sink = this.sink!;
+    if (chunk.length > sink.remaining) {
+      this.queued.unshift(chunk.subarray(sink.remaining));
+      chunk = chunk.subarray(0, sink.remaining);
+    }
+    sink.remaining -= chunk.length;
+    try {
+      sink.onBytes(chunk);
+    } catch (error) {
+      this.sink = undefined;
+      sink.reject(error as Error);
+      return;
+    }
+    if (sink.remaining === 0) {
+      this.sink = undefined;
+      sink.resolve();
+    }
+  }
+
+  private lose(message: string, cause: unknown): void {
+    if (this.state === 'failed') return;
+    this.state = 'failed';
+    this.failure = new CollectiveError(message, { code: 'peer-lost', peer: this.peer, cause });
+    const sink = this.sink;
+    this.sink = undefined;
+    sink?.reject(this.failure);
+    for (const waiter of this.flushWaiters.splice(0)) waiter.reject(this.failure);
+    this.onLost(this, this.failure);
+  }
+}

@@ -1,0 +1,149 @@
+import type { ReduceOp } from '../../types.js';
+import { roundToBfloat16InPlace } from '../bfloat16.js';
+import { finishAverage } from '../reduce-kernels.js';
+import { segmentBounds } from '../segments.js';
+import type { IncomingStep, RingPlan, Wire, WorkArray } from './ring.js';
+
+/**
+ * Ring schedules. Ring order is group rank order: rank r receives from r-1 and sends to r+1.
+ *
+ * [Note: ring all-reduce] Reduce-scatter then all-gather over `size` segments: at reduce step k
+ * rank r sends segment r-k and receives segment r-k-1, which it adds to its own and forwards at
+ * step k+1; after size-1 steps it holds the final segment r+1, which it finishes (average,
+ * rounding) and forwards as the first all-gather step. So everything a rank sends after its
+ * first segment is exactly what it received, once processed: each processed chunk is forwarded
+ * at once. Every rank ends with the owner's bytes of each segment, so results agree bit for bit.
+ */
+function modulo(value: number, size: number): number {
+  return ((value % size) + size) % size;
+}
+
+function finisher(
+  reduceOp: ReduceOp,
+  size: number,
+  roundToBfloat16: boolean,
+): ((values: WorkArray) => void) | undefined {
+  const average = reduceOp === 'avg';
+  if (!average && !roundToBfloat16) return undefined;
+  return (values) => {
+    if (average) finishAverage(values as Float32Array, size);
+    if (roundToBfloat16) roundToBfloat16InPlace(values as Float32Array);
+  };
+}
+
+export interface ReducePlanOptions {
+  rank: number;
+  size: number;
+  reduceOp: ReduceOp;
+  /** Wire of partial sums. */
+  reduceWire: Wire;
+  /** Wire of final values. */
+  gatherWire: Wire;
+  /** Round final values to bfloat16 (they travel as bfloat16, or the buffer holds bfloat16). */
+  roundFinal: boolean;
+}
+
+/** Ring all-reduce of `work` in place (see [Note: ring all-reduce]). */
+export function allReducePlan(work: WorkArray, options: ReducePlanOptions): RingPlan {
+  const { rank, size } = options;
+  const count = work.length;
+  const segment = (index: number) => segmentBounds(modulo(index, size), count, size);
+  const steps: IncomingStep[] = [];
+  for (let k = 0; k < size - 1; k++) {
+    const [start, end] = segment(rank - k - 1);
+    const last = k === size - 2;
+    const step: IncomingStep = {
+      start,
+      end,
+      mode: 'reduce',
+      wire: options.reduceWire,
+      forward: last ? options.gatherWire : options.reduceWire,
+    };
+    const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
+    if (finish !== undefined) step.finish = finish;
+    steps.push(step);
+  }
+  for (let k = 0; k < size - 1; k++) {
+    const [start, end] = segment(rank - k);
+    steps.push({
+      start,
+      end,
+      mode: 'copy',
+      wire: options.gatherWire,
+      forward: k < size - 2 ? options.gatherWire : null,
+    });
+  }
+  const [start, end] = segment(rank);
+  return { work, reduceOp: options.reduceOp, initial: { start, end, wire: options.reduceWire }, steps };
+}
+
+/** Ring reduce-scatter of `work` (size blocks of `count`): rank r ends with block r final in work. */
+export function reduceScatterPlan(work: WorkArray, count: number, options: ReducePlanOptions): RingPlan {
+  const { rank, size } = options;
+  const block = (index: number): [number, number] => [
+    modulo(index, size) * count,
+    (modulo(index, size) + 1) * count,
+  ];
+  const steps: IncomingStep[] = [];
+  for (let k = 0; k < size - 1; k++) {
+    const [start, end] = block(rank - k - 2);
+    const last = k === size - 2;
+    const step: IncomingStep = {
+      start,
+      end,
+      mode: 'reduce',
+      wire: options.reduceWire,
+      forward: last ? null : options.reduceWire,
+    };
+    const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
+    if (finish !== undefined) step.finish = finish;
+    steps.push(step);
+  }
+  const [start, end] = block(rank - 1);
+  return {
+    work,
+    reduceOp: options.reduceOp,
+    initial: size > 1 ? { start, end, wire: options.reduceWire } : null,
+    steps,
+  };
+}
+
+/** Ring all-gather into `work` (size blocks of `count`), whose block `rank` is already filled. */
+export function allGatherPlan(
+  work: WorkArray,
+  count: number,
+  rank: number,
+  size: number,
+  wire: Wire,
+): RingPlan {
+  const block = (index: number): [number, number] => [
+    modulo(index, size) * count,
+    (modulo(index, size) + 1) * count,
+  ];
+  const steps: IncomingStep[] = [];
+  for (let k = 0; k < size - 1; k++) {
+    const [start, end] = block(rank - k - 1);
+    steps.push({ start, end, mode: 'copy', wire, forward: k < size - 2 ? wire : null });
+  }
+  const [start, end] = block(rank);
+  return { work, reduceOp: 'sum', initial: { start, end, wire }, steps };
+}
+
+/** Pipelined chain from `root` around the ring; the rank before the root does not forward. */
+export function broadcastPlan(
+  work: WorkArray,
+  rank: number,
+  size: number,
+  root: number,
+  wire: Wire,
+): RingPlan {
+  if (rank === root)
+    return { work, reduceOp: 'sum', initial: { start: 0, end: work.length, wire }, steps: [] };
+  const last = modulo(rank + 1, size) === root;
+  return {
+    work,
+    reduceOp: 'sum',
+    initial: null,
+    steps: [{ start: 0, end: work.length, mode: 'copy', wire, forward: last ? null : wire }],
+  };
+}

@@ -1,0 +1,175 @@
+import type { ReduceOp } from '../../types.js';
+import { decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
+import { reduceInto } from '../reduce-kernels.js';
+import type { PeerLink } from './peer-link.js';
+
+/** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
+export type WorkArray = Float32Array | Int32Array | Uint16Array;
+
+/** `same`: elements travel as they are in the work array; `bfloat16`: float32 sent as bfloat16. */
+export type Wire = 'same' | 'bfloat16';
+
+export interface IncomingStep {
+  /** Element range of the work array this step's bytes belong to. */
+  start: number;
+  end: number;
+  mode: 'reduce' | 'copy';
+  wire: Wire;
+  /** Runs on each processed range before it is forwarded (final average and rounding). */
+  finish?: (values: WorkArray) => void;
+  /** Wire to forward the processed range to the next rank in, or null to keep it. */
+  forward: Wire | null;
+}
+
+export interface RingPlan {
+  work: WorkArray;
+  reduceOp: ReduceOp;
+  /** Range this rank sends first, before anything arrives. */
+  initial: { start: number; end: number; wire: Wire } | null;
+  steps: IncomingStep[];
+}
+
+/** Reusable memory for one engine: aligned copies of incoming chunks, and outgoing bfloat16. */
+export class RingScratch {
+  private aligned = new ArrayBuffer(1 << 16);
+  private decoded = new Float32Array(1 << 14);
+  private staging = new Uint16Array(0);
+  private stagingUsed = 0;
+
+  /** Forgets outgoing staging; call only after every write of the previous op was flushed. */
+  resetStaging(elements: number): void {
+    if (this.staging.length < elements) this.staging = new Uint16Array(elements);
+    this.stagingUsed = 0;
+  }
+
+  /** The next `length` elements of outgoing staging (valid until resetStaging). */
+  takeStaging(length: number): Uint16Array {
+    if (this.stagingUsed + length > this.staging.length) {
+      // [Note: staging growth] Never reuse memory a pending write may still reference: grow fresh.
+      this.staging = new Uint16Array(Math.max(this.staging.length * 2, length));
+      this.stagingUsed = 0;
+    }
+    const view = this.staging.subarray(this.stagingUsed, this.stagingUsed + length);
+    this.stagingUsed += length;
+    return view;
+  }
+
+  alignedCopy(bytes: Uint8Array): ArrayBuffer {
+    if (this.aligned.byteLength < bytes.length) this.aligned = new ArrayBuffer(bytes.length * 2);
+    new Uint8Array(this.aligned, 0, bytes.length).set(bytes);
+    return this.aligned;
+  }
+
+  floats(length: number): Float32Array {
+    if (this.decoded.length < length) this.decoded = new Float32Array(length * 2);
+    return this.decoded.subarray(0, length);
+  }
+}
+
+function wireBytes(work: WorkArray, wire: Wire): number {
+  return wire === 'bfloat16' ? 2 : work.BYTES_PER_ELEMENT;
+}
+
+/** Bytes of `work[start, end)` in `wire`, ready to write (zero-copy for `same`). */
+export function encodeRange(
+  work: WorkArray,
+  start: number,
+  end: number,
+  wire: Wire,
+  scratch: RingScratch,
+): Uint8Array {
+  if (wire === 'same') {
+    const size = work.BYTES_PER_ELEMENT;
+    return new Uint8Array(work.buffer, work.byteOffset + start * size, (end - start) * size);
+  }
+  const staging = scratch.takeStaging(end - start);
+  encodeBfloat16((work as Float32Array).subarray(start, end), staging);
+  return new Uint8Array(staging.buffer, staging.byteOffset, staging.byteLength);
+}
+
+function typedView(
+  work: WorkArray,
+  wire: Wire,
+  buffer: ArrayBufferLike,
+  byteOffset: number,
+  length: number,
+): WorkArray {
+  if (wire === 'bfloat16' || work instanceof Uint16Array) return new Uint16Array(buffer, byteOffset, length);
+  if (work instanceof Int32Array) return new Int32Array(buffer, byteOffset, length);
+  return new Float32Array(buffer, byteOffset, length);
+}
+
+/**
+ * Reads one step's bytes from `previous`, applies them to the work array as they arrive
+ * (reduce or copy), and forwards each processed range to `next` at once: sending, receiving and
+ * reducing overlap at the granularity of the socket's reads.
+ */
+function runStep(
+  plan: RingPlan,
+  step: IncomingStep,
+  previous: PeerLink,
+  next: PeerLink | null,
+  scratch: RingScratch,
+): Promise<void> {
+  const { work } = plan;
+  const elementBytes = wireBytes(work, step.wire);
+  const carry = new Uint8Array(4);
+  let carryLength = 0;
+  let position = step.start;
+  const apply = (buffer: ArrayBufferLike, byteOffset: number, length: number): void => {
+    const incoming = typedView(work, step.wire, buffer, byteOffset, length);
+    const target = work.subarray(position, position + length);
+    if (step.wire === 'bfloat16') {
+      const floats = scratch.floats(length);
+      decodeBfloat16(incoming as Uint16Array, floats);
+      if (step.mode === 'reduce') reduceInto(target as Float32Array, floats, plan.reduceOp);
+      else (target as Float32Array).set(floats);
+    } else if (step.mode === 'reduce')
+      reduceInto(target as Float32Array | Int32Array, incoming as Float32Array | Int32Array, plan.reduceOp);
+    else target.set(incoming as never);
+    step.finish?.(target);
+    if (step.forward !== null && next !== null)
+      next.write(encodeRange(work, position, position + length, step.forward, scratch));
+    position += length;
+  };
+  return previous.read((step.end - step.start) * elementBytes, (chunk) => {
+    let offset = 0;
+    if (carryLength > 0) {
+      const take = Math.min(elementBytes - carryLength, chunk.length);
+      carry.set(chunk.subarray(0, take), carryLength);
+      carryLength += take;
+      offset = take;
+      if (carryLength < elementBytes) return;
+      apply(scratch.alignedCopy(carry.subarray(0, elementBytes)), 0, 1);
+      carryLength = 0;
+    }
+    const whole = Math.floor((chunk.length - offset) / elementBytes);
+    if (whole > 0) {
+      const byteOffset = chunk.byteOffset + offset;
+      const bytes = whole * elementBytes;
+      if (byteOffset % elementBytes === 0) apply(chunk.buffer, byteOffset, whole);
+      else apply(scratch.alignedCopy(chunk.subarray(offset, offset + bytes)), 0, whole);
+      offset += bytes;
+    }
+    if (offset < chunk.length) {
+      carry.set(chunk.subarray(offset), 0);
+      carryLength = chunk.length - offset;
+    }
+  });
+}
+
+/** Runs a ring plan: send the initial range, then every incoming step in order. */
+export async function runRing(
+  plan: RingPlan,
+  previous: PeerLink | null,
+  next: PeerLink | null,
+  scratch: RingScratch,
+): Promise<void> {
+  if (plan.initial !== null && next !== null) {
+    const { start, end, wire } = plan.initial;
+    if (end > start) next.write(encodeRange(plan.work, start, end, wire, scratch));
+  }
+  for (const step of plan.steps) {
+    if (step.end > step.start && previous !== null) await runStep(plan, step, previous, next, scratch);
+  }
+}

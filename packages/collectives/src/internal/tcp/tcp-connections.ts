@@ -1,0 +1,180 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { authenticateSocket } from '../../auth/authenticate-socket.js';
+import { CollectiveError } from '../../errors.js';
+
+/**
+ * [Note: tcp mesh] One TCP connection per pair of ranks, carrying both directions: rank i
+ * connects to every lower rank j and accepts every higher one. Each connection first runs the
+ * job-secret handshake (authenticateSocket: HMAC challenge-response, both sides prove the
+ * secret), then the connecting side names itself with 12 bytes (magic, its rank, a hash of the
+ * group key). A connection that fails either step is dropped and the server keeps listening, so a
+ * process without the secret can neither join nor inject data.
+ */
+const IDENTITY_MAGIC = 0x44495346;
+const IDENTITY_BYTES = 12;
+
+export function groupKeyHash(key: string): number {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < key.length; index++)
+    hash = Math.imul(hash ^ key.charCodeAt(index), 0x01000193) >>> 0;
+  return hash;
+}
+
+export interface MeshOptions {
+  rank: number;
+  size: number;
+  key: string;
+  secret: string;
+  host: string;
+  timeoutMs: number;
+}
+
+function readIdentity(socket: Socket, deadline: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(
+      () => finish(new Error('timed out waiting for the identity')),
+      Math.max(1, deadline - Date.now()),
+    );
+    const onReadable = () => {
+      const data = socket.read(IDENTITY_BYTES) as Buffer | null;
+      if (data !== null) finish(undefined, data);
+    };
+    const onEnd = () => finish(new Error('closed before sending its identity'));
+    const finish = (error: Error | undefined, data?: Buffer) => {
+      clearTimeout(timer);
+      socket.off('readable', onReadable);
+      socket.off('close', onEnd);
+      if (error !== undefined) reject(error);
+      else resolve(data!);
+    };
+    socket.on('readable', onReadable);
+    socket.on('close', onEnd);
+    onReadable();
+  });
+}
+
+/**
+ * Listens for the higher ranks' connections from the moment the engine starts (a peer may
+ * connect before this rank has learnt every endpoint), authenticating each as it arrives.
+ */
+export class PeerAcceptor {
+  private readonly accepted = new Map<number, Socket>();
+  private readonly expected: number;
+  private waiter: (() => void) | undefined;
+
+  private constructor(
+    readonly server: Server,
+    private readonly options: MeshOptions,
+  ) {
+    this.expected = options.size - 1 - options.rank;
+    server.on('connection', (socket) => this.admit(socket));
+  }
+
+  static listen(options: MeshOptions): Promise<PeerAcceptor> {
+    return new Promise((resolve, reject) => {
+      const server = createServer({ noDelay: true });
+      server.once('error', reject);
+      server.listen(0, options.host, () => resolve(new PeerAcceptor(server, options)));
+    });
+  }
+
+  port(): number {
+    const address = this.server.address();
+    return typeof address === 'object' && address !== null ? address.port : 0;
+  }
+
+  /** Resolves with every higher rank's authenticated socket, by rank. */
+  all(): Promise<Map<number, Socket>> {
+    const { rank, timeoutMs } = this.options;
+    if (this.accepted.size === this.expected) return Promise.resolve(this.accepted);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiter = undefined;
+        reject(
+          new CollectiveError(
+            `Rank ${rank} accepted ${this.accepted.size} of ${this.expected} peer connections within ${timeoutMs} ms.`,
+            {
+              code: 'timeout',
+              rank,
+              fix: 'check that every rank started and that the data address is reachable from the others (FSDP_SOCKET_ADDR).',
+            },
+          ),
+        );
+      }, timeoutMs);
+      this.waiter = () => {
+        clearTimeout(timer);
+        resolve(this.accepted);
+      };
+    });
+  }
+
+  private admit(socket: Socket): void {
+    const options = this.options;
+    const deadline = Date.now() + options.timeoutMs;
+    socket.on('error', () => undefined);
+    void (async () => {
+      try {
+        await authenticateSocket(socket, options.secret, 'server', {
+          timeoutMs: Math.max(1, deadline - Date.now()),
+        });
+        const identity = await readIdentity(socket, deadline);
+        const peer = identity.readUInt32LE(4);
+        const valid =
+          identity.readUInt32LE(0) === IDENTITY_MAGIC &&
+          identity.readUInt32LE(8) === groupKeyHash(options.key) &&
+          peer > options.rank &&
+          peer < options.size &&
+          !this.accepted.has(peer);
+        if (!valid) throw new Error('bad identity');
+        this.accepted.set(peer, socket);
+        if (this.accepted.size === this.expected) this.waiter?.();
+      } catch {
+        socket.destroy();
+      }
+    })();
+  }
+}
+
+/** Connects to every lower rank, authenticates and names itself. */
+export async function connectPeers(
+  endpoints: readonly string[],
+  options: MeshOptions,
+): Promise<Map<number, Socket>> {
+  const sockets = new Map<number, Socket>();
+  const deadline = Date.now() + options.timeoutMs;
+  await Promise.all(
+    endpoints.slice(0, options.rank).map(async (endpoint, peer) => {
+      const separator = endpoint.lastIndexOf(':');
+      const host = endpoint.slice(0, separator).replace(/^\[|\]$/g, '');
+      const port = Number(endpoint.slice(separator + 1));
+      const socket = await new Promise<Socket>((resolve, reject) => {
+        const attempt = connect({ host, port, noDelay: true });
+        attempt.once('connect', () => resolve(attempt));
+        attempt.once('error', (cause) =>
+          reject(
+            new CollectiveError(
+              `Rank ${options.rank} cannot connect to rank ${peer} at ${endpoint}: ${cause.message}`,
+              {
+                code: 'peer-lost',
+                rank: options.rank,
+                peer,
+                cause,
+                fix: 'check that the peer is alive and its data address is reachable.',
+              },
+            ),
+          ),
+        );
+      });
+      await authenticateSocket(socket, options.secret, 'client', {
+        timeoutMs: Math.max(1, deadline - Date.now()),
+      });
+      const identity = Buffer.alloc(IDENTITY_BYTES);
+      identity.writeUInt32LE(IDENTITY_MAGIC, 0);
+      identity.writeUInt32LE(options.rank, 4);
+      identity.writeUInt32LE(groupKeyHash(options.key), 8);
+      socket.write(identity);
+      sockets.set(peer, socket);
+    }),
+  );
+  return sockets;
+}
