@@ -164,15 +164,18 @@ describe('fsdp-run', () => {
     expect(pids.filter(alive)).toEqual([]);
   });
 
-  it('forwards SIGTERM to the workers and exits 143 once they are gone', async () => {
+  it.each([
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+  ] as const)('forwards %s to the workers and exits %i once they are gone', async (signal, exitCode) => {
     const directory = pidDirectory();
     const job = launch(['--nproc-per-node', '2', fixture('launcher-worker.js'), directory, 'idle']);
     await job.waitForOutput(/ready \d/, 2);
-    job.child.kill('SIGTERM');
+    job.child.kill(signal);
     const { code } = await job.exited;
-    expect(code).toBe(143);
+    expect(code).toBe(exitCode);
     expect(linesOf(job.stdout())).toEqual(
-      expect.arrayContaining(['[rank 0] got SIGTERM', '[rank 1] got SIGTERM']),
+      expect.arrayContaining([`[rank 0] got ${signal}`, `[rank 1] got ${signal}`]),
     );
     expect(workerPids(directory).filter(alive)).toEqual([]);
   });
@@ -216,22 +219,19 @@ describe('fsdp-run', () => {
   });
 
   describe('with two nodes on loopback', () => {
-    function node(rank: number, port: number, script: string[]): Launch {
-      return launch(
-        [
-          '--nnodes',
-          '2',
-          '--node-rank',
-          String(rank),
-          '--master-addr',
-          '127.0.0.1',
-          '--master-port',
-          String(port),
-        ]
-          .concat(['--nproc-per-node', '2', '--timeout', '30', '--grace-period', '1'])
-          .concat(script),
-        { FSDP_JOB_SECRET: SECRET },
-      );
+    function node(rank: number, port: number, script: string[], extra: string[] = []): Launch {
+      const where = ['--nnodes', '2', '--node-rank', String(rank), '--master-addr', '127.0.0.1'];
+      const how = [
+        '--master-port',
+        String(port),
+        '--nproc-per-node',
+        '2',
+        '--timeout',
+        '30',
+        '--grace-period',
+        '1',
+      ];
+      return launch([...where, ...how, ...extra, ...script], { FSDP_JOB_SECRET: SECRET });
     }
 
     it('numbers ranks K×N + local rank across launchers that share one store', async () => {
@@ -265,7 +265,24 @@ describe('fsdp-run', () => {
       expect(workerPids(directory).filter(alive)).toEqual([]);
     });
 
-    it('fails node 0 when the launcher of node 1 is SIGKILLed, leaving no worker anywhere', async () => {
+    it('fails node 0, without restarting, when the launcher of node 1 is SIGKILLed; no worker survives', async () => {
+      const port = await freePort();
+      const directory = pidDirectory();
+      const script = [fixture('launcher-worker.js'), directory, 'idle'];
+      const launches = [0, 1].map((rank) => node(rank, port, script, ['--max-restarts', '2']));
+      await Promise.all([
+        launches[0]!.waitForOutput(/ready \d/, 2),
+        launches[1]!.waitForOutput(/ready \d/, 2),
+      ]);
+      launches[1]!.child.kill('SIGKILL');
+      const result = await launches[0]!.exited;
+      expect(result.code).toBe(1);
+      expect(launches[0]!.stderr()).toContain('job failed: lost the launcher of node 1');
+      expect(launches[0]!.stdout()).not.toContain('attempt 1');
+      expect(await survivorsAfter(workerPids(directory), 10_000)).toEqual([]);
+    });
+
+    it('fails node 1 when node 0 (and its store) is SIGKILLed; no worker survives', async () => {
       const port = await freePort();
       const directory = pidDirectory();
       const launches = [0, 1].map((rank) =>
@@ -275,10 +292,10 @@ describe('fsdp-run', () => {
         launches[0]!.waitForOutput(/ready \d/, 2),
         launches[1]!.waitForOutput(/ready \d/, 2),
       ]);
-      launches[1]!.child.kill('SIGKILL');
-      const result = await launches[0]!.exited;
+      launches[0]!.child.kill('SIGKILL');
+      const result = await launches[1]!.exited;
       expect(result.code).toBe(1);
-      expect(launches[0]!.stderr()).toContain('lost the launcher of node 1');
+      expect(launches[1]!.stderr()).toContain(`job failed: lost the store on node 0 at 127.0.0.1:${port}`);
       expect(await survivorsAfter(workerPids(directory), 10_000)).toEqual([]);
     });
   });

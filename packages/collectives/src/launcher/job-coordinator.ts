@@ -9,6 +9,9 @@ import type { StoreClient } from '../store/store-client.js';
  *                        drops (setOnDisconnect), so a SIGKILLed launcher fails the job too
  *   attempt-A/done/K     every worker of node K exited 0
  *   finished/K           node K has its verdict; node 0 keeps the store up until all have it
+ *                        (also set by the store when K's connection drops)
+ *   stopped              the job ends without restart: a launcher was interrupted by a signal
+ *                        or lost (set on disconnect), so it will not join another attempt
  * [Note: launcher agreement] Every launcher reads the same `failed` key and has the same
  * --max-restarts, so all decide alike whether to restart.
  */
@@ -21,6 +24,24 @@ export class JobCoordinator {
     private readonly nnodes: number,
     private readonly timeoutMs: number,
   ) {}
+
+  /** Arms the job-level on-disconnect keys of this launcher (call once, before attempt 0). */
+  async arm(): Promise<void> {
+    const lost = `lost the launcher of node ${this.nodeRank} (its connection to the store closed)`;
+    await this.store.setOnDisconnect(`${this.prefix}stopped`, lost);
+    await this.store.setOnDisconnect(`${this.prefix}finished/${this.nodeRank}`, lost);
+  }
+
+  /** Records that the job stops for good (no restart), then fails attempt A with `message`. */
+  async reportStop(attempt: number, message: string): Promise<void> {
+    await this.store.compareSet(`${this.prefix}stopped`, '', message);
+    await this.reportFailure(attempt, message);
+  }
+
+  /** Whether some launcher stopped the job for good (see reportStop). */
+  stopped(): Promise<boolean> {
+    return this.store.check([`${this.prefix}stopped`]);
+  }
 
   /** Joins attempt A and waits until every node has; arms the on-disconnect failure. */
   async join(attempt: number): Promise<void> {
@@ -73,9 +94,11 @@ export class JobCoordinator {
     await this.store.clearOnDisconnect(this.key(attempt, 'failed'));
   }
 
-  /** Says this node has its verdict; on node 0, waits (bounded) until every node has. */
+  /** Says this node has its verdict and disarms; on node 0, waits (bounded) until every node has. */
   async finish(): Promise<void> {
     await this.store.set(`${this.prefix}finished/${this.nodeRank}`, '1');
+    await this.store.clearOnDisconnect(`${this.prefix}finished/${this.nodeRank}`);
+    await this.store.clearOnDisconnect(`${this.prefix}stopped`);
     if (this.nodeRank !== 0) return;
     const keys = Array.from({ length: this.nnodes }, (_, node) => `${this.prefix}finished/${node}`);
     await this.store.wait(keys, { timeoutMs: Math.min(this.timeoutMs, 30_000) }).catch(() => {});

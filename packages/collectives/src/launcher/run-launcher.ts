@@ -75,10 +75,9 @@ class Launcher {
       store.onConnectionLost((error) => this.resolveStoreLost(error));
       if (nodeRank !== 0) heartbeat = this.startHeartbeat(store);
       const coordinator = new JobCoordinator(store, nodeRank, this.options.nnodes, this.timeoutMs);
-      await store.setOnDisconnect(`fsdp-run/finished/${nodeRank}`, 'disconnected');
+      await coordinator.arm();
       const exitCode = await this.runAttempts(coordinator, secret, port);
       await coordinator.finish().catch(() => {});
-      await store.clearOnDisconnect(`fsdp-run/finished/${nodeRank}`).catch(() => {});
       return exitCode;
     } catch (error) {
       this.log(`error: ${error instanceof Error ? error.message : String(error)}`);
@@ -171,17 +170,16 @@ class Launcher {
         const message = `${describeExit(event.exit)} on ${node}`;
         this.log(`${message}; stopping the other workers.`);
         const standing = await coordinator.reportFailure(attempt, message).catch(() => message);
-        await this.stopWorkers();
-        return { kind: 'failed', message: standing, restartable: true };
+        const [, stopped] = await Promise.all([this.stopWorkers(), coordinator.stopped().catch(() => true)]);
+        return { kind: 'failed', message: standing, restartable: !stopped };
       }
-      case 'remote-failure':
+      case 'remote-failure': {
         this.log(`another node failed (${event.message}); stopping the workers of ${node}.`);
-        await this.stopWorkers();
-        return { kind: 'failed', message: event.message, restartable: true };
+        const [, stopped] = await Promise.all([this.stopWorkers(), coordinator.stopped().catch(() => true)]);
+        return { kind: 'failed', message: event.message, restartable: !stopped };
+      }
       case 'interrupted':
-        await coordinator
-          .reportFailure(attempt, `fsdp-run on ${node} received ${event.signal}`)
-          .catch(() => {});
+        await coordinator.reportStop(attempt, `fsdp-run on ${node} received ${event.signal}`).catch(() => {});
         await this.stopWorkers(event.signal);
         return { kind: 'interrupted', signal: event.signal };
       case 'store-lost':
