@@ -83,7 +83,7 @@ export class GPT extends Module {
 
   /** tokens [B, T] int32 → logits [B, T, vocabSize]. */
   forward(tokens: tf.Tensor): tf.Tensor {
-    const [, time] = tokens.shape as [number, number];
+    const [batch, time] = tokens.shape as [number, number];
     if (tokens.rank !== 2 || time > this.config.seqLen) {
       throw new NnError(`GPT.forward: tokens of shape [${tokens.shape.join(', ')}].`, {
         code: 'shape-mismatch',
@@ -92,7 +92,9 @@ export class GPT extends Module {
         fix: 'pass int32 token ids of shape [batch, time], cropping sequences to seqLen.',
       });
     }
-    const positions = tf.range(0, time, 1, 'int32');
+    // Positions per token ([B, T], not [T] broadcast): the gradient is then a scatter-add, not a
+    // reduction over the batch axis (slow on wasm, see [Note: reducing over rows]).
+    const positions = tf.tile(tf.reshape(tf.range(0, time, 1, 'int32'), [1, time]), [batch, 1]);
     let x = tf.add(this.tokenEmbedding.forward(tokens), this.positionEmbedding.forward(positions));
     x = this.embeddingDropout.forward(x);
     for (const block of this.blocks) x = block.forward(x);

@@ -1,5 +1,6 @@
 import { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { sumRows } from '../internal/sum-rows';
 import { Module } from '../module';
 
 export interface LayerNormOptions {
@@ -53,8 +54,8 @@ export function layerNorm(x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor, epsi
       gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
         const [savedNormalised, savedInverseStd, savedGamma] = saved as [tf.Tensor, tf.Tensor, tf.Tensor];
         const gradient = tf.reshape(dy as tf.Tensor, [-1, dimension]);
-        const gradientGamma = tf.sum(tf.mul(gradient, savedNormalised), 0);
-        const gradientBeta = tf.sum(gradient, 0);
+        const gradientGamma = sumRows(tf.mul(gradient, savedNormalised));
+        const gradientBeta = sumRows(gradient);
         const scaled = tf.mul(gradient, savedGamma);
         const meanScaled = tf.mean(scaled, 1, true);
         const meanProjection = tf.mean(tf.mul(scaled, savedNormalised), 1, true);

@@ -1,7 +1,8 @@
-import { matMul, Parameter, shapesEqual } from '@fsdp-ts/tensor';
-import * as tf from '@tensorflow/tfjs-core';
+import { Parameter, shapesEqual } from '@fsdp-ts/tensor';
+import type * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
 import { GPT2_INIT_STD, initNormal } from '../init';
+import { linearKernel } from '../internal/linear-kernel';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
 
@@ -24,11 +25,8 @@ export interface LinearOptions {
  * [outFeatures, inFeatures], so state dicts match PyTorch and a weight can be tied to an
  * Embedding's table.
  *
- * [Note: linear as one 2-D matMul]
- * x of shape [..., in] is folded to [rows, in] and multiplied by an explicitly transposed weight
- * (a [in, out] copy of a small matrix) with one plain 2-D matMul, whose gradient is two more plain
- * 2-D matMuls (tensor's backward-friendly matMul); wasm runs transposed and batched matMuls
- * 10-30x slower.
+ * x of shape [..., in] is folded to [rows, in]; forward and backward are plain 2-D matMuls (see
+ * [Note: linear kernel]).
  */
 export class Linear extends Module {
   readonly inFeatures: number;
@@ -59,7 +57,6 @@ export class Linear extends Module {
   }
 
   forward(x: tf.Tensor): tf.Tensor {
-    const product = matMul(x, tf.transpose(this.tensor(this.weight)));
-    return this.bias === null ? product : tf.add(product, this.tensor(this.bias));
+    return linearKernel(x, this.tensor(this.weight), this.bias === null ? null : this.tensor(this.bias));
   }
 }
