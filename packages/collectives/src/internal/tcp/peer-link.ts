@@ -32,9 +32,9 @@ export class PeerLink {
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.receive(chunk));
     socket.on('error', (cause) =>
-      this.lose(`the connection to rank ${peer} failed (${cause.message})`, cause),
+      this.lose(`the connection to rank ${peer} failed (${cause.message})`, cause, true),
     );
-    socket.on('close', () => this.lose(`rank ${peer} closed the connection`, undefined));
+    socket.on('close', () => this.lose(`rank ${peer} closed the connection`, undefined, true));
     socket.resume();
   }
 
@@ -71,6 +71,7 @@ export class PeerLink {
   }
 
   close(): void {
+    this.lose(`this rank closed its connection to rank ${this.peer}`, undefined, false);
     this.socket.destroy();
   }
 
@@ -99,7 +100,7 @@ export class PeerLink {
     }
   }
 
-  private lose(message: string, cause: unknown): void {
+  private lose(message: string, cause: unknown, byPeer: boolean): void {
     if (this.state === 'failed') return;
     this.state = 'failed';
     this.failure = new CollectiveError(message, { code: 'peer-lost', peer: this.peer, cause });
@@ -107,6 +108,6 @@ export class PeerLink {
     this.sink = undefined;
     sink?.reject(this.failure);
     for (const waiter of this.flushWaiters.splice(0)) waiter.reject(this.failure);
-    this.onLost(this, this.failure);
+    if (byPeer) this.onLost(this, this.failure);
   }
 }

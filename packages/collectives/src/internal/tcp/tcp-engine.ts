@@ -48,6 +48,8 @@ export class TcpEngine {
   private broken: CollectiveError | undefined;
   private workFloats = new Float32Array(0);
   private workInts = new Int32Array(0);
+  /** Fails the running op with the error that broke the group (before its sockets report closing). */
+  private failRunning: ((error: CollectiveError) => void) | undefined;
 
   constructor(
     private readonly init: TcpInit,
@@ -102,6 +104,7 @@ export class TcpEngine {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(this.timeoutError(op, seq)), op.timeoutMs);
+      this.failRunning = reject;
     });
     try {
       await Promise.race([this.execute(op, seq), timeout]);
@@ -111,6 +114,7 @@ export class TcpEngine {
       throw failure;
     } finally {
       clearTimeout(timer);
+      this.failRunning = undefined;
     }
   }
 
@@ -349,6 +353,7 @@ export class TcpEngine {
     if (this.broken !== undefined || this.state === 'closed') return;
     this.broken = error;
     this.state = 'broken';
+    this.failRunning?.(error);
     for (const link of this.links) link?.close();
   }
 

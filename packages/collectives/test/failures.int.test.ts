@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import { spawnThreadRanks } from '../src/index.js';
+import { spawnProcessRanks } from './helpers/spawn-process-ranks.js';
+
+const tcpScript = new URL('./fixtures/tcp-rank.ts', import.meta.url);
+const shmFixture = new URL('./fixtures/shm-failure-rank.ts', import.meta.url);
+
+function expectMismatchOutcomes(outcomes: unknown[][], size: number): void {
+  expect(outcomes).toHaveLength(size);
+  const expectedSum = (size * (size + 1)) / 2;
+  for (const [rank, [sizes, ops, after]] of outcomes.entries()) {
+    // Same op, different sizes: every rank fails and the message names both ops.
+    expect(sizes).toMatchObject({ code: 'mismatch', op: 'allReduce', rank });
+    expect((sizes as { message: string }).message).toMatch(
+      /8 float32 elements[\s\S]*9 float32 elements|9 float32 elements[\s\S]*8 float32 elements/,
+    );
+    // Different ops: every rank fails naming broadcast and allReduce.
+    expect(ops).toMatchObject({ code: 'mismatch', rank });
+    expect((ops as { message: string }).message).toMatch(/broadcast/);
+    expect((ops as { message: string }).message).toMatch(/allReduce/);
+    // No garbage left behind: a matching op afterwards is exact.
+    expect(after).toEqual({ sum: expectedSum });
+  }
+}
+
+describe('failures', () => {
+  it('tcp: mismatched sizes and ops fail on every rank with a mismatch error, and the group recovers', async () => {
+    const runs = await spawnProcessRanks(3, tcpScript, ['mismatch'], { timeoutMs: 60_000 });
+    for (const run of runs) expect(run.code, run.output).toBe(0);
+    expectMismatchOutcomes(
+      runs.map((run) => run.result as unknown[]),
+      3,
+    );
+  }, 90_000);
+
+  it('tcp: killing one of 3 ranks during a 64 MiB all-reduce fails the others within the timeout, naming op and peer', async () => {
+    const runs = await spawnProcessRanks(3, tcpScript, ['kill'], {
+      timeoutMs: 60_000,
+      env: { TEST_OP_TIMEOUT_MS: '20000' },
+    });
+    expect(runs[1]!.signal).toBe('SIGKILL');
+    for (const rank of [0, 2]) {
+      const run = runs[rank]!;
+      expect(run.code, run.output).toBe(0);
+      const result = run.result as {
+        code: string;
+        op: string;
+        rank: number;
+        peer: number;
+        message: string;
+        elapsedMs: number;
+      };
+      expect(result).toMatchObject({ code: 'peer-lost', op: 'allReduce', rank, peer: 1 });
+      expect(result.message).toMatch(/allReduce/);
+      expect(result.message).toMatch(/rank 1/);
+      expect(result.elapsedMs).toBeLessThan(20_000);
+    }
+  }, 90_000);
+
+  it('shm: mismatched sizes and ops fail on every rank with a mismatch error, and the group recovers', async () => {
+    const outcomes = (await spawnThreadRanks(3, shmFixture, 'mismatchRank', {
+      timeoutMs: 60_000,
+    })) as unknown[][];
+    expectMismatchOutcomes(outcomes, 3);
+  }, 90_000);
+
+  it('shm: a stalled rank makes the others time out within the op timeout, naming the op and the peer', async () => {
+    const outcomes = (await spawnThreadRanks(3, shmFixture, 'stallRank', { timeoutMs: 60_000 })) as {
+      code: string;
+      op: string;
+      peer: number;
+      elapsedMs: number;
+    }[];
+    for (const rank of [0, 2]) {
+      expect(outcomes[rank]).toMatchObject({ code: 'timeout', op: 'allReduce', rank, peer: 1 });
+      expect(outcomes[rank]!.elapsedMs).toBeGreaterThanOrEqual(900);
+      expect(outcomes[rank]!.elapsedMs).toBeLessThan(6_000);
+    }
+  }, 90_000);
+});

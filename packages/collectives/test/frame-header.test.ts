@@ -1,0 +1,66 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { CollectiveError } from '../src/index.js';
+import { decodeHeader, encodeHeader, HEADER_BYTES, type OpHeader } from '../src/internal/tcp/frame-header.js';
+
+const header = fc.record<OpHeader>({
+  kind: fc.constantFrom('allReduce', 'allGather', 'reduceScatter', 'broadcast', 'barrier', 'send', 'recv'),
+  dtype: fc.constantFrom('float32', 'int32', 'bfloat16'),
+  wireDtype: fc.constantFrom('float32', 'bfloat16'),
+  reduceOp: fc.constantFrom('sum', 'avg', 'max', 'min'),
+  seq: fc.nat({ max: 0xffffffff }),
+  root: fc.integer({ min: -1, max: 1 << 20 }),
+  count: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
+});
+
+function decodeOrMalformed(bytes: Uint8Array): OpHeader | 'malformed' {
+  try {
+    return decodeHeader(bytes, 3);
+  } catch (error) {
+    expect(error).toBeInstanceOf(CollectiveError);
+    expect((error as CollectiveError).code).toBe('malformed-frame');
+    expect((error as CollectiveError).peer).toBe(3);
+    return 'malformed';
+  }
+}
+
+describe('op header decoding', () => {
+  it('round-trips every valid header', () => {
+    fc.assert(
+      fc.property(header, (value) => {
+        expect(decodeHeader(encodeHeader(value), 0)).toEqual(value);
+      }),
+    );
+  });
+
+  it('rejects random and truncated frames with malformed-frame, never another error', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 0, maxLength: 64 }), (bytes) => {
+        const result = decodeOrMalformed(bytes);
+        if (bytes.length !== HEADER_BYTES) expect(result).toBe('malformed');
+      }),
+    );
+    fc.assert(
+      fc.property(header, fc.nat({ max: HEADER_BYTES - 1 }), (value, cut) => {
+        expect(decodeOrMalformed(encodeHeader(value).subarray(0, cut))).toBe('malformed');
+      }),
+    );
+  });
+
+  it('rejects a valid header with one corrupted byte in its magic or enums', () => {
+    fc.assert(
+      fc.property(
+        header,
+        fc.integer({ min: 0, max: 7 }),
+        fc.integer({ min: 1, max: 255 }),
+        (value, index, delta) => {
+          const bytes = encodeHeader(value);
+          bytes[index] = (bytes[index]! + delta) & 0xff;
+          const result = decodeOrMalformed(bytes);
+          if (index < 4) expect(result).toBe('malformed');
+          else if (result !== 'malformed') expect(result).not.toEqual(value);
+        },
+      ),
+    );
+  });
+});
