@@ -41,6 +41,7 @@ export {
   spawnThreadRanks,
   type ThreadRankArguments,
 } from './spawn-thread-ranks.js';
+export { openRendezvousStore, type RendezvousStore } from './store/open-rendezvous-store.js';
 export { PrefixStore } from './store/prefix-store.js';
 export type { Store, StoreWaitOptions } from './store/store.js';
 export { type ConnectStoreOptions, connectStore, StoreClient } from './store/store-client.js';

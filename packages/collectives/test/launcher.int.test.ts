@@ -1,90 +1,23 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  alive,
+  bundleLauncher,
+  fixture,
+  freePort,
+  type Launch,
+  launch,
+  linesOf,
+  survivorsAfter,
+} from './launcher-harness.js';
 
-const packageRoot = fileURLToPath(new URL('..', import.meta.url));
-const fixture = (name: string) => join(packageRoot, 'test', 'fixtures', name);
 const SECRET = 'launcher-test-shared-secret-0123456789';
 
-/**
- * [Note: launcher bundle] The tests run fsdp-run as one bundled .mjs file (what the published
- * dist bin is), built from source once here: starting it through tsx costs ~1.5 s per launch on
- * this loaded machine, and the multi-process tests launch it a dozen times.
- */
-let launcherBundle = '';
 beforeAll(async () => {
-  launcherBundle = join(mkdtempSync(join(tmpdir(), 'fsdp-run-bundle-')), 'fsdp-run.mjs');
-  await build({
-    entryPoints: [join(packageRoot, 'src/bin/fsdp-run.ts')],
-    outfile: launcherBundle,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    banner: {
-      js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
-    },
-    logLevel: 'silent',
-  });
+  await bundleLauncher();
 });
-
-interface Launch {
-  child: ChildProcess;
-  stdout(): string;
-  stderr(): string;
-  /** Resolves once stdout matches `pattern` `count` times. */
-  waitForOutput(pattern: RegExp, count: number): Promise<void>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function launch(args: string[], env: NodeJS.ProcessEnv = {}, fromSource = false): Launch {
-  const launcher = fromSource
-    ? ['--conditions=@fsdp-ts/source', '--import', 'tsx', join(packageRoot, 'src/bin/fsdp-run.ts')]
-    : [launcherBundle];
-  const child = spawn(process.execPath, [...launcher, ...args], {
-    cwd: packageRoot,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  const listeners = new Set<() => void>();
-  child.stdout!.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString();
-    for (const listener of listeners) listener();
-  });
-  child.stderr!.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('close', (code, signal) => resolve({ code, signal })),
-  );
-  return {
-    child,
-    stdout: () => stdout,
-    stderr: () => stderr,
-    exited,
-    waitForOutput: (pattern, count) =>
-      new Promise((resolve, reject) => {
-        const check = () => {
-          if ((stdout.match(new RegExp(pattern.source, 'g')) ?? []).length >= count) {
-            listeners.delete(check);
-            resolve();
-          }
-        };
-        listeners.add(check);
-        check();
-        exited.then(() =>
-          reject(new Error(`launcher exited before ${count} × ${pattern}:\n${stdout}\n${stderr}`)),
-        );
-      }),
-  };
-}
 
 function pidDirectory(): string {
   return mkdtempSync(join(tmpdir(), 'fsdp-run-test-'));
@@ -92,35 +25,6 @@ function pidDirectory(): string {
 
 function workerPids(directory: string): number[] {
   return readdirSync(directory).map((name) => Number(readFileSync(join(directory, name), 'utf8')));
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Waits (bounded) until none of `pids` runs; returns the survivors at the deadline. */
-async function survivorsAfter(pids: number[], deadlineMs: number): Promise<number[]> {
-  const deadline = Date.now() + deadlineMs;
-  while (pids.some(alive) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-  return pids.filter(alive);
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
-
-function linesOf(text: string): string[] {
-  return text.split('\n').filter((line) => line !== '');
 }
 
 describe('fsdp-run', () => {

@@ -4,7 +4,9 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { authenticateSocket } from '../src/auth/authenticate-socket.js';
 import { SecureChannel } from '../src/auth/secure-channel.js';
+import { readEnvironment } from '../src/environment/read-environment.js';
 import { CollectiveError } from '../src/errors.js';
+import { openRendezvousStore } from '../src/store/open-rendezvous-store.js';
 import { PrefixStore } from '../src/store/prefix-store.js';
 import { connectStore, type StoreClient } from '../src/store/store-client.js';
 import { type StoreServer, startStoreServer } from '../src/store/store-server.js';
@@ -194,5 +196,33 @@ describe('Store', () => {
     await expect(connectStore({ host: '127.0.0.1', port, secret: SECRET, timeoutMs: 300 })).rejects.toThrow(
       /Could not reach the store/,
     );
+  });
+
+  it('opens the env:// rendezvous: rank 0 starts the store unless a launcher runs one', async () => {
+    const probe = await startStoreServer({ secret: SECRET });
+    const port = probe.port;
+    await probe.close();
+    const env = (rank: number, extra: NodeJS.ProcessEnv = {}) =>
+      readEnvironment({
+        RANK: String(rank),
+        WORLD_SIZE: '2',
+        MASTER_ADDR: '127.0.0.1',
+        MASTER_PORT: String(port),
+        FSDP_JOB_SECRET: SECRET,
+        FSDP_STORE_PREFIX: 'attempt-3/',
+        ...extra,
+      });
+    const [zero, one] = await Promise.all([openRendezvousStore(env(0)), openRendezvousStore(env(1))]);
+    expect(zero.server?.port).toBe(port);
+    expect(one.server).toBeUndefined();
+    await one.store.set('endpoint', 'tcp://somewhere');
+    expect(text(await zero.store.get('endpoint'))).toBe('tcp://somewhere');
+    // Under a launcher (FSDP_AGENT_STORE=1) rank 0 only connects: to the server started above.
+    const agent = await openRendezvousStore(env(0, { FSDP_AGENT_STORE: '1', FSDP_STORE_PREFIX: '' }));
+    expect(agent.server).toBeUndefined();
+    expect(text(await agent.store.get('attempt-3/endpoint'))).toBe('tcp://somewhere');
+    await agent.close();
+    await one.close();
+    await zero.close();
   });
 });
