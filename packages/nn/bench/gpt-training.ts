@@ -6,6 +6,7 @@
  *   npm run bench -w @fsdp-ts/nn            (FSDP_BACKEND=cpu to try the cpu backend)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import { initBackend, type Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { backward, crossEntropy, GPT } from '../src/index';
@@ -86,15 +87,23 @@ function matMulPeak(): { gflops: number } {
 }
 
 const stepTimes: number[] = [];
+// CPU time of this process per step (user + system, all its threads): less sensitive than wall
+// time to other processes competing for the 2 cores, so it shows what a quiet machine would do.
+const cpuTimes: number[] = [];
 const losses: number[] = [];
 const tensorsBefore = tf.memory().numTensors;
 for (let step = 0; step < warmupSteps + measuredSteps; step++) {
   const start = performance.now();
+  const cpuStart = process.cpuUsage();
   const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
   optimizerStep();
   const elapsed = performance.now() - start;
+  const cpu = process.cpuUsage(cpuStart);
   losses.push(loss);
-  if (step >= warmupSteps) stepTimes.push(elapsed);
+  if (step >= warmupSteps) {
+    stepTimes.push(elapsed);
+    cpuTimes.push((cpu.user + cpu.system) / 1000);
+  }
   process.stderr.write(`step ${step} ${elapsed.toFixed(0)} ms loss ${loss.toFixed(4)}\n`);
 }
 const tensorsAfter = tf.memory().numTensors;
@@ -111,6 +120,8 @@ const flopsPerStep = 6 * denseParameters * tokensPerStep + attentionFlops;
 
 const sorted = [...stepTimes].sort((a, b) => a - b);
 const median = sorted[Math.floor(sorted.length / 2)]!;
+const sortedCpu = [...cpuTimes].sort((a, b) => a - b);
+const medianCpu = sortedCpu[Math.floor(sortedCpu.length / 2)]!;
 const summary = {
   benchmark: 'nn-gpt-training',
   backend,
@@ -126,6 +137,9 @@ const summary = {
     median: (tokensPerStep / median) * 1000,
     max: (tokensPerStep / sorted[0]!) * 1000,
   },
+  cpuMsPerStep: { min: sortedCpu[0]!, median: medianCpu, max: sortedCpu[sortedCpu.length - 1]! },
+  tokensPerCpuSecond: (tokensPerStep / medianCpu) * 1000,
+  loadAverage: os.loadavg(),
   achievedGflops: flopsPerStep / median / 1e6,
   matMulPeakGflops: peak.gflops,
   flopsPerStep,
@@ -145,6 +159,15 @@ console.log(
 );
 console.log(
   `| tokens/s | ${summary.tokensPerSecond.min.toFixed(0)} | ${summary.tokensPerSecond.median.toFixed(0)} | ${summary.tokensPerSecond.max.toFixed(0)} |`,
+);
+console.log(
+  `| CPU ms of this process | ${sortedCpu[0]!.toFixed(0)} | ${medianCpu.toFixed(0)} | ${sortedCpu[sortedCpu.length - 1]!.toFixed(0)} |`,
+);
+console.log(
+  `tokens per CPU-second (median): ${summary.tokensPerCpuSecond.toFixed(0)}; load average ${os
+    .loadavg()
+    .map((value) => value.toFixed(1))
+    .join(' ')}`,
 );
 console.log(
   `achieved ${summary.achievedGflops.toFixed(1)} GFLOP/s (median step) vs plain 2-D matMul peak ${peak.gflops.toFixed(1)} GFLOP/s (${((100 * summary.achievedGflops) / peak.gflops).toFixed(0)}%)`,

@@ -4,7 +4,7 @@ import { Parameter, TensorView } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { GPT, LayerNorm, Linear, Module, NnError, type StateDict, StateDictError } from '../src/index';
-import { useBackend } from './helpers';
+import { backends, useBackend } from './helpers';
 
 class Model extends Module {
   layer = this.registerModule('layer', new Linear(5, 5));
@@ -23,8 +23,8 @@ function checksum(model: Module): number {
   return sum;
 }
 
-describe('Module', () => {
-  beforeAll(() => useBackend('cpu'));
+describe.each(backends)('Module on %s', (backend) => {
+  beforeAll(() => useBackend(backend));
 
   it('registers from class field initialisers and names parameters with dotted paths', () => {
     const model = new Model();

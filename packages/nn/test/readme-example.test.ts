@@ -2,10 +2,11 @@ import { initBackend } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { expect, it } from 'vitest';
 import { backward, Linear, Module } from '../src/index';
+import { backends } from './helpers';
 
 // The README's example, verbatim apart from collecting the losses.
-it('the README example trains the Model for a few steps', async () => {
-  await initBackend('wasm');
+it.each(backends)('the README example trains the Model for a few steps on %s', async (backend) => {
+  await initBackend(backend);
   const losses: number[] = [];
 
   class Model extends Module {

@@ -77,9 +77,12 @@ function forwardHead(
     for (let column = 0; column <= row; column++) probabilities[base + column]! *= inverse;
   }
   const value = tf.tensor(gatherHead(values, shape, b, head, 2, 1, false), [time, headSize]);
-  const mixed = tf.matMul(tf.tensor(probabilities.slice(), [time, time]), value);
+  // [Note: arrays handed to tf.tensor] the cpu backend keeps the array itself as the tensor's
+  // memory (no copy), so every array given to tf.tensor here is never written afterwards.
+  const probabilityTensor = tf.tensor(probabilities, [time, time]);
+  const mixed = tf.matMul(probabilityTensor, value);
   scatterHead(mixed.dataSync() as Float32Array, shape, b, head, 0, 1, output, shape.dModel);
-  tf.dispose([query, keyTransposed, scores, value, mixed]);
+  tf.dispose([query, keyTransposed, scores, value, probabilityTensor, mixed]);
 }
 
 function backwardHead(
