@@ -28,6 +28,9 @@ export interface TcpInit {
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */
 export const DIRECT_ALL_REDUCE_BYTES = 64 * 1024;
 
+/** See [Note: breaking the group]. */
+const PEER_LOSS_CLOSE_DELAY_MS = 1_000;
+
 type EngineState = 'listening' | 'connecting' | 'ready' | 'broken' | 'closed';
 
 /**
@@ -82,7 +85,9 @@ export class TcpEngine {
         connectPeers(endpoints, this.init),
       ]);
       for (const [peer, socket] of [...accepted, ...connected]) {
-        this.links[peer] = new PeerLink(peer, socket, (_link, error) => this.breakGroup(error));
+        this.links[peer] = new PeerLink(peer, socket, (_link, error) =>
+          this.breakGroup(error, PEER_LOSS_CLOSE_DELAY_MS),
+        );
       }
       // Every peer is in: stop listening, so nothing else can even attempt the handshake.
       this.acceptor!.server.close();
@@ -110,7 +115,7 @@ export class TcpEngine {
       await Promise.race([this.execute(op, seq), timeout]);
     } catch (error) {
       const failure = this.describeFailure(error, op, seq);
-      if (failure.code !== 'mismatch') this.breakGroup(failure);
+      if (failure.code !== 'mismatch') this.breakGroup(failure, 0);
       throw failure;
     } finally {
       clearTimeout(timer);
@@ -349,12 +354,20 @@ export class TcpEngine {
     });
   }
 
-  private breakGroup(error: CollectiveError): void {
-    if (this.broken !== undefined || this.state === 'closed') return;
-    this.broken = error;
-    this.state = 'broken';
-    this.failRunning?.(error);
-    for (const link of this.links) link?.close();
+  /**
+   * [Note: breaking the group] After a failure every link is closed, so peers blocked on this rank
+   * fail at once. When the failure is a lost peer, closing waits a moment: in the full mesh every
+   * rank sees the dead peer's connection close itself, and should blame it rather than this rank.
+   */
+  private breakGroup(error: CollectiveError, closeDelayMs: number): void {
+    if (this.state === 'closed') return;
+    if (this.broken === undefined) {
+      this.broken = error;
+      this.state = 'broken';
+      this.failRunning?.(error);
+    }
+    if (closeDelayMs === 0) for (const link of this.links) link?.close();
+    else setTimeout(() => this.breakGroup(error, 0), closeDelayMs).unref();
   }
 
   private brokenError(op: OpMessage, seq: number): CollectiveError {
