@@ -202,5 +202,26 @@ describe('fsdp-run', () => {
       expect(launches[1]!.stderr()).toContain(`job failed: lost the store on node 0 at 127.0.0.1:${port}`);
       expect(await survivorsAfter(workerPids(directory), 10_000)).toEqual([]);
     });
+
+    it('fails node 1 within the timeout when node 0 stalls (SIGSTOP) without closing its connections', async () => {
+      const port = await freePort();
+      const directory = pidDirectory();
+      const script = [fixture('launcher-worker.js'), directory, 'idle'];
+      const launches = [0, 1].map((rank) => node(rank, port, script, ['--timeout', '4']));
+      await Promise.all([
+        launches[0]!.waitForOutput(/ready \d/, 2),
+        launches[1]!.waitForOutput(/ready \d/, 2),
+      ]);
+      launches[0]!.child.kill('SIGSTOP');
+      const stalledAt = Date.now();
+      const result = await launches[1]!.exited;
+      const detectedAfterMs = Date.now() - stalledAt;
+      launches[0]!.child.kill('SIGKILL');
+      expect(result.code).toBe(1);
+      expect(launches[1]!.stderr()).toContain('did not answer check in 4000 ms');
+      // A ping every timeout / 2 = 2 s, answered within 4 s: detected within about 6 s.
+      expect(detectedAfterMs).toBeLessThan(12_000);
+      expect(await survivorsAfter(workerPids(directory), 10_000)).toEqual([]);
+    });
   });
 });

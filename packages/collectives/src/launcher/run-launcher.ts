@@ -21,6 +21,7 @@ type AttemptEvent =
   | { kind: 'interrupted'; signal: NodeJS.Signals }
   | { kind: 'store-lost'; error: CollectiveError };
 
+/** Launchers on nodes other than 0 ping the store this often (or every timeout / 2 if shorter). */
 const HEARTBEAT_INTERVAL_MS = 5_000;
 
 /**
@@ -234,11 +235,17 @@ class Launcher {
   }
 
   private startHeartbeat(store: StoreClient): NodeJS.Timeout {
-    const timer = setInterval(() => {
-      store.ping(this.timeoutMs).catch((error: unknown) => {
-        if (error instanceof CollectiveError && error.code === 'timeout') this.resolveStoreLost(error);
-      });
-    }, HEARTBEAT_INTERVAL_MS);
+    const timer = setInterval(
+      () => {
+        store.ping(this.timeoutMs).catch((error: unknown) => {
+          if (!(error instanceof CollectiveError) || error.code !== 'timeout') return;
+          this.resolveStoreLost(error);
+          // Fail every later request at once instead of waiting on a store that does not answer.
+          void store.close();
+        });
+      },
+      Math.min(HEARTBEAT_INTERVAL_MS, this.timeoutMs / 2),
+    );
     timer.unref();
     return timer;
   }
