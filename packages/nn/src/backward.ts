@@ -30,7 +30,7 @@ export function backward(module: Module, lossFn: () => tf.Tensor): number {
 }
 
 function differentiate(plan: BackwardPlan, lossFn: () => tf.Tensor): number {
-  const parameters = plan.parameters;
+  const parameters = [...new Set(plan.parameters)]; // a tied Parameter listed twice is differentiated once
   for (const parameter of parameters) checkFullShape(parameter);
   const tensors = new Map<Parameter, tf.Tensor>();
   for (const parameter of parameters) tensors.set(parameter, toTf(parameter.data));

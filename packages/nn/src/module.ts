@@ -166,10 +166,16 @@ export abstract class Module {
       targets.set(name, parameter.data);
     }
     for (const [name, view] of this.namedBuffers()) targets.set(name, view);
+    // Other names of tied Parameters (PyTorch's state dicts list every name) are accepted, not
+    // required, and checked for shape; the value under the first name is the one loaded.
+    const aliases = new Map<string, TensorView>();
+    for (const [name, parameter] of this.allParameterPaths()) {
+      if (!targets.has(name)) aliases.set(name, parameter.data);
+    }
     const missingKeys = [...targets.keys()].filter((key) => !(key in dict));
-    const unexpectedKeys = Object.keys(dict).filter((key) => !targets.has(key));
+    const unexpectedKeys = Object.keys(dict).filter((key) => !targets.has(key) && !aliases.has(key));
     const shapeMismatches: StateDictShapeMismatch[] = [];
-    for (const [key, target] of targets) {
+    for (const [key, target] of [...targets, ...aliases]) {
       const source = dict[key];
       if (source !== undefined && !shapesEqual(source.shape, target.shape)) {
         shapeMismatches.push({ key, expected: target.shape, actual: source.shape });
@@ -184,6 +190,19 @@ export abstract class Module {
       if (source !== undefined && source !== target) target.copyFrom(source);
     }
     return { missingKeys, unexpectedKeys };
+  }
+
+  /** Every (dotted name, Parameter) registration path, tied Parameters under each of their names. */
+  private allParameterPaths(): [string, Parameter][] {
+    const result: [string, Parameter][] = [];
+    const visit = (prefix: string, module: Module, path: Set<Module>) => {
+      if (path.has(module)) return;
+      for (const [name, parameter] of module.ownParameters) result.push([join(prefix, name), parameter]);
+      const inner = new Set(path).add(module);
+      for (const [name, child] of module.ownChildren) visit(join(prefix, name), child, inner);
+    };
+    visit('', this, new Set());
+    return result;
   }
 
   private checkName(name: string): void {

@@ -122,6 +122,17 @@ describe.each(backends)('Module on %s', (backend) => {
     expect(checksum(model)).toBe(before); // nothing copied
   });
 
+  it('accepts the other names of tied parameters, as PyTorch state dicts list them', () => {
+    const model = new GPT({ ...small, tieEmbeddings: true, seed: 1 });
+    const source = new GPT({ ...small, tieEmbeddings: true, seed: 2 });
+    const dict = { ...source.stateDict(), 'lmHead.weight': source.tokenEmbedding.weight.data };
+    expect(model.loadStateDict(dict)).toEqual({ missingKeys: [], unexpectedKeys: [] });
+    expect(checksum(model)).toBe(checksum(source));
+    expect(() => model.loadStateDict({ ...dict, 'lmHead.weight': TensorView.zeros([2, 2]) })).toThrow(
+      /lmHead.weight: expected \[7, 8\]/,
+    );
+  });
+
   it('non-strict loading reports missing and unexpected keys and loads the rest', () => {
     const norm = new LayerNorm(3);
     const result = norm.loadStateDict(

@@ -84,11 +84,11 @@ export class GPT extends Module {
   /** tokens [B, T] int32 → logits [B, T, vocabSize]. */
   forward(tokens: tf.Tensor): tf.Tensor {
     const [batch, time] = tokens.shape as [number, number];
-    if (tokens.rank !== 2 || time > this.config.seqLen) {
-      throw new NnError(`GPT.forward: tokens of shape [${tokens.shape.join(', ')}].`, {
+    if (tokens.rank !== 2 || time > this.config.seqLen || tokens.dtype !== 'int32') {
+      throw new NnError(`GPT.forward: ${tokens.dtype} tokens of shape [${tokens.shape.join(', ')}].`, {
         code: 'shape-mismatch',
-        expected: `[batch, time] with time <= seqLen ${this.config.seqLen}`,
-        actual: tokens.shape,
+        expected: `int32 [batch, time] with time <= seqLen ${this.config.seqLen}`,
+        actual: { shape: tokens.shape, dtype: tokens.dtype },
         fix: 'pass int32 token ids of shape [batch, time], cropping sequences to seqLen.',
       });
     }
