@@ -46,7 +46,13 @@ function trainingShaped(
   const w = tf.randomNormal([inner, outer]);
   const dy = tf.randomNormal([tokens, outer]);
   const gradient = tf.grads((input: tf.Tensor, weight: tf.Tensor) => tf.matMul(input, weight));
-  const fused = timeIt(() => tf.tidy(() => void gradient([x, w], dy).forEach((g) => g.dataSync())), repeats);
+  const fused = timeIt(
+    () =>
+      tf.tidy(() => {
+        for (const g of gradient([x, w], dy)) g.dataSync();
+      }),
+    repeats,
+  );
   const wt = tf.transpose(w);
   const xt = tf.transpose(x);
   const plain = timeIt(

@@ -4,6 +4,7 @@ export { type BackendName, backendLadder, isBackendName } from './bridge/backend
 export { BACKEND_ENVIRONMENT_VARIABLE, currentBackend, initBackend } from './bridge/init-backend';
 export { matMul, registerMatMulGradient } from './bridge/mat-mul';
 export { nestedGradients } from './bridge/nested-gradients';
+export { readTensorValues } from './bridge/read-tensor-values';
 export { recompute } from './bridge/recompute';
 export { fromTf, toTf } from './bridge/to-tf';
 export { registerUnsortedSegmentSum } from './bridge/unsorted-segment-sum-kernel';

@@ -3,6 +3,7 @@ import { convertContiguous } from '../dtype/convert';
 import { formatShape, TensorError } from '../errors';
 import { shapesEqual } from '../shape';
 import type { TensorView } from '../tensor-view';
+import { readTensorValues } from './read-tensor-values';
 
 /**
  * A tf.Tensor of the view's shape and values. The caller owns it (dispose it, or create it inside
@@ -47,7 +48,7 @@ export function fromTf(tensor: tf.Tensor, into: TensorView): TensorView {
       },
     );
   }
-  const values = readValues(tensor);
+  const values = readTensorValues(tensor);
   const sourceDType = tensor.dtype === 'int32' ? 'int32' : 'float32';
   if (into.isContiguous) {
     convertContiguous(values, sourceDType, into.typedArray(), into.dtype);
@@ -57,20 +58,4 @@ export function fromTf(tensor: tf.Tensor, into: TensorView): TensorView {
   convertContiguous(values, sourceDType, staging.typedArray(), into.dtype);
   into.copyFrom(staging);
   return into;
-}
-
-interface HeapBackend {
-  typedArrayFromHeap?: (info: tf.TensorInfo) => Float32Array | Int32Array;
-}
-
-/**
- * The tensor's values. On wasm this is a view of the wasm heap (no intermediate copy; the caller
- * copies out at once, before anything can grow the heap); elsewhere `dataSync()`.
- */
-function readValues(tensor: tf.Tensor): Float32Array | Int32Array {
-  const backend = tf.backend() as unknown as HeapBackend;
-  if (tf.getBackend() === 'wasm' && typeof backend.typedArrayFromHeap === 'function') {
-    return backend.typedArrayFromHeap(tensor);
-  }
-  return tensor.dataSync() as Float32Array | Int32Array;
 }

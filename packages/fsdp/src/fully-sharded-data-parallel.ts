@@ -1,0 +1,287 @@
+import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@fsdp-ts/nn';
+import { type Parameter, toTf } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
+import { FsdpError } from './errors';
+import { buildUnits } from './internal/build-units';
+import type { FsdpUnit, ParameterLocation } from './internal/fsdp-unit';
+import { finishReduction, startReduction, writeGradient } from './internal/gradient-reduction';
+import { tapGradient } from './internal/gradient-tap';
+import { checkSameStructure, describeStructure } from './internal/structure-check';
+import { syncModuleStates } from './internal/sync-module-states';
+import { runRecomputingUnit } from './internal/unit-function';
+import { type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
+
+/** Per-step bookkeeping while a backward() is running (forward and backward of one step). */
+interface StepContext {
+  readonly anchor: tf.Tensor;
+  readonly tapped: Map<FsdpUnit, Map<Parameter, tf.Tensor>>;
+  readonly order: FsdpUnit[]; // non-root units in the order their forward ran
+}
+
+/** Communication the main thread waited for in the last step (not overlapped with compute). */
+export interface CommunicationStatistics {
+  allGatherWaitMs: number;
+  reductionWaitMs: number;
+}
+
+/**
+ * FullyShardedDataParallel: wraps a Module so its parameters, gradients and optimizer state are
+ * sharded over a process group, while every original Parameter stays the object the user holds.
+ *
+ * [Note: what Parameters look like]
+ * Outside forward/backward every managed Parameter's `data` is the 1-D view of this rank's part
+ * of it (possibly empty) and, after a backward, its `grad` the matching 1-D view of the averaged,
+ * sharded gradient: an optimizer built from any subset of `model.module.…parameters()` steps
+ * exactly that subset's shards. While a unit runs, its Parameters are full-shape views into the
+ * unit's gathered flat buffer. Under 'no-shard' they are full-shape views all the time.
+ *
+ * The constructor is collective and synchronous: every rank of the group must construct the same
+ * model with the same options at the same point.
+ */
+export class FullyShardedDataParallel<M extends Module = Module> extends Module {
+  readonly module: M;
+  readonly options: ResolvedFsdpOptions;
+  /** The root unit first, then the units the wrap policy selected, in traversal order. */
+  readonly units: readonly FsdpUnit[];
+  /** Time the main thread waited on communication during the last step. */
+  readonly statistics: CommunicationStatistics = { allGatherWaitMs: 0, reductionWaitMs: 0 };
+  private readonly locations: Map<Parameter, ParameterLocation>;
+  private readonly ignored: Set<Parameter>;
+  private step: StepContext | null = null;
+  private lastOrder: FsdpUnit[] = [];
+
+  constructor(module: M, options: FsdpOptions) {
+    super();
+    this.module = module;
+    this.options = resolveOptions(options);
+    if (this.options.syncModuleStates) syncModuleStates(this.options.group, module);
+    const built = buildUnits(module, this.options);
+    this.units = built.units;
+    this.locations = built.locations;
+    this.ignored = built.ignored;
+    checkSameStructure(this.options.group, describeStructure(this.units));
+    for (const unit of this.units) if (!unit.isRoot) this.interceptForward(unit);
+  }
+
+  get group(): ProcessGroup {
+    return this.options.group;
+  }
+
+  /** Runs the wrapped module's forward with the root unit gathered. */
+  forward(...inputs: unknown[]): unknown {
+    const root = this.units[0]!;
+    this.gather(root);
+    const training = this.step !== null;
+    let completed = false;
+    try {
+      const output = withParameterTensors(this.parameterTensors(root), () =>
+        (this.module.forward as (...args: unknown[]) => unknown)(...inputs),
+      );
+      completed = true;
+      return output;
+    } finally {
+      if (training && completed) this.lastOrder = [...this.step!.order];
+      if (!training) this.reshardAll();
+    }
+  }
+
+  // The wrapper shows the wrapped module's tree, names unprefixed.
+  override namedModules(prefix = ''): [string, Module][] {
+    return this.module.namedModules(prefix);
+  }
+
+  override namedChildren(): [string, Module][] {
+    return this.module.namedChildren();
+  }
+
+  override children(): Module[] {
+    return this.module.children();
+  }
+
+  override apply(fn: (module: Module) => void): this {
+    this.module.apply(fn);
+    return this;
+  }
+
+  /** See [Note: gradient hook] in @fsdp-ts/nn: FSDP computes and reduces its own gradients. */
+  [backwardHook](): BackwardPlan {
+    if (this.step !== null) {
+      throw new FsdpError('backward() was called while another backward of this model is running.', {
+        code: 'wrong-state',
+        expected: 'one backward at a time',
+        actual: 'a nested backward',
+        fix: 'finish one backward before starting the next.',
+      });
+    }
+    this.statistics.allGatherWaitMs = 0;
+    this.statistics.reductionWaitMs = 0;
+    const anchor = tf.scalar(0);
+    this.step = { anchor, tapped: new Map(), order: [] };
+    for (const unit of this.units) {
+      unit.pendingGradients = unit.trainableParameters().length;
+      unit.reductionStarted = false;
+    }
+    const ignoredTrainable = [...this.ignored].filter((parameter) => parameter.requiresGrad);
+    return {
+      parameters: ignoredTrainable,
+      extraInputs: [anchor],
+      afterGradients: () => this.finishStep(),
+      onError: () => this.abortStep(),
+    };
+  }
+
+  /** All-gathers the unit if needed and points its Parameters at full views (timed). */
+  private gather(unit: FsdpUnit): void {
+    if (unit.state === 'unsharded') return;
+    const start = performance.now();
+    unit.finishUnshard(this.group);
+    this.statistics.allGatherWaitMs += performance.now() - start;
+  }
+
+  private interceptForward(unit: FsdpUnit): void {
+    const target = unit.module as unknown as { forward: (...args: unknown[]) => unknown };
+    const original = target.forward.bind(unit.module);
+    target.forward = (...args: unknown[]) => this.runUnit(unit, original, args);
+  }
+
+  private runUnit(unit: FsdpUnit, original: (...args: unknown[]) => unknown, args: unknown[]): unknown {
+    const step = this.step;
+    if (step !== null && !step.order.includes(unit)) step.order.push(unit);
+    const strategy = this.options.shardingStrategy;
+    if (step !== null && strategy === 'full-shard') {
+      return runRecomputingUnit(original, args, step.anchor, this.recomputeHooks(unit), unit.label);
+    }
+    this.gather(unit);
+    this.prefetchAfter(unit, this.lastOrder);
+    try {
+      return withParameterTensors(this.parameterTensors(unit), () => original(...args));
+    } finally {
+      if (step === null && strategy !== 'no-shard') unit.reshard();
+    }
+  }
+
+  private recomputeHooks(unit: FsdpUnit) {
+    const created: tf.Tensor[] = [];
+    return {
+      gatherParameters: (phase: 'forward' | 'backward') => {
+        if (phase === 'forward') {
+          this.gather(unit);
+          this.prefetchAfter(unit, this.lastOrder);
+        } else {
+          const backwardOrder = [...(this.step?.order ?? this.lastOrder)].reverse();
+          this.gather(unit);
+          if (this.options.backwardPrefetch) this.prefetchAfter(unit, backwardOrder, true);
+        }
+        const tensors = new Map<Parameter, tf.Tensor>();
+        for (const handle of unit.handles) {
+          handle.parameters.forEach((parameter, index) => {
+            const tensor = toTf(handle.unshardedView(index));
+            created.push(tensor);
+            tensors.set(parameter, tensor);
+          });
+        }
+        return tensors;
+      },
+      releaseParameters: () => {
+        for (const tensor of created.splice(0)) tensor.dispose();
+        unit.reshard();
+      },
+      trainable: () => unit.trainableParameters(),
+      onParameterGradients: (gradients: tf.Tensor[]) => {
+        unit.trainableParameters().forEach((parameter, index) => {
+          writeGradient(this.locations.get(parameter)!, gradients[index]!, this.options.shardingStrategy);
+        });
+        startReduction(unit, this.group, this.options.shardingStrategy);
+      },
+    };
+  }
+
+  /** Issues the all-gather of the unit after `unit` in `order` (prefetch), within the in-flight limit. */
+  private prefetchAfter(unit: FsdpUnit, order: readonly FsdpUnit[], always = false): void {
+    if (!always && !this.options.forwardPrefetch) return;
+    if (this.options.shardingStrategy === 'no-shard') return;
+    const position = order.indexOf(unit);
+    const next = position < 0 ? undefined : order[position + 1];
+    if (next === undefined || next.state !== 'sharded') return;
+    const inFlight = this.units.filter((candidate) => candidate.state === 'gathering').length;
+    if (this.options.limitAllGathers && inFlight >= 1) return;
+    next.startUnshard(this.group);
+  }
+
+  /** Tensors standing for a gathered unit's Parameters: tapped for gradients during a step. */
+  private parameterTensors(unit: FsdpUnit): Map<Parameter, tf.Tensor> {
+    const step = this.step;
+    const cached = step?.tapped.get(unit);
+    if (cached !== undefined) return cached;
+    const tensors = new Map<Parameter, tf.Tensor>();
+    for (const handle of unit.handles) {
+      handle.parameters.forEach((parameter, index) => {
+        const raw = toTf(handle.unshardedView(index));
+        if (step === null || !parameter.requiresGrad) {
+          tensors.set(parameter, raw);
+          return;
+        }
+        const location = this.locations.get(parameter)!;
+        tensors.set(
+          parameter,
+          tapGradient(raw, step.anchor, (gradient) => this.receiveTappedGradient(location, gradient)),
+        );
+      });
+    }
+    step?.tapped.set(unit, tensors);
+    return tensors;
+  }
+
+  private receiveTappedGradient(location: ParameterLocation, gradient: tf.Tensor): void {
+    const { unit } = location;
+    writeGradient(location, gradient, this.options.shardingStrategy);
+    unit.pendingGradients -= 1;
+    if (unit.pendingGradients === 0) {
+      startReduction(unit, this.group, this.options.shardingStrategy);
+      if (!unit.isRoot && this.options.shardingStrategy === 'shard-grad-op') unit.reshard();
+    }
+  }
+
+  /** After backward: every reduction issued (in unit order on every rank), awaited, units resharded. */
+  private finishStep(): void {
+    const strategy = this.options.shardingStrategy;
+    try {
+      for (const unit of this.units) startReduction(unit, this.group, strategy);
+      const start = performance.now();
+      for (const unit of this.units) finishReduction(unit, strategy);
+      this.statistics.reductionWaitMs += performance.now() - start;
+      this.reshardAll();
+    } finally {
+      this.step = null;
+    }
+  }
+
+  /** After an exception in forward, the loss or backward: leave every unit sharded and usable. */
+  private abortStep(): void {
+    try {
+      for (const unit of this.units) {
+        const works = unit.reductionWorks;
+        unit.reductionWorks = [];
+        for (const work of works) work.wait();
+        unit.reductionStarted = false;
+        unit.receivedGradients = false;
+        if (this.options.shardingStrategy !== 'no-shard') {
+          for (const handle of unit.handles)
+            if (handle.unshardedGradStorage.isAllocated) handle.freeUnshardedGrad();
+        }
+      }
+      this.reshardAll();
+    } finally {
+      this.step = null;
+    }
+  }
+
+  private reshardAll(): void {
+    if (this.options.shardingStrategy === 'no-shard') return;
+    for (const unit of this.units) if (unit.state !== 'sharded') unit.reshard();
+  }
+}
+
+/** Short alias, as in PyTorch (`FSDP`). */
+export const FSDP = FullyShardedDataParallel;

@@ -1,0 +1,129 @@
+import type { ProcessGroup, Work } from '@fsdp-ts/collectives';
+import type { FlatParamHandle } from '@fsdp-ts/flat-param';
+import type { Module } from '@fsdp-ts/nn';
+import type { Parameter } from '@fsdp-ts/tensor';
+import { FsdpError } from '../errors';
+import type { ShardingStrategy } from '../options';
+
+/**
+ * [Note: unit states]
+ * 'sharded'    every Parameter of the unit is a 1-D view of this rank's shard; the unsharded
+ *              buffers are freed.
+ * 'gathering'  all-gathers into the unsharded buffers are in flight (issued early: prefetch);
+ *              Parameters still point at their shards.
+ * 'unsharded'  the all-gathers completed; every Parameter is a full-shape view into the
+ *              unsharded buffer.
+ * Transitions: startUnshard (sharded → gathering), finishUnshard (gathering → unsharded),
+ * reshard (unsharded → sharded). `no-shard` units are unsharded at construction and stay so.
+ */
+export type UnitState = 'sharded' | 'gathering' | 'unsharded';
+
+/** Where a Parameter lives: its unit, the handle holding it, and its index in that handle. */
+export interface ParameterLocation {
+  readonly unit: FsdpUnit;
+  readonly handle: FlatParamHandle;
+  readonly index: number;
+}
+
+export class FsdpUnit {
+  readonly name: string; // dotted path of the unit's module ('' for the root)
+  readonly module: Module;
+  readonly isRoot: boolean;
+  readonly handles: readonly FlatParamHandle[];
+  private currentState: UnitState;
+  private gatherWorks: Work[] = [];
+  /** Reduce-scatters (or, for no-shard, all-reduces) issued in this backward. */
+  reductionWorks: Work[] = [];
+  /** Parameters of this unit whose gradient has not arrived yet in this backward. */
+  pendingGradients = 0;
+  /** Whether this unit's gradients have been handed to a reduction in this backward. */
+  reductionStarted = false;
+  /** Whether any gradient was written into the unsharded gradient buffers in this backward. */
+  receivedGradients = false;
+
+  constructor(
+    name: string,
+    module: Module,
+    isRoot: boolean,
+    handles: FlatParamHandle[],
+    strategy: ShardingStrategy,
+  ) {
+    this.name = name;
+    this.module = module;
+    this.isRoot = isRoot;
+    this.handles = handles;
+    this.currentState = 'sharded';
+    if (strategy === 'no-shard') this.unshardLocally();
+  }
+
+  get state(): UnitState {
+    return this.currentState;
+  }
+
+  get label(): string {
+    return this.isRoot ? 'the root unit' : `unit '${this.name}'`;
+  }
+
+  trainableParameters(): Parameter[] {
+    return this.handles.flatMap((handle) => handle.parameters.filter((parameter) => parameter.requiresGrad));
+  }
+
+  /** Issues the all-gathers (sharded → gathering). Does nothing if already gathering or unsharded. */
+  startUnshard(group: ProcessGroup): void {
+    if (this.currentState !== 'sharded') return;
+    for (const handle of this.handles) {
+      const output = handle.unshardedBuffer().typedArray() as Float32Array;
+      const input = handle.shardedBuffer().typedArray() as Float32Array;
+      this.gatherWorks.push(group.allGather(output, input));
+    }
+    this.currentState = 'gathering';
+  }
+
+  /** Waits for the all-gathers and points every Parameter at its full view (→ unsharded). */
+  finishUnshard(group: ProcessGroup): void {
+    if (this.currentState === 'unsharded') return;
+    if (this.currentState === 'sharded') this.startUnshard(group);
+    const works = this.gatherWorks;
+    this.gatherWorks = [];
+    for (const work of works) work.wait();
+    for (const handle of this.handles) handle.useUnshardedViews();
+    this.currentState = 'unsharded';
+  }
+
+  /** Points every Parameter back at its shard and frees the unsharded buffers (unsharded → sharded). */
+  reshard(): void {
+    if (this.currentState === 'gathering') {
+      // An exception between prefetch and use: finish the collective (every rank issued it) first.
+      for (const work of this.gatherWorks) work.wait();
+      this.gatherWorks = [];
+      for (const handle of this.handles) handle.freeUnsharded();
+      this.currentState = 'sharded';
+      return;
+    }
+    if (this.currentState !== 'unsharded') {
+      throw new FsdpError(
+        `reshard of ${this.label}: expected state 'unsharded', found '${this.currentState}'.`,
+        {
+          code: 'wrong-state',
+          expected: 'unsharded',
+          actual: this.currentState,
+        },
+      );
+    }
+    for (const handle of this.handles) {
+      handle.useShardedViews();
+      handle.freeUnsharded();
+    }
+    this.currentState = 'sharded';
+  }
+
+  /** no-shard: the unsharded buffer is this rank's full copy; the shard storage is not needed. */
+  private unshardLocally(): void {
+    for (const handle of this.handles) {
+      handle.unshardedBuffer().typedArray().set(handle.shardedBuffer().typedArray());
+      handle.useUnshardedViews();
+      handle.shardedStorage.free();
+    }
+    this.currentState = 'unsharded';
+  }
+}

@@ -1,0 +1,41 @@
+import type { Module } from '@fsdp-ts/nn';
+
+// biome-ignore lint/suspicious/noExplicitAny: module classes take any constructor arguments.
+export type ModuleClass = abstract new (...args: any[]) => Module;
+
+/**
+ * Which submodules become their own FSDP units:
+ * - an array of module classes (`[TransformerBlock]`);
+ * - `{ minNumParams: n }`: a module whose parameters (its own and its descendants', not yet in a
+ *   unit) number at least n elements;
+ * - a predicate `(module, name) => boolean`.
+ * Matching is outermost-first: a matched module's descendants are not considered (units do not
+ * nest, apart from every unit sitting inside the root unit).
+ */
+export type AutoWrapPolicy =
+  | readonly ModuleClass[]
+  | { readonly minNumParams: number }
+  | ((module: Module, name: string) => boolean);
+
+/** The unit roots the policy picks, as [dotted name, module] in traversal order. */
+export function selectUnitModules(root: Module, policy: AutoWrapPolicy | undefined): [string, Module][] {
+  if (policy === undefined) return [];
+  const matches = (module: Module, name: string): boolean => {
+    if (typeof policy === 'function')
+      return (policy as (module: Module, name: string) => boolean)(module, name);
+    if (Array.isArray(policy))
+      return (policy as readonly ModuleClass[]).some((type) => module instanceof type);
+    const minimum = (policy as { minNumParams: number }).minNumParams;
+    return module.parameters().reduce((sum, parameter) => sum + parameter.numel, 0) >= minimum;
+  };
+  const selected: [string, Module][] = [];
+  const visit = (module: Module, prefix: string) => {
+    for (const [childName, child] of module.namedChildren()) {
+      const name = prefix === '' ? childName : `${prefix}.${childName}`;
+      if (matches(child, name)) selected.push([name, child]);
+      else visit(child, name);
+    }
+  };
+  visit(root, '');
+  return selected;
+}
