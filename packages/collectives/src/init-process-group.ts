@@ -4,9 +4,8 @@ import { CollectiveError } from './errors.js';
 import { createClient, type GroupSetup } from './internal/create-client.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { ProcessGroup } from './process-group.js';
+import { openRendezvousStore } from './store/open-rendezvous-store.js';
 import type { Store } from './store/store.js';
-import { connectStore } from './store/store-client.js';
-import { startStoreServer } from './store/store-server.js';
 import type { Backend } from './types.js';
 
 export interface InitProcessGroupOptions {
@@ -109,24 +108,9 @@ async function rendezvousFromEnvironment(
       socketIfname: environment.socketIfname,
       socketAddr: environment.socketAddr,
     }));
-  if (!environment.agentStore && setup.rank === 0) {
-    owned.push(
-      await startStoreServer({
-        host: environment.masterAddr,
-        port: environment.masterPort,
-        secret: setup.secret,
-      }),
-    );
-  }
-  const store = await connectStore({
-    host: environment.masterAddr,
-    port: environment.masterPort,
-    secret: setup.secret,
-    timeoutMs,
-    prefix: environment.storePrefix,
-  });
-  owned.push(store);
-  setup.store = store;
+  const rendezvous = await openRendezvousStore({ ...environment, secret: setup.secret }, { timeoutMs });
+  owned.push(rendezvous);
+  setup.store = rendezvous.store;
 }
 
 /** The group the last initProcessGroup call of this thread created. */

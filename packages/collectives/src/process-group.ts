@@ -205,6 +205,12 @@ export class ProcessGroup {
    */
   async destroy(): Promise<void> {
     if (this.state === 'destroyed') return;
+    if (this.owned.length > 0 && this.client.isUsable()) {
+      // [Note: store lifetime] rank 0 may run the store; let every rank get here before it closes.
+      await new Promise<void>((resolve) => {
+        this.barrier({ timeoutMs: Math.min(this.setup.timeoutMs, 10_000) }).then(resolve, () => resolve());
+      });
+    }
     this.state = 'destroyed';
     try {
       await this.client.destroy();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { spawnThreadRanks } from '../src/index.js';
-import { spawnProcessRanks } from './helpers/spawn-process-ranks.js';
+import { runWithLauncher } from './helpers/run-with-launcher.js';
 
 const tcpScript = new URL('./fixtures/tcp-rank.ts', import.meta.url);
 const shmFixture = new URL('./fixtures/shm-failure-rank.ts', import.meta.url);
@@ -25,24 +25,25 @@ function expectMismatchOutcomes(outcomes: unknown[][], size: number): void {
 
 describe('failures', () => {
   it('tcp: mismatched sizes and ops fail on every rank with a mismatch error, and the group recovers', async () => {
-    const runs = await spawnProcessRanks(3, tcpScript, ['mismatch'], { timeoutMs: 60_000 });
-    for (const run of runs) expect(run.code, run.output).toBe(0);
+    const run = await runWithLauncher(3, tcpScript, ['mismatch'], { timeoutMs: 60_000 });
+    expect(run.code, run.output).toBe(0);
     expectMismatchOutcomes(
-      runs.map((run) => run.result as unknown[]),
+      [0, 1, 2].map((rank) => run.results.get(rank) as unknown[]),
       3,
     );
   }, 90_000);
 
   it('tcp: killing one of 3 ranks during a 64 MiB all-reduce fails the others within the timeout, naming op and peer', async () => {
-    const runs = await spawnProcessRanks(3, tcpScript, ['kill'], {
+    const run = await runWithLauncher(3, tcpScript, ['kill'], {
       timeoutMs: 60_000,
       env: { TEST_OP_TIMEOUT_MS: '20000' },
     });
-    expect(runs[1]!.signal).toBe('SIGKILL');
+    // The launcher reports the dead rank and exits non-zero.
+    expect(run.code, run.output).not.toBe(0);
+    expect(run.output).toMatch(/rank 1/);
+    expect(run.results.has(1)).toBe(false);
     for (const rank of [0, 2]) {
-      const run = runs[rank]!;
-      expect(run.code, run.output).toBe(0);
-      const result = run.result as {
+      const result = run.results.get(rank) as {
         code: string;
         op: string;
         rank: number;

@@ -16,15 +16,24 @@ export type WorkerEntry = 'comm-worker' | 'thread-rank-entry';
  * beside it, so the same relative URL finds them.
  */
 export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker {
-  const fromSource = import.meta.url.endsWith('.ts');
-  const url = new URL(`./${entry}.${fromSource ? 'ts' : 'js'}`, import.meta.url);
+  const here = moduleUrl();
+  const fromSource = here.endsWith('.ts');
+  // From the CJS build too, the ESM entries (`.js`) are started: a Worker runs them either way.
+  const url = new URL(`./${entry}.${fromSource ? 'ts' : 'js'}`, here);
   if (!fromSource) return new Worker(url, options);
   // The package's CommonJS build of tsx/esm/api cannot be import()ed; its ESM twin sits beside it.
-  const tsxApiPath = createRequire(import.meta.url)
+  const tsxApiPath = createRequire(here)
     .resolve('tsx/esm/api')
     .replace(/\.cjs$/, '.mjs');
   const tsxApi = pathToFileURL(tsxApiPath).href;
   const bootstrap = `import(${JSON.stringify(tsxApi)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(url.href)}); });`;
   const execArgv = [...(options.execArgv ?? []), '--conditions=@fsdp-ts/source'];
   return new Worker(bootstrap, { ...options, eval: true, execArgv });
+}
+
+/** This module's URL; the CJS build has no import.meta, but has __filename. */
+function moduleUrl(): string {
+  const url: unknown = import.meta.url;
+  if (typeof url === 'string') return url;
+  return pathToFileURL(__filename).href;
 }
