@@ -103,6 +103,11 @@ describe('worker environment and command', () => {
       PATH: '/bin',
     });
     expect(env.FSDP_JOB_SECRET_FILE).toBeUndefined();
+    // No --timeout given: the workers keep their own default op timeout.
+    expect(env.FSDP_TIMEOUT_MS).toBeUndefined();
+    const timed = parseLaunchArguments(['--nproc-per-node', '1', '--timeout', '7', 'x.js'], {});
+    const identity = { rank: 0, localRank: 0, attempt: 0, secret: 's'.repeat(32), port: 1, timeoutMs: 7000 };
+    expect(buildWorkerEnvironment(timed, {}, identity).env.FSDP_TIMEOUT_MS).toBe('7000');
   });
 
   it('runs .ts through tsx, .js with plain node, both with the parent watchdog', () => {

@@ -10,8 +10,10 @@ export interface LaunchOptions {
   /** 0 on a single node: pick a free port. Fixed (and required) when nnodes > 1. */
   masterPort: number;
   maxRestarts: number;
-  /** Seconds for the store connection and the launchers' rendezvous; also FSDP_TIMEOUT_MS of workers. */
+  /** Seconds for the store connection and the launchers' rendezvous. */
   timeoutSeconds: number;
+  /** Whether --timeout was given: only then it becomes the workers' FSDP_TIMEOUT_MS. */
+  timeoutGiven: boolean;
   /** Seconds between SIGTERM and SIGKILL when stopping workers. */
   gracePeriodSeconds: number;
   socketIfname: string | undefined;
@@ -111,6 +113,7 @@ export function parseLaunchArguments(
     masterPort: options.masterPort,
     maxRestarts: options.maxRestarts,
     timeoutSeconds: options.timeout,
+    timeoutGiven: program.getOptionValueSource('timeout') === 'cli',
     gracePeriodSeconds: options.gracePeriod,
     socketIfname: options.socketIfname ?? env.FSDP_SOCKET_IFNAME,
     socketAddr: options.socketAddr ?? env.FSDP_SOCKET_ADDR,

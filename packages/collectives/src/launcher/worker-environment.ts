@@ -36,9 +36,9 @@ export function buildWorkerEnvironment(
     FSDP_RESTART_COUNT: String(identity.attempt),
     FSDP_STORE_PREFIX: `attempt-${identity.attempt}/`,
     FSDP_AGENT_STORE: '1',
-    FSDP_TIMEOUT_MS: String(identity.timeoutMs),
     FSDP_LAUNCHER_PID: String(process.pid),
   };
+  if (options.timeoutGiven) env.FSDP_TIMEOUT_MS = String(identity.timeoutMs);
   if (options.socketIfname !== undefined) env.FSDP_SOCKET_IFNAME = options.socketIfname;
   if (options.socketAddr !== undefined) env.FSDP_SOCKET_ADDR = options.socketAddr;
   return { env, nodeArguments: buildWorkerCommand(options.script, options.scriptArguments) };
