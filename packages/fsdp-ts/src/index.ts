@@ -1,2 +1,8 @@
-// fsdp-ts: nothing is exported yet; see the package README.
-export {};
+// fsdp-ts: the whole stack in one import. Each line re-exports one package; the packages are
+// also usable alone (`@fsdp-ts/tensor`, `@fsdp-ts/collectives`, ...).
+export * from '@fsdp-ts/collectives';
+export * from '@fsdp-ts/flat-param';
+export * from '@fsdp-ts/fsdp';
+export * from '@fsdp-ts/nn';
+export * from '@fsdp-ts/optim';
+export * from '@fsdp-ts/tensor';
