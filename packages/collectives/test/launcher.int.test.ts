@@ -27,7 +27,10 @@ function workerPids(directory: string): number[] {
   return readdirSync(directory).map((name) => Number(readFileSync(join(directory, name), 'utf8')));
 }
 
-describe('fsdp-run', () => {
+// [Note: concurrent launcher tests] Each test starts its own launchers, ports and pid directory,
+// and most of its time is spent waiting (grace periods, heartbeats, process start-up), so the
+// tests run concurrently; assertions use only their own launch's output.
+describe.concurrent('fsdp-run', () => {
   it('runs a .ts script on 3 ranks with the env contract, its store, and rank-prefixed whole lines', async () => {
     // From source, as `npm test` and workspace users run it (the other tests use the bundle).
     const job = launch(['--nproc-per-node', '3', fixture('launcher-rendezvous.ts')], {}, true);
@@ -93,6 +96,17 @@ describe('fsdp-run', () => {
     const pids = workerPids(directory);
     expect(pids).toHaveLength(2);
     expect(await survivorsAfter(pids, 10_000)).toEqual([]);
+  });
+
+  it('passes a flood of output through whole, prefixed and in order', async () => {
+    const job = launch(['--nproc-per-node', '2', fixture('launcher-worker.js'), pidDirectory(), 'flood']);
+    const { code } = await job.exited;
+    expect(code, job.stderr()).toBe(0);
+    const flood = linesOf(job.stdout()).filter((line) => line.includes('flood'));
+    expect(flood).toHaveLength(20_000);
+    flood.forEach((line, index) => {
+      expect(line).toBe(`[rank 0] flood ${index} ${'x'.repeat(index % 97)}`);
+    });
   });
 
   it('restarts the whole group with --max-restarts and then succeeds', async () => {

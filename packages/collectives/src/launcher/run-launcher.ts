@@ -60,6 +60,9 @@ class Launcher {
     const onSignal = (signal: NodeJS.Signals) => this.interrupt(signal);
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
+    // Each worker waits on at most one 'drain' per stream (see [Note: output backpressure]).
+    process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
+    process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
     let server: StoreServer | undefined;
     let store: StoreClient | undefined;
     let heartbeat: NodeJS.Timeout | undefined;

@@ -15,8 +15,8 @@ export interface WorkerSpawnOptions {
   nodeArguments: string[];
   env: NodeJS.ProcessEnv;
   /** Where prefixed output goes (process.stdout / process.stderr by default). */
-  stdout?: (lines: Buffer) => void;
-  stderr?: (lines: Buffer) => void;
+  stdout?: NodeJS.WritableStream;
+  stderr?: NodeJS.WritableStream;
 }
 
 /** 'worker rank 1 exited with code 3' / '... was killed by signal SIGKILL'. */
@@ -44,10 +44,8 @@ export class WorkerProcess {
       detached: true,
     });
     const prefix = `[rank ${options.rank}] `;
-    const stdout = new LinePrefixer(prefix, options.stdout ?? ((lines) => process.stdout.write(lines)));
-    const stderr = new LinePrefixer(prefix, options.stderr ?? ((lines) => process.stderr.write(lines)));
-    this.child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
-    this.child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
+    const stdout = forward(this.child.stdout!, options.stdout ?? process.stdout, prefix);
+    const stderr = forward(this.child.stderr!, options.stderr ?? process.stderr, prefix);
     this.exited = new Promise((resolve) => {
       let exit: WorkerExit | undefined;
       const finish = () => {
@@ -117,4 +115,21 @@ export class WorkerProcess {
     }
     return this.exited;
   }
+}
+
+/**
+ * Pipes a worker's output stream into `target`, line-prefixed. [Note: output backpressure]
+ * When `target` is a slow pipe (`fsdp-run … | tee log`) and its buffer is full, the worker's
+ * stream is paused until it drains, so the launcher never holds unbounded output in memory;
+ * the worker then blocks on its own full pipe, as it would without a launcher.
+ */
+function forward(source: NodeJS.ReadableStream, target: NodeJS.WritableStream, prefix: string): LinePrefixer {
+  const prefixer = new LinePrefixer(prefix, (lines) => {
+    if (!target.write(lines)) {
+      source.pause();
+      target.once('drain', () => source.resume());
+    }
+  });
+  source.on('data', (chunk: Buffer) => prefixer.push(chunk));
+  return prefixer;
 }
