@@ -26,33 +26,34 @@ function roundBits(bits: number): number {
 
 /** Writes bfloat16 bits of `source[i]` into `target[i]` for i < source.length. */
 export function encodeBfloat16(source: Float32Array, target: Uint16Array): void {
-  const bits = new Uint32Array(source.buffer, source.byteOffset, source.length);
+  // Int32 views and `| 0` keep the loop in int32 arithmetic (Uint32 reads above 2^31 are doubles).
+  const bits = new Int32Array(source.buffer, source.byteOffset, source.length);
   const length = source.length;
   for (let index = 0; index < length; index++) {
     const value = bits[index]!;
     target[index] =
       (value & 0x7f800000) === 0x7f800000 && (value & 0x007fffff) !== 0
         ? (value >>> 16) | 0x0040
-        : (value + 0x7fff + ((value >>> 16) & 1)) >>> 16;
+        : ((value + 0x7fff + ((value >>> 16) & 1)) | 0) >>> 16;
   }
 }
 
 /** Writes the float32 value of each bfloat16 in `source` into `target`. */
 export function decodeBfloat16(source: Uint16Array, target: Float32Array): void {
-  const bits = new Uint32Array(target.buffer, target.byteOffset, target.length);
+  const bits = new Int32Array(target.buffer, target.byteOffset, target.length);
   const length = source.length;
   for (let index = 0; index < length; index++) bits[index] = source[index]! << 16;
 }
 
 /** Rounds every value of `values` to the nearest bfloat16, in place (still float32). */
 export function roundToBfloat16InPlace(values: Float32Array): void {
-  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
   const length = values.length;
   for (let index = 0; index < length; index++) {
     const value = bits[index]!;
     bits[index] =
       (value & 0x7f800000) === 0x7f800000 && (value & 0x007fffff) !== 0
         ? (value | 0x00400000) & 0xffff0000
-        : ((value + 0x7fff + ((value >>> 16) & 1)) >>> 16) << 16;
+        : ((value + 0x7fff + ((value >>> 16) & 1)) | 0) & 0xffff0000;
   }
 }

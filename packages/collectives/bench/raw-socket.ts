@@ -1,0 +1,83 @@
+import { connect, createServer, type Socket } from 'node:net';
+import { allocateShared, type ProcessGroup } from '../src/index.js';
+
+export interface RawSocketResult {
+  bytes: number;
+  /** GB/s per direction with both directions busy: median, min, max. */
+  perDirection: { median: number; best: number; worst: number };
+}
+
+/** Counts every byte that arrives, from the start (nothing may be emitted to no listener). */
+class ReceiveCounter {
+  private received = 0;
+  private waiter: { target: number; resolve: () => void } | undefined;
+
+  constructor(socket: Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      this.received += chunk.length;
+      if (this.waiter !== undefined && this.received >= this.waiter.target) {
+        this.waiter.resolve();
+        this.waiter = undefined;
+      }
+    });
+  }
+
+  until(target: number): Promise<void> {
+    if (this.received >= target) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiter = { target, resolve };
+    });
+  }
+}
+
+/**
+ * The physical limit the tcp targets are measured against: ranks 0 and 1 of `group` (separate
+ * processes) open a plain node:net connection on loopback and each sends `bytes` to the other at
+ * the same time, on the main thread, with the data pre-allocated.
+ */
+export async function measureRawSocket(
+  group: ProcessGroup,
+  bytes: number,
+  iterations: number,
+): Promise<RawSocketResult> {
+  const portBuffer = allocateShared(Int32Array, 1);
+  let socket: Socket;
+  if (group.rank === 0) {
+    const server = createServer({ noDelay: true });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    portBuffer[0] = typeof address === 'object' && address !== null ? address.port : 0;
+    const accepted = new Promise<Socket>((resolve) => server.once('connection', resolve));
+    await group.broadcast(portBuffer);
+    socket = await accepted;
+    server.close();
+  } else {
+    await group.broadcast(portBuffer);
+    socket = await new Promise<Socket>((resolve) => {
+      const client = connect({ host: '127.0.0.1', port: portBuffer[0]!, noDelay: true }, () =>
+        resolve(client),
+      );
+    });
+  }
+  const payload = Buffer.alloc(bytes, 7);
+  const times: number[] = [];
+  const counter = new ReceiveCounter(socket);
+  for (let iteration = 0; iteration < iterations + 2; iteration++) {
+    await group.barrier();
+    const start = performance.now();
+    const sent = new Promise<void>((resolve) => socket.write(payload, () => resolve()));
+    await Promise.all([sent, counter.until((iteration + 1) * bytes)]);
+    if (iteration >= 2) times.push(performance.now() - start);
+  }
+  socket.destroy();
+  times.sort((a, b) => a - b);
+  const rate = (ms: number) => bytes / (ms / 1000) / 1e9;
+  return {
+    bytes,
+    perDirection: {
+      median: rate(times[Math.floor(times.length / 2)]!),
+      best: rate(times[0]!),
+      worst: rate(times[times.length - 1]!),
+    },
+  };
+}

@@ -1,0 +1,113 @@
+import { allocateShared, type CollectiveBuffer, type ProcessGroup, type Work } from '../src/index.js';
+
+export type BenchOp = 'allReduce' | 'allGather' | 'reduceScatter' | 'broadcast';
+
+/** float32, bfloat16 buffers, or float32 buffers sent as bfloat16 (`f32/bf16-wire`). */
+export type BenchVariant = 'float32' | 'bfloat16' | 'f32/bf16-wire';
+
+export interface SweepConfig {
+  ops: BenchOp[];
+  variants: BenchVariant[];
+  /** Full-buffer bytes (nccl-tests "size"), counted in float32 for the bf16-wire variant. */
+  sizes: number[];
+  iterations: number;
+  warmup: number;
+}
+
+export interface SweepRow {
+  op: BenchOp;
+  variant: BenchVariant;
+  worldSize: number;
+  bytes: number;
+  /** Milliseconds per op: median, min, max over `iterations`. */
+  medianMs: number;
+  minMs: number;
+  maxMs: number;
+  /** Bus bandwidth (nccl-tests convention) in GB/s from the median, min and max times. */
+  busbw: number;
+  busbwBest: number;
+  busbwWorst: number;
+}
+
+/** nccl-tests: all-reduce x 2(n-1)/n, all-gather and reduce-scatter x (n-1)/n, broadcast x 1. */
+export function busFactor(op: BenchOp, size: number): number {
+  if (size === 1) return 1;
+  if (op === 'allReduce') return (2 * (size - 1)) / size;
+  if (op === 'broadcast') return 1;
+  return (size - 1) / size;
+}
+
+function allocate(variant: BenchVariant, elements: number): CollectiveBuffer {
+  const buffer =
+    variant === 'bfloat16' ? allocateShared(Uint16Array, elements) : allocateShared(Float32Array, elements);
+  if (buffer instanceof Float32Array) for (let i = 0; i < elements; i++) buffer[i] = (i % 13) - 6;
+  else buffer.fill(0x3f80);
+  return buffer;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+/** Runs the sweep on this rank (every rank calls it); returns the rows as measured here. */
+export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
+  const rows: SweepRow[] = [];
+  const size = group.size;
+  for (const op of config.ops) {
+    for (const variant of config.variants) {
+      const elementBytes = variant === 'bfloat16' ? 2 : 4;
+      const options = {
+        ...(variant === 'bfloat16' ? { dtype: 'bfloat16' as const } : {}),
+        ...(variant === 'f32/bf16-wire' ? { wireDtype: 'bfloat16' as const } : {}),
+      };
+      for (const bytes of config.sizes) {
+        const total = Math.floor(bytes / elementBytes / size) * size;
+        const shard = total / size;
+        let issue: () => Work;
+        if (op === 'allReduce' || op === 'broadcast') {
+          const buffer = allocate(variant, total);
+          issue =
+            op === 'allReduce'
+              ? () => group.allReduce(buffer, options)
+              : () => group.broadcast(buffer, options);
+        } else if (op === 'allGather') {
+          const input = allocate(variant, shard);
+          const output = allocate(variant, total);
+          issue = () => group.allGather(output, input, options);
+        } else {
+          const input = allocate(variant, total);
+          const output = allocate(variant, shard);
+          issue = () => group.reduceScatter(output, input, options);
+        }
+        const times: number[] = [];
+        for (let iteration = 0; iteration < config.warmup + config.iterations; iteration++) {
+          group.barrier().wait();
+          const start = performance.now();
+          issue().wait();
+          const elapsed = performance.now() - start;
+          if (iteration >= config.warmup) times.push(elapsed);
+        }
+        const factor = busFactor(op, size);
+        const measuredBytes = total * elementBytes;
+        const gbps = (ms: number) => (measuredBytes / (ms / 1000) / 1e9) * factor;
+        const medianMs = median(times);
+        const minMs = Math.min(...times);
+        const maxMs = Math.max(...times);
+        rows.push({
+          op,
+          variant,
+          worldSize: size,
+          bytes: measuredBytes,
+          medianMs,
+          minMs,
+          maxMs,
+          busbw: gbps(medianMs),
+          busbwBest: gbps(minMs),
+          busbwWorst: gbps(maxMs),
+        });
+      }
+    }
+  }
+  return rows;
+}
