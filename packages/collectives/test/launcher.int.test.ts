@@ -74,6 +74,7 @@ describe.concurrent('fsdp-run', () => {
   it.each([
     ['SIGTERM', 143],
     ['SIGINT', 130],
+    ['SIGHUP', 129],
   ] as const)('forwards %s to the workers and exits %i once they are gone', async (signal, exitCode) => {
     const directory = pidDirectory();
     const job = launch(['--nproc-per-node', '2', fixture('launcher-worker.js'), directory, 'idle']);

@@ -21,6 +21,9 @@ type AttemptEvent =
   | { kind: 'interrupted'; signal: NodeJS.Signals }
   | { kind: 'store-lost'; error: CollectiveError };
 
+/** Signals fsdp-run forwards to its workers before stopping (SIGHUP: the terminal closed). */
+const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
 /** Launchers on nodes other than 0 ping the store this often (or every timeout / 2 if shorter). */
 const HEARTBEAT_INTERVAL_MS = 5_000;
 
@@ -58,8 +61,7 @@ class Launcher {
 
   async run(): Promise<number> {
     const onSignal = (signal: NodeJS.Signals) => this.interrupt(signal);
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
     // Each worker waits on at most one 'drain' per stream (see [Note: output backpressure]).
     process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
     process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
@@ -91,8 +93,7 @@ class Launcher {
       await this.stopWorkers();
       await store?.close();
       await server?.close();
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
     }
   }
 
