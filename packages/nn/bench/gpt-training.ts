@@ -5,7 +5,8 @@
  *
  *   npm run bench -w @fsdp-ts/nn            (FSDP_BACKEND=cpu to try the cpu backend)
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { initBackend, type Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
@@ -187,6 +188,53 @@ console.log(
   `per CPU-second: achieved ${summary.achievedGflopsPerCpuSecond.toFixed(1)} GFLOP vs matMul peak ${peak.gflopsPerCpuSecond.toFixed(1)} GFLOP (${((100 * summary.achievedGflopsPerCpuSecond) / peak.gflopsPerCpuSecond).toFixed(0)}%)`,
 );
 console.log(`tf.memory().numTensors before ${tensorsBefore}, after ${tensorsAfter}`);
+
+/**
+ * The same model, batch and AdamW in PyTorch on one thread, in the same run (so both see the same
+ * machine load), when Debian's /usr/bin/python3 has torch. TORCH=0 skips it; TORCH_STEPS sets the
+ * measured steps (default 3: a torch step takes ~5 s of CPU here).
+ */
+function torchReference(): { stepMs: number[]; cpuMs: number[]; torch: string } | null {
+  const python = '/usr/bin/python3';
+  if (process.env.TORCH === '0' || !existsSync(python)) return null;
+  const script = new URL('./torch-gpt-training.py', import.meta.url).pathname;
+  const result = spawnSync(python, [script, '1', process.env.TORCH_STEPS ?? '3'], {
+    encoding: 'utf8',
+    timeout: 900_000,
+  });
+  if (result.status !== 0) return null;
+  return JSON.parse(result.stdout.trim().split('\n').at(-1)!);
+}
+
+const torch = torchReference();
+const rate = (ms: number) => (tokensPerStep / ms) * 1000;
+if (torch !== null) {
+  const torchSorted = [...torch.stepMs].sort((a, b) => a - b);
+  const torchCpu = [...torch.cpuMs].sort((a, b) => a - b);
+  const torchMedian = torchSorted[Math.floor(torchSorted.length / 2)]!;
+  const torchCpuMedian = torchCpu[Math.floor(torchCpu.length / 2)]!;
+  console.log(
+    `\nPyTorch ${torch.torch} (Debian, 1 thread), same model, batch and AdamW, measured right after:`,
+  );
+  console.log(
+    `| tokens/s | ${rate(torchSorted.at(-1)!).toFixed(0)} | ${rate(torchMedian).toFixed(0)} | ${rate(torchSorted[0]!).toFixed(0)} |`,
+  );
+  console.log(
+    `| CPU ms per step | ${torchCpu[0]!.toFixed(0)} | ${torchCpuMedian.toFixed(0)} | ${torchCpu.at(-1)!.toFixed(0)} |`,
+  );
+  console.log(
+    `ratio fsdp-ts / PyTorch: ${(torchMedian / median).toFixed(2)}x tokens/s (wall, median), ${(torchCpuMedian / medianCpu).toFixed(2)}x tokens per CPU-second`,
+  );
+  Object.assign(summary, {
+    torch: {
+      version: torch.torch,
+      stepMs: torch.stepMs,
+      cpuMs: torch.cpuMs,
+      tokensPerSecondMedian: rate(torchMedian),
+      tokensPerCpuSecond: rate(torchCpuMedian),
+    },
+  });
+}
 
 const directory = new URL('../../../bench-results/', import.meta.url);
 mkdirSync(directory, { recursive: true });

@@ -1,0 +1,72 @@
+"""PyTorch reference for bench/gpt-training.ts: the same GPT, batch and AdamW on one CPU thread.
+
+Run by the TypeScript benchmark when Debian's /usr/bin/python3 has torch; prints one JSON line
+{"stepMs": [...], "cpuMs": [...]} for the measured steps.
+"""
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+VOCAB, D, LAYERS, HEADS, T, BATCH = 256, 256, 4, 4, 128, 8
+WARMUP, STEPS = int(sys.argv[1]), int(sys.argv[2])
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attentionNorm = torch.nn.LayerNorm(D)
+        self.qkv = torch.nn.Linear(D, 3 * D)
+        self.out = torch.nn.Linear(D, D)
+        self.mlpNorm = torch.nn.LayerNorm(D)
+        self.up = torch.nn.Linear(D, 4 * D)
+        self.down = torch.nn.Linear(4 * D, D)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.attentionNorm(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, HEADS, d // HEADS).transpose(1, 2) for z in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d // HEADS)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        mixed = (scores.masked_fill(mask, float('-inf')).softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.out(mixed)
+        return x + self.down(F.gelu(self.up(self.mlpNorm(x)), approximate='tanh'))
+
+
+class GPT(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tokenEmbedding = torch.nn.Embedding(VOCAB, D)
+        self.positionEmbedding = torch.nn.Embedding(T, D)
+        self.blocks = torch.nn.ModuleList([Block() for _ in range(LAYERS)])
+        self.finalNorm = torch.nn.LayerNorm(D)
+        self.lmHead = torch.nn.Linear(D, VOCAB, bias=False)
+        self.lmHead.weight = self.tokenEmbedding.weight
+
+    def forward(self, tokens):
+        x = self.tokenEmbedding(tokens) + self.positionEmbedding(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.lmHead(self.finalNorm(x))
+
+
+model = GPT()
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+tokens = (torch.arange(BATCH * T) * 7919 % VOCAB).view(BATCH, T)
+targets = (tokens + 1) % VOCAB
+step_ms, cpu_ms = [], []
+for step in range(WARMUP + STEPS):
+    start, cpu_start = time.perf_counter(), time.process_time()
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(tokens).view(-1, VOCAB), targets.view(-1))
+    loss.backward()
+    optimizer.step()
+    if step >= WARMUP:
+        step_ms.append((time.perf_counter() - start) * 1000)
+        cpu_ms.append((time.process_time() - cpu_start) * 1000)
+print(json.dumps({'stepMs': step_ms, 'cpuMs': cpu_ms, 'torch': torch.__version__}))
