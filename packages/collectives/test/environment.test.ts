@@ -95,6 +95,22 @@ describe('readEnvironment', () => {
       source: 'slurm',
     });
     expect(environment.masterPort).toBe(23456);
+    // Uneven nodes: '2(x2),1' puts 1 task on node 2.
+    const lastNode = readEnvironment({
+      SLURM_PROCID: '4',
+      SLURM_NTASKS: '5',
+      SLURM_LOCALID: '0',
+      SLURM_TASKS_PER_NODE: '2(x2),1',
+      SLURM_NODEID: '2',
+      SLURM_JOB_NODELIST: 'n[1-3]',
+      SLURM_JOB_ID: '7',
+      FSDP_JOB_SECRET: SECRET,
+    });
+    expect(lastNode).toMatchObject({ localWorldSize: 1, nodeRank: 2, masterAddr: 'n1', masterPort: 20007 });
+    expect(
+      errorOf(() => readEnvironment({ SLURM_PROCID: '0', SLURM_NTASKS: '1', SLURM_TASKS_PER_NODE: '2(y3)' }))
+        .message,
+    ).toContain('SLURM_TASKS_PER_NODE');
   });
 
   it('takes a Kubernetes operator environment without LOCAL_RANK as one process per pod', () => {

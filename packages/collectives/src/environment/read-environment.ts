@@ -101,16 +101,39 @@ function readLocalWorldSize(env: NodeJS.ProcessEnv, noLocalRank: boolean): numbe
   if (isSet(env.LOCAL_WORLD_SIZE)) return integer(env, 'LOCAL_WORLD_SIZE', 1);
   if (isSet(env.SLURM_NTASKS_PER_NODE)) return integer(env, 'SLURM_NTASKS_PER_NODE', 1);
   if (isSet(env.SLURM_TASKS_PER_NODE)) {
-    // [Note: SLURM_TASKS_PER_NODE] looks like '2(x3),1': tasks on each node, first node first.
-    const match = /^(\d+)/.exec(env.SLURM_TASKS_PER_NODE!);
-    if (match !== null && Number(match[1]) >= 1) return Number(match[1]);
-    throw invalid('SLURM_TASKS_PER_NODE', env.SLURM_TASKS_PER_NODE!, "Slurm's form like '2(x3)'");
+    const counts = expandTasksPerNode(env.SLURM_TASKS_PER_NODE!);
+    const node = isSet(env.SLURM_NODEID) ? integer(env, 'SLURM_NODEID', 0) : 0;
+    const count = counts[node];
+    if (count === undefined) {
+      throw invalid(
+        'SLURM_NODEID',
+        env.SLURM_NODEID!,
+        `below the ${counts.length} nodes of SLURM_TASKS_PER_NODE`,
+      );
+    }
+    return count;
   }
   if (noLocalRank) return 1;
   throw new CollectiveError('LOCAL_RANK is set but LOCAL_WORLD_SIZE is not.', {
     code: 'invalid-argument',
     fix: 'set LOCAL_WORLD_SIZE to the number of processes on this host (fsdp-run and torchrun set both).',
   });
+}
+
+/**
+ * [Note: SLURM_TASKS_PER_NODE] '2(x3),1' means 2 tasks on each of the first 3 nodes, then 1:
+ * expands to [2, 2, 2, 1], indexed by SLURM_NODEID.
+ */
+function expandTasksPerNode(value: string): number[] {
+  const counts: number[] = [];
+  for (const part of value.split(',')) {
+    const match = /^(\d+)(?:\(x(\d+)\))?$/.exec(part.trim());
+    if (match === null || Number(match[1]) < 1 || Number(match[2] ?? 1) > 1_000_000) {
+      throw invalid('SLURM_TASKS_PER_NODE', value, "Slurm's form like '2(x3),1'");
+    }
+    for (let repeat = 0; repeat < Number(match[2] ?? 1); repeat++) counts.push(Number(match[1]));
+  }
+  return counts;
 }
 
 function readMasterAddr(env: NodeJS.ProcessEnv, worldSize: number): string {
