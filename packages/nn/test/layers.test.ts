@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { crossEntropy, Dropout, Embedding, erf, Generator, gelu, Linear } from '../src/index';
+import { crossEntropy, Dropout, Embedding, erf, Generator, GPT, gelu, Linear } from '../src/index';
 import { causalAttention } from '../src/internal/causal-attention';
 import { causalAttentionReference } from '../src/internal/causal-attention-reference';
 import { backends, useBackend, worstRelativeError } from './helpers';
@@ -118,6 +118,24 @@ describe.each(backends)('layers on %s', (backend) => {
     first.eval();
     expect(first.forward(x)).toBe(x);
     x.dispose();
+  });
+
+  it('a GPT with dropout is seeded in training mode and deterministic in eval mode', () => {
+    const config = { vocabSize: 7, dModel: 8, nLayers: 1, nHeads: 2, seqLen: 4, dropout: 0.2, seed: 4 };
+    const tokens = tf.tensor([[1, 2, 3, 4]], [1, 4], 'int32');
+    const logits = (model: GPT) => tf.tidy(() => Array.from(model.forward(tokens).dataSync()));
+    const first = new GPT(config);
+    const second = new GPT(config);
+    const trained = logits(first);
+    expect(logits(second)).toEqual(trained); // same seed, same masks
+    expect(logits(first)).not.toEqual(trained); // the next masks differ
+    first.eval();
+    second.eval();
+    const evaluated = logits(first);
+    expect(logits(first)).toEqual(evaluated);
+    expect(logits(second)).toEqual(evaluated);
+    expect(evaluated).not.toEqual(trained);
+    tokens.dispose();
   });
 
   it('Linear without bias, and Embedding, have the expected shapes and values', () => {
