@@ -143,6 +143,7 @@ describe('Store', () => {
     }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(CollectiveError);
     expect((refused as CollectiveError).code).toBe('auth');
+    expect((refused as CollectiveError).message).toContain('The server refused this process');
     await good.set('still', 'serving');
     expect(text(await good.get('still'))).toBe('serving');
     expect(errors.some((error) => (error as CollectiveError).code === 'auth')).toBe(true);

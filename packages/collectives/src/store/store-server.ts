@@ -64,7 +64,10 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     socket.on('error', () => {});
     socket.setNoDelay(true);
     serveConnection(socket).catch((error: unknown) => {
-      socket.destroy();
+      // A refused peer was sent the refusal with end(): let it flush, so the peer reads
+      // "refused" rather than a bare reset, but never wait on it for long.
+      if (socket.writableEnded) setTimeout(() => socket.destroy(), 1_000).unref();
+      else socket.destroy();
       options.onConnectionError?.(error);
     });
   });
