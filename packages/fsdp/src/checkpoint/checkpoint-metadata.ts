@@ -1,0 +1,82 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseFlatParamMetadata } from '@fsdp-ts/flat-param';
+import { findLatestCheckpoint } from './checkpoint-directory';
+import { CheckpointError } from './checkpoint-error';
+import {
+  CHECKPOINT_FORMAT,
+  CHECKPOINT_FORMAT_VERSION,
+  type CheckpointMetadata,
+  LATEST_FILE,
+  METADATA_FILE,
+} from './checkpoint-format';
+
+/**
+ * The step directory `path` names: itself when it holds metadata.json; else, for a root of
+ * checkpoints, the one `latest` names (an error if that one is damaged), else the newest complete
+ * one. Throws CheckpointError('missing') when there is none.
+ */
+export function resolveCheckpointDirectory(path: string): string {
+  if (existsSync(join(path, METADATA_FILE))) return path;
+  const pointer = join(path, LATEST_FILE);
+  if (existsSync(pointer)) {
+    const named = join(path, readFileSync(pointer, 'utf8').trim());
+    if (existsSync(named) && !existsSync(join(named, METADATA_FILE))) throw missingMetadata(named);
+  }
+  const latest = findLatestCheckpoint(path);
+  if (latest === null) throw missingMetadata(path);
+  return latest;
+}
+
+/** Reads and checks metadata.json of a step directory. */
+export function readCheckpointMetadata(directory: string): CheckpointMetadata {
+  const file = join(directory, METADATA_FILE);
+  if (!existsSync(file)) throw missingMetadata(directory);
+  let metadata: CheckpointMetadata;
+  try {
+    metadata = JSON.parse(readFileSync(file, 'utf8')) as CheckpointMetadata;
+  } catch (error) {
+    throw corrupt(file, 'is not valid JSON', error);
+  }
+  if (metadata?.format !== CHECKPOINT_FORMAT || metadata.formatVersion !== CHECKPOINT_FORMAT_VERSION) {
+    throw new CheckpointError(
+      `${file} is not a ${CHECKPOINT_FORMAT} checkpoint of format version ${CHECKPOINT_FORMAT_VERSION}.`,
+      {
+        reason: 'corrupt',
+        file,
+        expected: { format: CHECKPOINT_FORMAT, formatVersion: CHECKPOINT_FORMAT_VERSION },
+        actual: { format: metadata?.format, formatVersion: metadata?.formatVersion },
+        fix: 'load it with the version of @fsdp-ts/fsdp that wrote it.',
+      },
+    );
+  }
+  if (!Array.isArray(metadata.handles) || !Array.isArray(metadata.files)) {
+    throw corrupt(file, 'lacks its handles or files lists');
+  }
+  for (const saved of metadata.handles) {
+    try {
+      parseFlatParamMetadata(saved.layout);
+    } catch (error) {
+      throw corrupt(file, `has an invalid layout for unit '${saved.unit}' handle ${saved.handle}`, error);
+    }
+  }
+  return metadata;
+}
+
+function missingMetadata(directory: string): CheckpointError {
+  const file = join(directory, METADATA_FILE);
+  return new CheckpointError(`No checkpoint at ${directory}: ${file} is missing.`, {
+    reason: 'missing',
+    file,
+    fix: 'pass a step directory written by saveCheckpoint (or its root); a directory without metadata.json is incomplete or damaged: load an older step.',
+  });
+}
+
+function corrupt(file: string, what: string, cause?: unknown): CheckpointError {
+  return new CheckpointError(`${file} ${what}.`, {
+    reason: 'corrupt',
+    file,
+    ...(cause === undefined ? {} : { cause }),
+    fix: 'restore metadata.json from a copy, or load an older checkpoint.',
+  });
+}

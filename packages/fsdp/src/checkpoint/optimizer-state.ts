@@ -1,0 +1,68 @@
+import type { OptimizerStateDict } from '@fsdp-ts/optim';
+import type { Parameter } from '@fsdp-ts/tensor';
+import { CheckpointError } from './checkpoint-error';
+import type { SavedParameterState } from './checkpoint-format';
+import type { ModelHandle } from './model-shards';
+
+/**
+ * The part of an optimizer a checkpoint uses: its kind, its parameters in position order, and its
+ * state dicts (`Optimizer` from @fsdp-ts/optim has all of them).
+ */
+export interface CheckpointOptimizer {
+  readonly kind: string;
+  readonly parameters: Parameter[];
+  stateDict(): OptimizerStateDict;
+  loadStateDict(stateDict: OptimizerStateDict): void;
+}
+
+/** One handle's optimizer state as flat buffers aligned with its flat parameter shard. */
+export interface FlatOptimizerState {
+  /** Per buffer name, [data.length] elements; zero where a parameter has no state. */
+  buffers: Map<string, Float32Array>;
+}
+
+/**
+ * [Note: flat optimizer state]
+ * Optimizer state follows the parameter shard element by element (see [Note: state follows data]
+ * in @fsdp-ts/optim), so each state buffer of a handle is stored as a flat shard laid out exactly
+ * like the flat parameter: element e of parameter p's state goes where element e of p's shard
+ * lives. Resharding state is then the same index computation as resharding parameters.
+ */
+export function flattenOptimizerState(
+  optimizer: CheckpointOptimizer,
+  handles: readonly ModelHandle[],
+  locations: Map<Parameter, { entry: ModelHandle; index: number }>,
+): { flat: Map<ModelHandle, FlatOptimizerState>; parameters: Record<string, SavedParameterState> } {
+  const dict = optimizer.stateDict();
+  const positions = optimizer.parameters;
+  const flat = new Map<ModelHandle, FlatOptimizerState>(
+    handles.map((entry) => [entry, { buffers: new Map() }]),
+  );
+  const parameters: Record<string, SavedParameterState> = {};
+  for (const [key, state] of Object.entries(dict.state)) {
+    const parameter = positions[Number(key)]!;
+    const location = locations.get(parameter);
+    if (location === undefined) {
+      throw new CheckpointError(`The optimizer steps ${parameter}, which the FSDP model does not manage.`, {
+        reason: 'optimizer-mismatch',
+        expected: 'an optimizer over model.parameters()',
+        actual: String(parameter),
+        fix: 'build the optimizer from the wrapped model (parameters of ignored modules are not checkpointed).',
+      });
+    }
+    const { entry, index } = location;
+    const name = entry.handle.layout.parameters[index]!.names[0]!;
+    const offset = entry.handle.intersections[index]!.offsetInShard;
+    const target = flat.get(entry)!;
+    for (const [buffer, values] of Object.entries(state.buffers)) {
+      let array = target.buffers.get(buffer);
+      if (array === undefined) {
+        array = new Float32Array(entry.data.length);
+        target.buffers.set(buffer, array);
+      }
+      array.set(values, offset);
+    }
+    parameters[name] = { step: state.step, buffers: Object.keys(state.buffers).sort() };
+  }
+  return { flat, parameters };
+}
