@@ -47,8 +47,11 @@ export interface Launch {
   child: ChildProcess;
   stdout(): string;
   stderr(): string;
-  /** Resolves once stdout matches `pattern` `count` times; rejects if the launcher exits first. */
-  waitForOutput(pattern: RegExp, count: number): Promise<void>;
+  /**
+   * Resolves once stdout (or stderr) matches `pattern` `count` times; rejects if the launcher
+   * exits first.
+   */
+  waitForOutput(pattern: RegExp, count: number, stream?: 'stdout' | 'stderr'): Promise<void>;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -76,6 +79,7 @@ export function launch(args: string[], env: NodeJS.ProcessEnv = {}, fromSource =
   });
   child.stderr!.on('data', (chunk: Buffer) => {
     stderr += chunk.toString();
+    for (const listener of listeners) listener();
   });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('close', (code, signal) => resolve({ code, signal })),
@@ -85,10 +89,11 @@ export function launch(args: string[], env: NodeJS.ProcessEnv = {}, fromSource =
     stdout: () => stdout,
     stderr: () => stderr,
     exited,
-    waitForOutput: (pattern, count) =>
+    waitForOutput: (pattern, count, stream = 'stdout') =>
       new Promise((resolve, reject) => {
         const check = () => {
-          if ((stdout.match(new RegExp(pattern.source, 'g')) ?? []).length >= count) {
+          const text = stream === 'stdout' ? stdout : stderr;
+          if ((text.match(new RegExp(pattern.source, 'g')) ?? []).length >= count) {
             listeners.delete(check);
             resolve();
           }

@@ -1,7 +1,7 @@
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   alive,
   bundleLauncher,
@@ -14,6 +14,10 @@ import {
 } from './launcher-harness.js';
 
 const SECRET = 'launcher-test-shared-secret-0123456789';
+
+// The tests start dozens of node processes concurrently on a 2-core machine shared with other
+// jobs: under a load average of 30 one launch can take 20 s, hence the generous bound.
+vi.setConfig({ testTimeout: 150_000 });
 
 beforeAll(async () => {
   await bundleLauncher();
@@ -237,6 +241,23 @@ describe.concurrent('fsdp-run', () => {
       // A ping every timeout / 2 = 2 s, answered within 4 s: detected within about 6 s.
       expect(detectedAfterMs).toBeLessThan(12_000);
       expect(await survivorsAfter(workerPids(directory), 10_000)).toEqual([]);
+    });
+
+    it('stops at once when interrupted while waiting for a node 0 that never comes', async () => {
+      const port = await freePort();
+      const job = node(
+        1,
+        port,
+        [fixture('launcher-worker.js'), pidDirectory(), 'idle'],
+        ['--timeout', '120'],
+      );
+      await job.waitForOutput(/joining the store of node 0/, 1, 'stderr');
+      const interruptedAt = Date.now();
+      job.child.kill('SIGINT');
+      const { code } = await job.exited;
+      expect(code).toBe(130);
+      expect(Date.now() - interruptedAt).toBeLessThan(10_000);
+      expect(job.stderr()).toContain('Interrupted by SIGINT while connecting to the store');
     });
   });
 });

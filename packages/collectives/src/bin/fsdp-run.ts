@@ -17,6 +17,9 @@ async function main(): Promise<number> {
   }
 }
 
+// Exit explicitly: every worker has exited by now, and a store connection still retrying after an
+// interruption must not keep the launcher alive until its deadline.
+// Flush stdout and stderr first: process.exit drops what is still queued for a pipe.
 main().then((code) => {
-  process.exitCode = code;
+  process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
 });

@@ -23,11 +23,25 @@ export class JobCoordinator {
     private readonly nodeRank: number,
     private readonly nnodes: number,
     private readonly timeoutMs: number,
+    /** Workers per node: lets the on-disconnect message name the ranks that were lost. */
+    private readonly nprocPerNode?: number,
   ) {}
+
+  /**
+   * What the store records when this launcher's connection drops (killed, crashed, cut off):
+   * names the node and, when known, its ranks, e.g. `lost the launcher of node 1 (ranks 2-3; ...)`.
+   */
+  private lostMessage(): string {
+    const count = this.nprocPerNode;
+    const first = count === undefined ? 0 : this.nodeRank * count;
+    const ranks =
+      count === undefined ? '' : count === 1 ? `rank ${first}; ` : `ranks ${first}-${first + count - 1}; `;
+    return `lost the launcher of node ${this.nodeRank} (${ranks}its connection to the store closed)`;
+  }
 
   /** Arms the job-level on-disconnect keys of this launcher (call once, before attempt 0). */
   async arm(): Promise<void> {
-    const lost = `lost the launcher of node ${this.nodeRank} (its connection to the store closed)`;
+    const lost = this.lostMessage();
     await this.store.setOnDisconnect(`${this.prefix}stopped`, lost);
     await this.store.setOnDisconnect(`${this.prefix}finished/${this.nodeRank}`, lost);
   }
@@ -45,10 +59,7 @@ export class JobCoordinator {
 
   /** Joins attempt A and waits until every node has; arms the on-disconnect failure. */
   async join(attempt: number): Promise<void> {
-    await this.store.setOnDisconnect(
-      this.key(attempt, 'failed'),
-      `lost the launcher of node ${this.nodeRank} (its connection to the store closed)`,
-    );
+    await this.store.setOnDisconnect(this.key(attempt, 'failed'), this.lostMessage());
     await this.store.set(this.key(attempt, `joined/${this.nodeRank}`), '1');
     try {
       await this.store.wait(this.nodeKeys(attempt, 'joined'), { timeoutMs: this.timeoutMs });

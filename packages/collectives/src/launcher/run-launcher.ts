@@ -77,10 +77,20 @@ class Launcher {
         server = await startStoreServer({ host: masterAddr, port, secret });
         port = server.port;
       }
-      store = await connectStore({ host: masterAddr, port, secret, timeoutMs: this.timeoutMs });
+      if (nodeRank !== 0) this.log(`joining the store of node 0 at ${masterAddr}:${port}.`);
+      store = await this.unlessInterrupted(
+        connectStore({ host: masterAddr, port, secret, timeoutMs: this.timeoutMs }),
+        `connecting to the store at ${masterAddr}:${port}`,
+      );
       store.onConnectionLost((error) => this.resolveStoreLost(error));
       if (nodeRank !== 0) heartbeat = this.startHeartbeat(store);
-      const coordinator = new JobCoordinator(store, nodeRank, this.options.nnodes, this.timeoutMs);
+      const coordinator = new JobCoordinator(
+        store,
+        nodeRank,
+        this.options.nnodes,
+        this.timeoutMs,
+        this.options.nprocPerNode,
+      );
       await coordinator.arm();
       const exitCode = await this.runAttempts(coordinator, secret, port);
       await coordinator.finish().catch(() => {});
@@ -95,6 +105,16 @@ class Launcher {
       await server?.close();
       for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
     }
+  }
+
+  /** `promise`, unless a signal comes first: then a CollectiveError saying what was interrupted. */
+  private unlessInterrupted<T>(promise: Promise<T>, what: string): Promise<T> {
+    return Promise.race([
+      promise,
+      this.interrupted.then((signal): never => {
+        throw new CollectiveError(`Interrupted by ${signal} while ${what}.`, { code: 'launch' });
+      }),
+    ]);
   }
 
   private async runAttempts(coordinator: JobCoordinator, secret: string, port: number): Promise<number> {
