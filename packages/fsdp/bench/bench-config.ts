@@ -1,0 +1,67 @@
+/** What one benchmark run measures (passed to each rank as JSON). */
+import type { GPTConfig } from '@fsdp-ts/nn';
+
+export type RunKind =
+  | 'single' // one process, unwrapped GPT, AdamW over its parameters
+  | 'no-shard'
+  | 'no-shard-unflat'
+  | 'shard-grad-op'
+  | 'full-shard'
+  | 'full-shard-unflat'
+  | 'full-shard-flat-optimizer' // AdamW over each unit's flat shard (one Parameter per flat buffer)
+  | 'full-shard-submodule-optimizer'; // AdamW with one param group per submodule, from model.module.<sub>.parameters()
+
+export interface RunRequest {
+  kind: RunKind;
+  config: GPTConfig;
+  batch: number;
+  seqLen: number;
+  warmupSteps: number;
+  measuredSteps: number;
+  /** Rank 0 writes its RunResult here. */
+  output: string;
+}
+
+export interface Spread {
+  min: number;
+  median: number;
+  max: number;
+}
+
+export interface MemorySample {
+  /** Live Storage bytes of every flat handle (sharded and gathered params and grads). */
+  storageBytes: number;
+  /** Optimizer state bytes (typed arrays in its state dict). */
+  optimizerBytes: number;
+  /** tf.memory().numBytes (activations, tensors made from parameter views, gradients in flight). */
+  tfBytes: number;
+}
+
+export interface RunResult {
+  kind: RunKind;
+  worldSize: number;
+  parameters: number;
+  largestUnitNumel: number;
+  units: number;
+  tokensPerSecond: Spread;
+  stepMs: Spread;
+  /**
+   * CPU time of rank 0's process per step (all its threads). Less sensitive than wall time to
+   * other processes competing for the cores; blocking waits cost none.
+   */
+  cpuMs: Spread;
+  allGatherWaitMs: Spread;
+  reductionWaitMs: Spread;
+  /** Peak over the sampled points of the measured steps (per rank, rank 0 reported). */
+  peak: MemorySample & { parametersGradientsOptimizerBytes: number };
+  losses: number[];
+}
+
+export function spread(values: readonly number[]): Spread {
+  const sorted = [...values].sort((a, b) => a - b);
+  return {
+    min: sorted[0] ?? Number.NaN,
+    median: sorted[Math.floor(sorted.length / 2)] ?? Number.NaN,
+    max: sorted.at(-1) ?? Number.NaN,
+  };
+}
