@@ -25,17 +25,17 @@ function expectMismatchOutcomes(outcomes: unknown[][], size: number): void {
 
 describe('failures', () => {
   it('tcp: mismatched sizes and ops fail on every rank with a mismatch error, and the group recovers', async () => {
-    const run = await runWithLauncher(3, tcpScript, ['mismatch'], { timeoutMs: 60_000 });
+    const run = await runWithLauncher(3, tcpScript, ['mismatch'], { timeoutMs: 120_000 });
     expect(run.code, run.output).toBe(0);
     expectMismatchOutcomes(
       [0, 1, 2].map((rank) => run.results.get(rank) as unknown[]),
       3,
     );
-  }, 90_000);
+  }, 150_000);
 
   it('tcp: killing one of 3 ranks during a 64 MiB all-reduce fails the others within the timeout, naming op and peer', async () => {
     const run = await runWithLauncher(3, tcpScript, ['kill'], {
-      timeoutMs: 60_000,
+      timeoutMs: 120_000,
       env: { TEST_OP_TIMEOUT_MS: '20000' },
     });
     // The launcher reports the dead rank and exits non-zero.
@@ -56,17 +56,17 @@ describe('failures', () => {
       expect(result.message).toMatch(/rank 1/);
       expect(result.elapsedMs).toBeLessThan(20_000);
     }
-  }, 90_000);
+  }, 150_000);
 
   it('shm: mismatched sizes and ops fail on every rank with a mismatch error, and the group recovers', async () => {
     const outcomes = (await spawnThreadRanks(3, shmFixture, 'mismatchRank', {
-      timeoutMs: 60_000,
+      timeoutMs: 120_000,
     })) as unknown[][];
     expectMismatchOutcomes(outcomes, 3);
-  }, 90_000);
+  }, 150_000);
 
   it('shm: a stalled rank makes the others time out within the op timeout, naming the op and the peer', async () => {
-    const outcomes = (await spawnThreadRanks(3, shmFixture, 'stallRank', { timeoutMs: 60_000 })) as {
+    const outcomes = (await spawnThreadRanks(3, shmFixture, 'stallRank', { timeoutMs: 120_000 })) as {
       code: string;
       op: string;
       peer: number;
@@ -77,5 +77,5 @@ describe('failures', () => {
       expect(outcomes[rank]!.elapsedMs).toBeGreaterThanOrEqual(900);
       expect(outcomes[rank]!.elapsedMs).toBeLessThan(6_000);
     }
-  }, 90_000);
+  }, 150_000);
 });

@@ -1,6 +1,6 @@
 import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../types.js';
 import { decodeBfloat16, encodeBfloat16 } from './bfloat16.js';
-import { finishAverage, reduceInto } from './reduce-kernels.js';
+import { finishAverage, reduceInto, reducePair } from './reduce-kernels.js';
 
 const BLOCK = 16_384;
 const accumulatorFloat = new Float32Array(BLOCK);
@@ -28,14 +28,18 @@ export function reduceBlocks(
     const blockLength = end - start;
     if (dtype === 'int32') {
       const accumulator = accumulatorInt.subarray(0, blockLength);
-      accumulator.set((first as Int32Array).subarray(start, end));
-      for (let j = 1; j < sources.length; j++)
+      const firstBlock = (first as Int32Array).subarray(start, end);
+      if (sources.length === 1) accumulator.set(firstBlock);
+      else reducePair(accumulator, firstBlock, (sources[1] as Int32Array).subarray(start, end), op);
+      for (let j = 2; j < sources.length; j++)
         reduceInto(accumulator, (sources[j] as Int32Array).subarray(start, end), op);
       for (const target of targets) (target as Int32Array).set(accumulator, start);
     } else if (dtype === 'float32') {
       const accumulator = accumulatorFloat.subarray(0, blockLength);
-      accumulator.set((first as Float32Array).subarray(start, end));
-      for (let j = 1; j < sources.length; j++)
+      const firstBlock = (first as Float32Array).subarray(start, end);
+      if (sources.length === 1) accumulator.set(firstBlock);
+      else reducePair(accumulator, firstBlock, (sources[1] as Float32Array).subarray(start, end), op);
+      for (let j = 2; j < sources.length; j++)
         reduceInto(accumulator, (sources[j] as Float32Array).subarray(start, end), op);
       if (op === 'avg') finishAverage(accumulator, size);
       for (const target of targets) (target as Float32Array).set(accumulator, start);

@@ -32,6 +32,27 @@ export function reduceInto(target: AccumulatorArray, source: AccumulatorArray, o
   }
 }
 
+/** target[i] = a[i] (op) b[i]: the first reduction step fused with the copy into the accumulator. */
+export function reducePair(
+  target: AccumulatorArray,
+  a: AccumulatorArray,
+  b: AccumulatorArray,
+  op: ReduceOp,
+): void {
+  const length = target.length;
+  if (target instanceof Int32Array) {
+    if (op === 'sum' || op === 'avg') for (let i = 0; i < length; i++) target[i] = (a[i]! + b[i]!) | 0;
+    else if (op === 'max') for (let i = 0; i < length; i++) target[i] = Math.max(a[i]!, b[i]!);
+    else for (let i = 0; i < length; i++) target[i] = Math.min(a[i]!, b[i]!);
+    return;
+  }
+  if (op === 'sum' || op === 'avg') for (let i = 0; i < length; i++) target[i] = a[i]! + b[i]!;
+  else {
+    target.set(a);
+    reduceInto(target, b, op);
+  }
+}
+
 /** Divides a float32 sum by the group size (a division, not a multiplication by 1/size). */
 export function finishAverage(values: Float32Array, size: number): void {
   const length = values.length;

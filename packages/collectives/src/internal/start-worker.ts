@@ -1,5 +1,9 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
 
 /** The worker entries this package ships (tsup builds each to `dist/<name>.js`). */
@@ -21,6 +25,7 @@ export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker 
   // From the CJS build too, the ESM entries (`.js`) are started: a Worker runs them either way.
   const url = new URL(`./${entry}.${fromSource ? 'ts' : 'js'}`, here);
   if (!fromSource) return new Worker(url, options);
+  if (entry === 'comm-worker') return new Worker(bundledFromSource(url, here), options);
   // The package's CommonJS build of tsx/esm/api cannot be import()ed; its ESM twin sits beside it.
   const tsxApiPath = createRequire(here)
     .resolve('tsx/esm/api')
@@ -36,4 +41,44 @@ function moduleUrl(): string {
   const url: unknown = import.meta.url;
   if (typeof url === 'string') return url;
   return pathToFileURL(__filename).href;
+}
+
+/**
+ * From source, the communication worker is bundled once to plain JavaScript with esbuild (a
+ * development dependency, present wherever the sources run) and cached in the temp directory
+ * under a hash of the sources: starting a worker then costs no TypeScript loader, which matters
+ * when a test starts dozens of them on a busy 2-core machine.
+ */
+function bundledFromSource(entry: URL, here: string): URL {
+  const directory = fileURLToPath(new URL('./', entry));
+  const hash = createHash('sha256');
+  const walk = (folder: string): void => {
+    for (const name of readdirSync(folder, { withFileTypes: true }).sort((a, b) =>
+      a.name.localeCompare(b.name),
+    )) {
+      const path = join(folder, name.name);
+      if (name.isDirectory()) walk(path);
+      else if (name.name.endsWith('.ts')) hash.update(path).update(readFileSync(path));
+    }
+  };
+  walk(fileURLToPath(new URL('../', entry)));
+  const output = join(tmpdir(), `fsdp-ts-comm-worker-${hash.digest('hex').slice(0, 16)}.mjs`);
+  if (!existsSync(output)) {
+    const esbuild = createRequire(here)('esbuild') as {
+      buildSync(options: Record<string, unknown>): { outputFiles: { text: string }[] };
+    };
+    const result = esbuild.buildSync({
+      entryPoints: [fileURLToPath(entry)],
+      bundle: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      write: false,
+      absWorkingDir: directory,
+    });
+    const temporary = `${output}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+    writeFileSync(temporary, result.outputFiles[0]!.text);
+    renameSync(temporary, output);
+  }
+  return pathToFileURL(output);
 }
