@@ -4,7 +4,7 @@
  * `launch([...fsdp-run arguments])`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -107,10 +107,20 @@ export function launch(args: string[], env: NodeJS.ProcessEnv = {}, fromSource =
   };
 }
 
+/**
+ * Whether `pid` still runs. A zombie does not count: here PID 1 (the VM's init) does not reap
+ * re-parented processes, so a killed orphan stays a zombie, dead but visible to kill(pid, 0).
+ */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  try {
+    // /proc/<pid>/stat: "pid (command) state ...", the command may contain spaces.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
   } catch {
     return false;
   }

@@ -56,6 +56,8 @@ describe.concurrent('fsdp-run', () => {
   it.each([
     ['stubborn', 'rank 1 (local rank 1) exited with code 3'],
     ['fail-signal', 'rank 1 (local rank 1) was killed by signal SIGKILL'],
+    // Rank 0 leaves behind a process that ignores SIGTERM: it must not survive the job.
+    ['grandchild', 'rank 1 (local rank 1) exited with code 3'],
   ])('fails when a worker fails (%s), names it, and leaves no worker running', async (mode, message) => {
     const directory = pidDirectory();
     const job = launch([
@@ -71,7 +73,7 @@ describe.concurrent('fsdp-run', () => {
     expect(code).toBe(1);
     expect(job.stderr()).toContain(`fsdp-run: job failed: ${message} on node 0`);
     const pids = workerPids(directory);
-    expect(pids).toHaveLength(3);
+    expect(pids).toHaveLength(mode === 'grandchild' ? 4 : 3);
     expect(pids.filter(alive)).toEqual([]);
   });
 

@@ -63,6 +63,7 @@ export class WorkerProcess {
       this.child.once('exit', (code, signal) => {
         exit = { rank: options.rank, localRank: options.localRank, code, signal };
         this.state = 'exited';
+        this.killLeftovers();
         // [Note: output flush] 'close' follows once both pipes are drained; a grandchild that
         // keeps them open must not hold the launcher, so wait at most one second.
         const timer = setTimeout(finish, 1_000);
@@ -94,6 +95,21 @@ export class WorkerProcess {
       process.kill(-this.child.pid, signal);
     } catch {
       // Already gone: the 'exit' event is on its way.
+    }
+  }
+
+  /**
+   * [Note: leftover processes] Processes a worker started and left running when it exited are
+   * still in its process group: SIGKILL them at once, so none outlives fsdp-run. Done right at
+   * the exit, while no new process can have reused the worker's pid as its group id (and a
+   * group that still has members keeps its id reserved).
+   */
+  private killLeftovers(): void {
+    if (this.child.pid === undefined) return;
+    try {
+      process.kill(-this.child.pid, 'SIGKILL');
+    } catch {
+      // ESRCH: the group is empty, nothing was left behind.
     }
   }
 
