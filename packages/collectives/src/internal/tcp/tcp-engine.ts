@@ -145,7 +145,9 @@ export class TcpEngine {
     const { rank, size } = this.init;
     const previous = this.links[(rank - 1 + size) % size] ?? null;
     const next = this.links[(rank + 1) % size] ?? null;
-    this.scratch.resetStaging(2 * op.count * Math.max(1, size));
+    // bfloat16 staging for outgoing bytes: at most max(2, size) x count elements per op.
+    const bfloat16Wire = op.wireDtype === 'bfloat16' || op.dtype === 'bfloat16';
+    this.scratch.resetStaging(bfloat16Wire ? op.count * Math.max(2, size) : 0);
     switch (op.kind) {
       case 'allReduce':
         await this.allReduce(op, previous, next);
