@@ -40,39 +40,48 @@ export const referenceConfig: GPTConfig = {
   seed: 0,
 };
 const settings = {
-  compute: { batch: 8, seqLen: 128, warmupSteps: 2, measuredSteps: quick ? 5 : 10 },
-  communication: { batch: 1, seqLen: 16, warmupSteps: 3, measuredSteps: quick ? 10 : 20 },
+  compute: { batch: 8, seqLen: 128, warmupSteps: quick ? 1 : 2, measuredSteps: quick ? 10 : 15 },
+  communication: { batch: 1, seqLen: 16, warmupSteps: quick ? 2 : 3, measuredSteps: quick ? 10 : 30 },
 } as const;
 type SettingName = keyof typeof settings;
 
 let runCounter = 0;
-function run(kind: RunKind, worldSize: number, setting: Omit<RunRequest, 'kind' | 'output'>): RunResult {
-  const output = join(scratch, `run-${runCounter++}.json`);
-  const request: RunRequest = { kind, output, ...setting };
+/** Runs `kinds` one after another in one launch of `worldSize` processes (one plain process for 'single'). */
+function run(kinds: RunKind[], worldSize: number, setting: Omit<RunRequest, 'kind' | 'output'>): RunResult[] {
+  const requests: RunRequest[] = kinds.map((kind) => ({
+    kind,
+    output: join(scratch, `run-${runCounter++}.json`),
+    ...setting,
+  }));
   const command =
-    kind === 'single'
-      ? [...nodeArguments, rankScript, JSON.stringify(request)]
+    worldSize === 1 && kinds.every((kind) => kind === 'single')
+      ? [...nodeArguments, rankScript, JSON.stringify(requests)]
       : [
           ...nodeArguments,
           launcher,
           '--nproc-per-node',
           String(worldSize),
           rankScript,
-          JSON.stringify(request),
+          JSON.stringify(requests),
         ];
   const started = performance.now();
   const child = spawnSync(process.execPath, command, {
     encoding: 'utf8',
-    timeout: 600_000,
+    timeout: 900_000,
     maxBuffer: 64 * 1024 * 1024,
   });
   if (child.status !== 0)
-    throw new Error(`benchmark run ${kind} (W=${worldSize}) failed:\n${child.stdout}\n${child.stderr}`);
-  const result = JSON.parse(readFileSync(output, 'utf8')) as RunResult;
-  process.stderr.write(
-    `  ${kind.padEnd(31)} W=${worldSize}  ${result.tokensPerSecond.median.toFixed(0).padStart(7)} tok/s  (${((performance.now() - started) / 1000).toFixed(0)} s)\n`,
-  );
-  return result;
+    throw new Error(
+      `benchmark runs ${kinds.join(', ')} (W=${worldSize}) failed:\n${child.stdout}\n${child.stderr}`,
+    );
+  const results = requests.map((request) => JSON.parse(readFileSync(request.output, 'utf8')) as RunResult);
+  for (const result of results) {
+    process.stderr.write(
+      `  ${result.kind.padEnd(31)} W=${worldSize}  ${result.tokensPerSecond.median.toFixed(0).padStart(7)} tok/s\n`,
+    );
+  }
+  process.stderr.write(`  (${((performance.now() - started) / 1000).toFixed(0)} s)\n`);
+  return results;
 }
 
 const throughputKinds: RunKind[] = [
@@ -93,8 +102,9 @@ for (const name of ['compute', 'communication'] as const) {
   const setting = settings[name];
   const config = { ...referenceConfig, seqLen: setting.seqLen };
   const rows: Partial<Record<RunKind, RunResult>> = {};
-  for (const kind of throughputKinds)
-    rows[kind] = run(kind, kind === 'single' ? 1 : 2, { config, ...setting });
+  const [single] = run(['single'], 1, { config, ...setting });
+  if (single !== undefined) rows.single = single;
+  for (const result of run(throughputKinds.slice(1), 2, { config, ...setting })) rows[result.kind] = result;
   throughput[name] = rows;
 }
 
@@ -111,23 +121,33 @@ interface MemoryRow {
 const memory: MemoryRow[] = [];
 if (only === undefined || only === 'memory') {
   process.stderr.write('memory (communication-bound batch, so activations stay small)\n');
-  const memoryRuns: [number, RunKind, number][] = [];
-  for (const worldSize of [1, 2, 4])
-    for (const kind of ['no-shard', 'full-shard'] as const) memoryRuns.push([4, kind, worldSize]);
-  memoryRuns.push([16, 'no-shard', 2], [16, 'full-shard', 2]);
-  for (const [layers, kind, worldSize] of memoryRuns) {
+  const memoryRuns: [number, number][] = [
+    [4, 1],
+    [4, 2],
+    [4, 4],
+    [16, 2],
+  ];
+  for (const [layers, worldSize] of memoryRuns) {
     const config = { ...referenceConfig, nLayers: layers, seqLen: 16 };
-    const result = run(kind, worldSize, { config, batch: 1, seqLen: 16, warmupSteps: 1, measuredSteps: 2 });
-    memory.push({
-      layers,
-      kind,
-      worldSize,
-      measuredBytes: result.peak.parametersGradientsOptimizerBytes,
-      modelBytes: memoryModelBytes(kind, result.parameters, worldSize, result.largestUnitNumel),
-      tfPeakBytes: result.peak.tfBytes,
-      parameters: result.parameters,
-      largestUnitNumel: result.largestUnitNumel,
+    const results = run(['no-shard', 'full-shard'], worldSize, {
+      config,
+      batch: 1,
+      seqLen: 16,
+      warmupSteps: 1,
+      measuredSteps: 2,
     });
+    for (const result of results) {
+      memory.push({
+        layers,
+        kind: result.kind,
+        worldSize,
+        measuredBytes: result.peak.parametersGradientsOptimizerBytes,
+        modelBytes: memoryModelBytes(result.kind, result.parameters, worldSize, result.largestUnitNumel),
+        tfPeakBytes: result.peak.tfBytes,
+        parameters: result.parameters,
+        largestUnitNumel: result.largestUnitNumel,
+      });
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 /**
  * One rank of an FSDP benchmark run (under fsdp-run), or the single-process baseline (plain node).
- *   node --conditions=@fsdp-ts/source --import tsx bench/training-rank.ts '<RunRequest JSON>'
+ *   node --conditions=@fsdp-ts/source --import tsx bench/training-rank.ts '<RunRequest[] JSON>'
+ * Runs the requests one after another in the same processes (one start-up for several rows).
  */
 import { writeFileSync } from 'node:fs';
 import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
@@ -11,188 +12,200 @@ import { initBackend, Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { type MemorySample, type RunRequest, type RunResult, spread } from './bench-config';
 
-const request = JSON.parse(process.argv[2]!) as RunRequest;
+const requests = JSON.parse(process.argv[2]!) as RunRequest[];
 await initBackend('wasm');
-const group: ProcessGroup | null = request.kind === 'single' ? null : await initProcessGroup();
+const group: ProcessGroup | null = requests.every((request) => request.kind === 'single')
+  ? null
+  : await initProcessGroup();
 const worldSize = group?.size ?? 1;
-const inner = new GPT(request.config);
-const parameterCount = inner
-  .parameters()
-  .reduce((sum, parameter) => sum + parameter.shape.reduce((a, b) => a * b, 1), 0);
+/** Measures one row; every rank runs the same requests in the same order. */
+function measure(request: RunRequest): RunResult {
+  const inner = new GPT(request.config);
+  const parameterCount = inner
+    .parameters()
+    .reduce((sum, parameter) => sum + parameter.shape.reduce((a, b) => a * b, 1), 0);
 
-let model: Module = inner;
-let forward = (input: tf.Tensor) => inner.forward(input);
-let wrapped: FullyShardedDataParallel<GPT> | null = null;
-if (group !== null) {
-  const strategy = request.kind.startsWith('no-shard')
-    ? 'no-shard'
-    : request.kind.startsWith('shard-grad-op')
-      ? 'shard-grad-op'
-      : 'full-shard';
-  wrapped = new FullyShardedDataParallel(inner, {
-    group,
-    shardingStrategy: strategy,
-    autoWrapPolicy: [TransformerBlock],
-    flattenParameters: !request.kind.endsWith('-unflat'),
-  });
-  model = wrapped;
-  const fsdp = wrapped;
-  forward = (input: tf.Tensor) => fsdp.forward(input) as tf.Tensor;
-}
-const handles = wrapped?.units.flatMap((unit) => unit.handles) ?? [];
-const largestUnitNumel = Math.max(
-  0,
-  ...(wrapped?.units.map((unit) =>
-    unit.handles.reduce((sum, handle) => sum + handle.layout.paddedNumel, 0),
-  ) ?? [parameterCount]),
-);
-
-// The optimizer of each row (see bench-config.ts).
-let flatParameters: { parameter: Parameter; handle: (typeof handles)[number] }[] = [];
-function makeOptimizer(): AdamW {
-  const options = { lr: 1e-4, weightDecay: 0.01 };
-  if (request.kind === 'full-shard-flat-optimizer') {
-    flatParameters = handles.map((handle, index) => ({
-      parameter: new Parameter(handle.shardedBuffer(), { name: `flat.${index}` }),
-      handle,
-    }));
-    return new AdamW(
-      flatParameters.map(({ parameter }) => parameter),
-      options,
-    );
+  let model: Module = inner;
+  let forward = (input: tf.Tensor) => inner.forward(input);
+  let wrapped: FullyShardedDataParallel<GPT> | null = null;
+  if (group !== null) {
+    const strategy = request.kind.startsWith('no-shard')
+      ? 'no-shard'
+      : request.kind.startsWith('shard-grad-op')
+        ? 'shard-grad-op'
+        : 'full-shard';
+    wrapped = new FullyShardedDataParallel(inner, {
+      group,
+      shardingStrategy: strategy,
+      autoWrapPolicy: [TransformerBlock],
+      flattenParameters: !request.kind.endsWith('-unflat'),
+    });
+    model = wrapped;
+    const fsdp = wrapped;
+    forward = (input: tf.Tensor) => fsdp.forward(input) as tf.Tensor;
   }
-  if (request.kind === 'full-shard-submodule-optimizer') {
-    return new AdamW(
-      [
-        ...inner.blocks.children().map((block) => ({ params: block.parameters() })),
-        {
-          params: [
-            ...inner.tokenEmbedding.parameters(),
-            ...inner.positionEmbedding.parameters(),
-            ...inner.finalNorm.parameters(),
-          ],
-        },
-      ],
-      options,
-    );
-  }
-  return new AdamW(model.parameters(), options);
-}
-const optimizer = makeOptimizer();
+  const handles = wrapped?.units.flatMap((unit) => unit.handles) ?? [];
+  const largestUnitNumel = Math.max(
+    0,
+    ...(wrapped?.units.map((unit) =>
+      unit.handles.reduce((sum, handle) => sum + handle.layout.paddedNumel, 0),
+    ) ?? [parameterCount]),
+  );
 
-function storageBytes(): number {
-  let total = 0;
-  for (const handle of handles) {
-    for (const storage of [
-      handle.shardedStorage,
-      handle.unshardedStorage,
-      handle.shardedGradStorage,
-      handle.unshardedGradStorage,
-    ]) {
-      if (storage.isAllocated) total += storage.array().byteLength;
+  // The optimizer of each row (see bench-config.ts).
+  let flatParameters: { parameter: Parameter; handle: (typeof handles)[number] }[] = [];
+  function makeOptimizer(): AdamW {
+    const options = { lr: 1e-4, weightDecay: 0.01 };
+    if (request.kind === 'full-shard-flat-optimizer') {
+      flatParameters = handles.map((handle, index) => ({
+        parameter: new Parameter(handle.shardedBuffer(), { name: `flat.${index}` }),
+        handle,
+      }));
+      return new AdamW(
+        flatParameters.map(({ parameter }) => parameter),
+        options,
+      );
     }
-  }
-  if (wrapped === null) {
-    for (const parameter of inner.parameters()) {
-      total += parameter.data.numel * 4;
-      if (parameter.grad !== null) total += parameter.grad.numel * 4;
+    if (request.kind === 'full-shard-submodule-optimizer') {
+      return new AdamW(
+        [
+          ...inner.blocks.children().map((block) => ({ params: block.parameters() })),
+          {
+            params: [
+              ...inner.tokenEmbedding.parameters(),
+              ...inner.positionEmbedding.parameters(),
+              ...inner.finalNorm.parameters(),
+            ],
+          },
+        ],
+        options,
+      );
     }
+    return new AdamW(model.parameters(), options);
   }
-  return total;
-}
+  const optimizer = makeOptimizer();
 
-function typedArrayBytes(value: unknown, seen = new Set<unknown>()): number {
-  if (ArrayBuffer.isView(value)) return value.byteLength;
-  if (value === null || typeof value !== 'object' || seen.has(value)) return 0;
-  seen.add(value);
-  let total = 0;
-  for (const entry of Object.values(value as Record<string, unknown>)) total += typedArrayBytes(entry, seen);
-  return total;
-}
-
-let optimizerBytes = 0;
-const peak: MemorySample = { storageBytes: 0, optimizerBytes: 0, tfBytes: 0 };
-let peakTotal = 0;
-let sampling = false;
-function sample(): void {
-  if (!sampling) return;
-  const storage = storageBytes();
-  const tfBytes = tf.memory().numBytes;
-  if (storage + optimizerBytes > peakTotal) {
-    peakTotal = storage + optimizerBytes;
-    peak.storageBytes = storage;
-    peak.optimizerBytes = optimizerBytes;
+  function storageBytes(): number {
+    let total = 0;
+    for (const handle of handles) {
+      for (const storage of [
+        handle.shardedStorage,
+        handle.unshardedStorage,
+        handle.shardedGradStorage,
+        handle.unshardedGradStorage,
+      ]) {
+        if (storage.isAllocated) total += storage.array().byteLength;
+      }
+    }
+    if (wrapped === null) {
+      for (const parameter of inner.parameters()) {
+        total += parameter.data.numel * 4;
+        if (parameter.grad !== null) total += parameter.grad.numel * 4;
+      }
+    }
+    return total;
   }
-  peak.tfBytes = Math.max(peak.tfBytes, tfBytes);
-}
-// Sample inside every unit's forward (and its recomputation in backward): the moments its
-// gathered buffers are alive.
-for (const block of inner.blocks.children()) {
-  const target = (block as TransformerBlock).mlp as unknown as { forward: (x: tf.Tensor) => tf.Tensor };
-  const original = target.forward.bind(target);
-  target.forward = (x: tf.Tensor) => {
+
+  function typedArrayBytes(value: unknown, seen = new Set<unknown>()): number {
+    if (ArrayBuffer.isView(value)) return value.byteLength;
+    if (value === null || typeof value !== 'object' || seen.has(value)) return 0;
+    seen.add(value);
+    let total = 0;
+    for (const entry of Object.values(value as Record<string, unknown>))
+      total += typedArrayBytes(entry, seen);
+    return total;
+  }
+
+  let optimizerBytes = 0;
+  const peak: MemorySample = { storageBytes: 0, optimizerBytes: 0, tfBytes: 0 };
+  let peakTotal = 0;
+  let sampling = false;
+  function sample(): void {
+    if (!sampling) return;
+    const storage = storageBytes();
+    const tfBytes = tf.memory().numBytes;
+    if (storage + optimizerBytes > peakTotal) {
+      peakTotal = storage + optimizerBytes;
+      peak.storageBytes = storage;
+      peak.optimizerBytes = optimizerBytes;
+    }
+    peak.tfBytes = Math.max(peak.tfBytes, tfBytes);
+  }
+  // Sample inside every unit's forward (and its recomputation in backward): the moments its
+  // gathered buffers are alive.
+  for (const block of inner.blocks.children()) {
+    const target = (block as TransformerBlock).mlp as unknown as { forward: (x: tf.Tensor) => tf.Tensor };
+    const original = target.forward.bind(target);
+    target.forward = (x: tf.Tensor) => {
+      sample();
+      return original(x);
+    };
+  }
+
+  const tokenValues = Int32Array.from(
+    { length: request.batch * request.seqLen },
+    (_, index) => (index * 7919 + (group?.rank ?? 0) * 31) % request.config.vocabSize,
+  );
+  const tokens = tf.tensor(tokenValues, [request.batch, request.seqLen], 'int32');
+  const targets = tf.tensor(
+    tokenValues.map((value) => (value + 1) % request.config.vocabSize),
+    [request.batch, request.seqLen],
+    'int32',
+  );
+  const stepTimes: number[] = [];
+  const cpuTimes: number[] = [];
+  const allGatherWaits: number[] = [];
+  const reductionWaits: number[] = [];
+  const losses: number[] = [];
+  for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
+    sampling = step >= request.warmupSteps;
+    group?.barrier().wait(); // every rank starts the step together
+    const start = performance.now();
+    const cpuStart = process.cpuUsage();
+    const loss = backward(model, () => crossEntropy(forward(tokens), targets));
     sample();
-    return original(x);
+    for (const { parameter, handle } of flatParameters) parameter.grad = handle.shardedGradBuffer();
+    optimizer.step();
+    if (step === request.warmupSteps) optimizerBytes = typedArrayBytes(optimizer.stateDict());
+    sample();
+    optimizer.zeroGrad();
+    if (flatParameters.length > 0) for (const parameter of model.parameters()) parameter.grad = null;
+    const elapsed = performance.now() - start;
+    const cpu = process.cpuUsage(cpuStart);
+    losses.push(loss);
+    if (step >= request.warmupSteps) {
+      stepTimes.push(elapsed);
+      cpuTimes.push((cpu.user + cpu.system) / 1000);
+      allGatherWaits.push(wrapped?.statistics.allGatherWaitMs ?? 0);
+      reductionWaits.push(wrapped?.statistics.reductionWaitMs ?? 0);
+    }
+  }
+  const stepMs = spread(stepTimes);
+  const tokensPerStep = worldSize * request.batch * request.seqLen;
+  const result: RunResult = {
+    kind: request.kind,
+    worldSize,
+    parameters: parameterCount,
+    largestUnitNumel,
+    units: wrapped?.units.length ?? 1,
+    stepMs,
+    cpuMs: spread(cpuTimes),
+    tokensPerSecond: {
+      min: (tokensPerStep * 1000) / stepMs.max,
+      median: (tokensPerStep * 1000) / stepMs.median,
+      max: (tokensPerStep * 1000) / stepMs.min,
+    },
+    allGatherWaitMs: spread(allGatherWaits),
+    reductionWaitMs: spread(reductionWaits),
+    peak: { ...peak, parametersGradientsOptimizerBytes: peak.storageBytes + peak.optimizerBytes },
+    losses,
   };
+  tf.dispose([tokens, targets]);
+  return result;
 }
 
-const tokenValues = Int32Array.from(
-  { length: request.batch * request.seqLen },
-  (_, index) => (index * 7919 + (group?.rank ?? 0) * 31) % request.config.vocabSize,
-);
-const tokens = tf.tensor(tokenValues, [request.batch, request.seqLen], 'int32');
-const targets = tf.tensor(
-  tokenValues.map((value) => (value + 1) % request.config.vocabSize),
-  [request.batch, request.seqLen],
-  'int32',
-);
-const stepTimes: number[] = [];
-const cpuTimes: number[] = [];
-const allGatherWaits: number[] = [];
-const reductionWaits: number[] = [];
-const losses: number[] = [];
-for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
-  sampling = step >= request.warmupSteps;
-  group?.barrier().wait(); // every rank starts the step together
-  const start = performance.now();
-  const cpuStart = process.cpuUsage();
-  const loss = backward(model, () => crossEntropy(forward(tokens), targets));
-  sample();
-  for (const { parameter, handle } of flatParameters) parameter.grad = handle.shardedGradBuffer();
-  optimizer.step();
-  if (step === request.warmupSteps) optimizerBytes = typedArrayBytes(optimizer.stateDict());
-  sample();
-  optimizer.zeroGrad();
-  if (flatParameters.length > 0) for (const parameter of model.parameters()) parameter.grad = null;
-  const elapsed = performance.now() - start;
-  const cpu = process.cpuUsage(cpuStart);
-  losses.push(loss);
-  if (step >= request.warmupSteps) {
-    stepTimes.push(elapsed);
-    cpuTimes.push((cpu.user + cpu.system) / 1000);
-    allGatherWaits.push(wrapped?.statistics.allGatherWaitMs ?? 0);
-    reductionWaits.push(wrapped?.statistics.reductionWaitMs ?? 0);
-  }
+for (const request of requests) {
+  const result = measure(request);
+  if ((group?.rank ?? 0) === 0) writeFileSync(request.output, `${JSON.stringify(result)}\n`);
 }
-const stepMs = spread(stepTimes);
-const tokensPerStep = worldSize * request.batch * request.seqLen;
-const result: RunResult = {
-  kind: request.kind,
-  worldSize,
-  parameters: parameterCount,
-  largestUnitNumel,
-  units: wrapped?.units.length ?? 1,
-  stepMs,
-  cpuMs: spread(cpuTimes),
-  tokensPerSecond: {
-    min: (tokensPerStep * 1000) / stepMs.max,
-    median: (tokensPerStep * 1000) / stepMs.median,
-    max: (tokensPerStep * 1000) / stepMs.min,
-  },
-  allGatherWaitMs: spread(allGatherWaits),
-  reductionWaitMs: spread(reductionWaits),
-  peak: { ...peak, parametersGradientsOptimizerBytes: peak.storageBytes + peak.optimizerBytes },
-  losses,
-};
-if ((group?.rank ?? 0) === 0) writeFileSync(request.output, `${JSON.stringify(result)}\n`);
 await group?.destroy();
