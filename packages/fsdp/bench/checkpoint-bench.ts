@@ -10,6 +10,7 @@ import {
   mkdirSync,
   mkdtempSync,
   openSync,
+  readFileSync,
   readSync,
   rmSync,
   writeFileSync,
@@ -35,6 +36,7 @@ interface Timings {
   plainWrite: number[];
   load: number[];
   plainRead: number[];
+  readFileSync: number[];
 }
 
 export async function benchRank({
@@ -65,7 +67,14 @@ export async function benchRank({
       group.allReduce(flag).wait(); // the slowest rank's end
       return performance.now() - start;
     };
-    const timings: Timings = { bytes: 0, save: [], plainWrite: [], load: [], plainRead: [] };
+    const timings: Timings = {
+      bytes: 0,
+      save: [],
+      plainWrite: [],
+      load: [],
+      plainRead: [],
+      readFileSync: [],
+    };
     const plainPath = join(args.root, `plain-${rank}.bin`);
     let saved = '';
     for (let repetition = 0; repetition < REPETITIONS; repetition++) {
@@ -106,6 +115,8 @@ export async function benchRank({
           closeSync(descriptor);
         }),
       );
+      // A naive reader: the whole file into a fresh buffer.
+      timings.readFileSync.push(timed(() => readFileSync(plainPath)));
     }
     rmSync(plainPath, { force: true });
     tokens.dispose();
@@ -129,7 +140,7 @@ async function main(): Promise<void> {
     })) as Timings[];
     const totalBytes = results.reduce((sum, result) => sum + result.bytes, 0);
     const megabytes = totalBytes / 1e6;
-    const rows = (['save', 'plainWrite', 'load', 'plainRead'] as const).map((kind) => {
+    const rows = (['save', 'plainWrite', 'load', 'plainRead', 'readFileSync'] as const).map((kind) => {
       const times = stats(results[0]![kind]);
       return {
         kind,

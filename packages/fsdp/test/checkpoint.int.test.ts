@@ -37,7 +37,7 @@ let uninterrupted: RunResult[];
 beforeAll(async () => {
   // W=2, 20 steps, a checkpoint every 5 steps, keep the newest 3.
   uninterrupted = await run(2, { root: rootA, until: 20, saveEvery: 5, keep: 3 });
-}, 180_000);
+}, 240_000);
 
 afterAll(() => {
   rmSync(work, { recursive: true, force: true });
@@ -89,7 +89,7 @@ describe('saveCheckpoint / loadCheckpoint (tiny GPT, AdamW, thread ranks)', () =
         );
       });
     }
-  }, 180_000);
+  }, 240_000);
 
   it('fails clearly for truncated, corrupt, missing and mismatched checkpoints and keeps the previous one loadable', async () => {
     const damaged = join(work, 'damaged');

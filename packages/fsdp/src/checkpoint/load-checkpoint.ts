@@ -6,7 +6,7 @@ import { readCheckpointMetadata, resolveCheckpointDirectory } from './checkpoint
 import { matchParameters, planBufferReads, type SavedLocation } from './checkpoint-read-plan';
 import { throwIfAnyRankFailed } from './group-agreement';
 import { type ModelHandle, modelHandles, parameterLocations } from './model-shards';
-import type { CheckpointOptimizer } from './optimizer-state';
+import { type CheckpointOptimizer, describeGroups } from './optimizer-state';
 import { executeReads, type PlannedRead } from './verified-range-reader';
 
 export interface LoadCheckpointOptions {
@@ -112,7 +112,7 @@ function checkOptimizer(
   optimizer: CheckpointOptimizer,
 ): NonNullable<CheckpointMetadata['optimizer']> {
   const saved = metadata.optimizer;
-  const current = optimizer.stateDict().paramGroups;
+  const current = describeGroups(optimizer);
   const problem =
     saved === null
       ? 'the checkpoint holds no optimizer state'
@@ -120,7 +120,7 @@ function checkOptimizer(
         ? `it was saved from ${saved.kind}, the optimizer is ${optimizer.kind}`
         : saved.groups.length !== current.length ||
             saved.groups.some((group, index) => group.paramNames.length !== current[index]!.paramNames.length)
-          ? `its param groups have ${saved.groups.map((group) => group.paramNames.length).join('/')} parameters, the optimizer's ${current.map((group) => group.params.length).join('/')}`
+          ? `its param groups have ${saved.groups.map((group) => group.paramNames.length).join('/')} parameters, the optimizer's ${current.map((group) => group.paramNames.length).join('/')}`
           : null;
   if (problem !== null) {
     throw new CheckpointError(`Cannot load the optimizer state of ${directory}: ${problem}.`, {
@@ -141,7 +141,6 @@ function optimizerDict(
   flatState: ReadonlyMap<ModelHandle, Map<string, Float32Array>>,
 ): OptimizerStateDict {
   const saved = metadata.optimizer!;
-  const current = optimizer.stateDict();
   const locations = parameterLocations(handles);
   const state: Record<number, ParameterStateEntry> = {};
   optimizer.parameters.forEach((parameter, position) => {
@@ -172,12 +171,12 @@ function optimizerDict(
       buffers,
     };
   });
-  return {
-    ...current,
-    state,
-    paramGroups: current.paramGroups.map((group, index) => ({
-      ...group,
-      hyperparameters: saved.groups[index]!.hyperparameters,
-    })),
-  };
+  // [Note: optimizer state dict positions] positions number the parameters group by group, in order.
+  let position = 0;
+  const paramGroups = describeGroups(optimizer).map((group, index) => ({
+    hyperparameters: saved.groups[index]!.hyperparameters,
+    params: group.paramNames.map(() => position++),
+    paramNames: group.paramNames,
+  }));
+  return { format: 'fsdp-ts/optim-state@1', optimizer: optimizer.kind, state, paramGroups };
 }

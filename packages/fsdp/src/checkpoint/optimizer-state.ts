@@ -1,4 +1,4 @@
-import type { OptimizerStateDict } from '@fsdp-ts/optim';
+import type { HyperparameterValue, OptimizerStateDict } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import { CheckpointError } from './checkpoint-error';
 import type { SavedParameterState } from './checkpoint-format';
@@ -11,6 +11,7 @@ import type { ModelHandle } from './model-shards';
 export interface CheckpointOptimizer {
   readonly kind: string;
   readonly parameters: Parameter[];
+  readonly paramGroups: readonly { readonly params: readonly Parameter[] }[];
   stateDict(): OptimizerStateDict;
   loadStateDict(stateDict: OptimizerStateDict): void;
 }
@@ -65,4 +66,20 @@ export function flattenOptimizerState(
     parameters[name] = { step: state.step, buffers: Object.keys(state.buffers).sort() };
   }
   return { flat, parameters };
+}
+
+/** Each param group's hyperparameters and parameter names, read without copying any state. */
+export function describeGroups(
+  optimizer: CheckpointOptimizer,
+): { hyperparameters: Record<string, HyperparameterValue>; paramNames: string[] }[] {
+  return optimizer.paramGroups.map((group) => {
+    const { params, ...hyperparameters } = group as { params: readonly Parameter[] } & Record<
+      string,
+      unknown
+    >;
+    return {
+      hyperparameters: JSON.parse(JSON.stringify(hyperparameters)) as Record<string, HyperparameterValue>,
+      paramNames: params.map((parameter) => parameter.name),
+    };
+  });
 }

@@ -21,7 +21,7 @@ import {
 import { fsyncDirectory, writeFileDurably } from './durable-files';
 import { broadcastOutcome, throwIfAnyRankFailed } from './group-agreement';
 import { type ModelHandle, modelHandles, parameterLocations } from './model-shards';
-import { type CheckpointOptimizer, flattenOptimizerState } from './optimizer-state';
+import { type CheckpointOptimizer, describeGroups, flattenOptimizerState } from './optimizer-state';
 import { RankFileWriter } from './rank-file-writer';
 
 export interface SaveCheckpointOptions {
@@ -167,7 +167,6 @@ function buildMetadata(
     Object.assign(optimizerParameters, optimizerState);
     files.push({ ...entry, index: indexFile, indexSha256: createHash('sha256').update(raw).digest('hex') });
   }
-  const groups = optimizer?.stateDict().paramGroups ?? [];
   return {
     format: CHECKPOINT_FORMAT,
     formatVersion: CHECKPOINT_FORMAT_VERSION,
@@ -194,10 +193,7 @@ function buildMetadata(
         ? null
         : {
             kind: optimizer.kind,
-            groups: groups.map((saved) => ({
-              hyperparameters: saved.hyperparameters,
-              paramNames: saved.paramNames,
-            })),
+            groups: describeGroups(optimizer),
             parameters: optimizerParameters,
           },
     extra,

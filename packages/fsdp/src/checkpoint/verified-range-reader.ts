@@ -40,11 +40,17 @@ export function executeReads(directory: string, reads: readonly PlannedRead[]): 
     if (list.length > 0) byFile.set(read.file, list);
   }
   let bytesRead = 0;
-  for (const [file, list] of byFile) bytesRead += readFile(directory, file, list);
+  const scratch = { buffer: Buffer.allocUnsafe(0) };
+  for (const [file, list] of byFile) bytesRead += readFile(directory, file, list, scratch);
   return bytesRead;
 }
 
-function readFile(directory: string, file: DataFileEntry, reads: PlannedRead[]): number {
+function readFile(
+  directory: string,
+  file: DataFileEntry,
+  reads: PlannedRead[],
+  scratch: { buffer: Buffer },
+): number {
   const path = join(directory, file.file);
   const names = (selected: readonly PlannedRead[]) => [...new Set(selected.map((read) => read.parameter))];
   let descriptor: number;
@@ -80,7 +86,9 @@ function readFile(directory: string, file: DataFileEntry, reads: PlannedRead[]):
     for (const run of blockRuns(sorted, file.blockBytes)) {
       const start = run.firstBlock * file.blockBytes;
       const end = Math.min(run.endBlock * file.blockBytes, file.bytes);
-      const bytes = Buffer.allocUnsafe(end - start);
+      // One scratch buffer for every run: fresh memory costs a page fault per 4 KiB.
+      if (scratch.buffer.byteLength < end - start) scratch.buffer = Buffer.allocUnsafe(end - start);
+      const bytes = scratch.buffer.subarray(0, end - start);
       let filled = 0;
       while (filled < bytes.byteLength) {
         const count = readSync(descriptor, bytes, filled, bytes.byteLength - filled, start + filled);
@@ -145,7 +153,7 @@ function blockRuns(sorted: readonly PlannedRead[], blockBytes: number): BlockRun
   return runs;
 }
 
-function copyOut(read: PlannedRead, bytes: Buffer, runStart: number): void {
+function copyOut(read: PlannedRead, bytes: Uint8Array, runStart: number): void {
   const target = new Uint8Array(
     read.target.buffer,
     read.target.byteOffset + read.targetOffset * 4,
