@@ -33,8 +33,8 @@ const packageBenchmarks = [
   '@fsdp-ts/collectives',
   '@fsdp-ts/nn',
 ];
-const perBenchmarkTimeoutSeconds = 120;
-const fsdpTimeoutSeconds = 420;
+const perBenchmarkTimeoutSeconds = 180;
+const fsdpTimeoutSeconds = 900;
 
 function jsonFiles(): Map<string, number> {
   return new Map(
