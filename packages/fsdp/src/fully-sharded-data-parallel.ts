@@ -1,23 +1,47 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { StateDict } from '@fsdp-ts/nn';
 import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@fsdp-ts/nn';
 import { type Parameter, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { clipGradNorm } from './clip-grad-norm';
 import { FsdpError } from './errors';
+import { hybridShardGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, ParameterLocation } from './internal/fsdp-unit';
-import { finishReduction, startReduction, writeGradient } from './internal/gradient-reduction';
+import {
+  finishReduction,
+  type ReductionSettings,
+  startReduction,
+  writeGradient,
+} from './internal/gradient-reduction';
 import { tapGradient } from './internal/gradient-tap';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
 import { syncModuleStates } from './internal/sync-module-states';
 import { runRecomputingUnit } from './internal/unit-function';
+import { runWithoutSync } from './no-sync';
 import { type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
+import { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
+import {
+  loadShardedStateDict,
+  type ShardedStateDict,
+  shardedStateDict,
+} from './state-dict/sharded-state-dict';
+import { type SummonOptions, summonFullParams } from './summon-full-params';
 
 /** Per-step bookkeeping while a backward() is running (forward and backward of one step). */
 interface StepContext {
   readonly anchor: tf.Tensor;
   readonly tapped: Map<FsdpUnit, Map<Parameter, tf.Tensor>>;
   readonly order: FsdpUnit[]; // non-root units in the order their forward ran
+  readonly sync: boolean; // false inside noSync: gradients accumulate unreduced
 }
+
+/**
+ * What the wrapper is doing, for the methods that must not run in the middle of something else.
+ * 'idle' between steps; 'forward' inside forward(); 'backward' from backward()'s plan to its end;
+ * 'summoned' inside summonFullParams.
+ */
+export type WrapperActivity = 'idle' | 'forward' | 'backward' | 'summoned';
 
 /** Communication the main thread waited for in the last step (not overlapped with compute). */
 export interface CommunicationStatistics {
@@ -50,18 +74,128 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   private readonly ignored: Set<Parameter>;
   private step: StepContext | null = null;
   private lastOrder: FsdpUnit[] = [];
+  private forwardDepth = 0;
+  /** @internal set by summonFullParams */
+  summoning = false;
+  /** @internal false inside noSync */
+  syncGradients = true;
+  private readonly reduction: ReductionSettings;
+
+  /**
+   * The async constructor: also builds the sub-groups of 'hybrid-shard' from `group` and
+   * `shardGroupSize` (see hybridShardGroups). Collective, like the constructor.
+   */
+  static async create<M extends Module>(
+    module: M,
+    options: FsdpOptions,
+  ): Promise<FullyShardedDataParallel<M>> {
+    if (options?.shardingStrategy === 'hybrid-shard' && options.shardGroupSize !== undefined) {
+      const { shardGroupSize, group, ...rest } = options;
+      if (group === undefined) return new FullyShardedDataParallel(module, options);
+      return new FullyShardedDataParallel(module, {
+        ...rest,
+        ...(await hybridShardGroups(group, shardGroupSize)),
+      });
+    }
+    return new FullyShardedDataParallel(module, options);
+  }
 
   constructor(module: M, options: FsdpOptions) {
     super();
     this.module = module;
     this.options = resolveOptions(options);
-    if (this.options.syncModuleStates) syncModuleStates(this.options.group, module);
+    const { replicateGroup, mixedPrecision } = this.options;
+    if (this.options.syncModuleStates) {
+      syncModuleStates(this.options.group, module);
+      if (replicateGroup !== null) syncModuleStates(replicateGroup, module);
+    }
+    this.reduction = {
+      group: this.options.group,
+      strategy: this.options.shardingStrategy,
+      reduceDtype: mixedPrecision?.reduceDtype ?? 'float32',
+      replicateGroup,
+    };
     const built = buildUnits(module, this.options);
     this.units = built.units;
     this.locations = built.locations;
     this.ignored = built.ignored;
     checkSameStructure(this.options.group, describeStructure(this.units));
-    for (const unit of this.units) if (!unit.isRoot) this.interceptForward(unit);
+    if (replicateGroup !== null) checkSameStructure(replicateGroup, describeStructure(this.units));
+    for (const unit of this.units) {
+      unit.gatherDtype = mixedPrecision?.paramDtype ?? 'float32';
+      if (!unit.isRoot) this.interceptForward(unit);
+    }
+  }
+
+  /** What the wrapper is doing now (see WrapperActivity). */
+  get activity(): WrapperActivity {
+    if (this.summoning) return 'summoned';
+    if (this.step !== null) return 'backward';
+    return this.forwardDepth > 0 ? 'forward' : 'idle';
+  }
+
+  /** Parameters of ignoredModules: not sharded, not reduced. */
+  get ignoredParameters(): ReadonlySet<Parameter> {
+    return this.ignored;
+  }
+
+  /** Where a managed Parameter lives (unit, handle, index); undefined for ignored ones. */
+  locate(parameter: Parameter): ParameterLocation | undefined {
+    return this.locations.get(parameter);
+  }
+
+  /**
+   * Runs `fn` with every Parameter full-shape (see summon-full-params.ts). Collective.
+   * `{ writeback = true, rank0Only = false, withGrads = false }`.
+   */
+  summonFullParams<T>(fn: () => T, options: SummonOptions = {}): T {
+    return summonFullParams(this, fn, options);
+  }
+
+  /** Backwards inside `fn` accumulate gradients without reducing them (see no-sync.ts). */
+  noSync<T>(fn: () => T): T {
+    return runWithoutSync(this, fn);
+  }
+
+  /** Clips the gradients to a total norm of `maxNorm`; returns the norm before clipping. Collective. */
+  clipGradNorm(maxNorm: number, normType: number = 2): number {
+    return clipGradNorm(this, maxNorm, normType);
+  }
+
+  /** Full-shape copies of every parameter and buffer by original name, gathered unit by unit. Collective. */
+  fullStateDict(options: FullStateDictOptions = {}): StateDict {
+    return fullStateDict(this, options);
+  }
+
+  /** Loads a full state dict (every rank passes the whole dict); no communication. */
+  loadFullStateDict(dict: StateDict): void {
+    loadFullStateDict(this, dict);
+  }
+
+  /** This rank's shards with their flat-parameter layouts; no communication. */
+  shardedStateDict(): ShardedStateDict {
+    return shardedStateDict(this);
+  }
+
+  /** Loads sharded state dicts saved at any world size (pass every saving rank's dict); no communication. */
+  loadShardedStateDict(dicts: ShardedStateDict | readonly ShardedStateDict[]): void {
+    loadShardedStateDict(this, dicts);
+  }
+
+  /** @internal throws unless idle (for methods that must not run inside forward, backward or summonFullParams). */
+  expectIdle(method: string): void {
+    const activity = this.activity;
+    if (activity === 'idle') return;
+    throw new FsdpError(
+      `${method} was called during ${activity === 'summoned' ? 'summonFullParams' : activity}.`,
+      {
+        code: 'wrong-state',
+        rank: this.group.rank,
+        expected: 'a call between training steps',
+        actual: activity,
+        fix: `call ${method} outside forward, backward and summonFullParams (after backward() returned).`,
+      },
+    );
   }
 
   get group(): ProcessGroup {
@@ -70,10 +204,12 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   /** Runs the wrapped module's forward with the root unit gathered. */
   forward(...inputs: unknown[]): unknown {
+    if (this.summoning) this.expectIdle('forward()');
     const root = this.units[0]!;
     this.gather(root);
     const training = this.step !== null;
     let completed = false;
+    this.forwardDepth += 1;
     try {
       const output = withParameterTensors(this.parameterTensors(root), () =>
         (this.module.forward as (...args: unknown[]) => unknown)(...inputs),
@@ -81,6 +217,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       completed = true;
       return output;
     } finally {
+      this.forwardDepth -= 1;
       if (training && completed) this.lastOrder = [...this.step!.order];
       if (!training) this.reshardAll();
     }
@@ -106,6 +243,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   /** See [Note: gradient hook] in @fsdp-ts/nn: FSDP computes and reduces its own gradients. */
   [backwardHook](): BackwardPlan {
+    if (this.summoning) this.expectIdle('backward()');
     if (this.step !== null) {
       throw new FsdpError('backward() was called while another backward of this model is running.', {
         code: 'wrong-state',
@@ -117,7 +255,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     this.statistics.allGatherWaitMs = 0;
     this.statistics.reductionWaitMs = 0;
     const anchor = tf.scalar(0);
-    this.step = { anchor, tapped: new Map(), order: [] };
+    this.step = { anchor, tapped: new Map(), order: [], sync: this.syncGradients };
     for (const unit of this.units) {
       unit.pendingGradients = unit.trainableParameters().length;
       unit.reductionStarted = false;
@@ -149,7 +287,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     const step = this.step;
     if (step !== null && !step.order.includes(unit)) step.order.push(unit);
     const strategy = this.options.shardingStrategy;
-    if (step !== null && strategy === 'full-shard') {
+    if (step !== null && (strategy === 'full-shard' || strategy === 'hybrid-shard')) {
       return runRecomputingUnit(original, args, step.anchor, this.recomputeHooks(unit), unit.label);
     }
     this.gather(unit);
@@ -192,7 +330,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         unit.trainableParameters().forEach((parameter, index) => {
           writeGradient(this.locations.get(parameter)!, gradients[index]!, this.options.shardingStrategy);
         });
-        startReduction(unit, this.group, this.options.shardingStrategy);
+        if (this.step?.sync !== false) startReduction(unit, this.reduction);
       },
     };
   }
@@ -238,18 +376,26 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     writeGradient(location, gradient, this.options.shardingStrategy);
     unit.pendingGradients -= 1;
     if (unit.pendingGradients === 0) {
-      startReduction(unit, this.group, this.options.shardingStrategy);
+      if (this.step?.sync !== false) startReduction(unit, this.reduction);
       if (!unit.isRoot && this.options.shardingStrategy === 'shard-grad-op') unit.reshard();
     }
   }
 
   /** After backward: every reduction issued (in unit order on every rank), awaited, units resharded. */
   private finishStep(): void {
-    const strategy = this.options.shardingStrategy;
     try {
-      for (const unit of this.units) startReduction(unit, this.group, strategy);
+      if (this.step?.sync === false) {
+        // noSync: the unsharded gradients stay allocated and keep accumulating.
+        for (const unit of this.units) {
+          unit.reductionStarted = false;
+          unit.receivedGradients = false;
+        }
+        this.reshardAll();
+        return;
+      }
+      for (const unit of this.units) startReduction(unit, this.reduction);
       const start = performance.now();
-      for (const unit of this.units) finishReduction(unit, strategy);
+      for (const unit of this.units) finishReduction(unit, this.reduction);
       this.statistics.reductionWaitMs += performance.now() - start;
       this.reshardAll();
     } finally {

@@ -26,8 +26,32 @@ export {
   type SavedCheckpoint,
   saveCheckpoint,
 } from './checkpoint/save-checkpoint';
+export { clipGradNorm } from './clip-grad-norm';
 export { FsdpError, type FsdpErrorCode, type FsdpErrorDetails } from './errors';
-export { type CommunicationStatistics, FSDP, FullyShardedDataParallel } from './fully-sharded-data-parallel';
+export {
+  type CommunicationStatistics,
+  FSDP,
+  FullyShardedDataParallel,
+  type WrapperActivity,
+} from './fully-sharded-data-parallel';
+export { type HybridShardGroups, hybridShardGroups } from './hybrid-shard';
+export type { CommunicationDtype, MixedPrecision } from './mixed-precision';
+export { runWithoutSync } from './no-sync';
+export {
+  FSDP_OPTIM_STATE_DICT_FORMAT,
+  type FsdpOptimParameterState,
+  type FsdpOptimStateDict,
+  type StatefulOptimizer,
+} from './optim-state-dict/fsdp-optim-state-dict';
+export {
+  type FullOptimStateDictOptions,
+  fullOptimStateDict,
+  loadFullOptimStateDict,
+} from './optim-state-dict/full-optim-state-dict';
+export {
+  loadShardedOptimStateDict,
+  shardedOptimStateDict,
+} from './optim-state-dict/sharded-optim-state-dict';
 export {
   type FsdpOptions,
   type ResolvedFsdpOptions,
@@ -36,4 +60,15 @@ export {
 } from './options';
 export { type ExportSafetensorsOptions, exportSafetensors } from './safetensors/export-safetensors';
 export { importSafetensors } from './safetensors/import-safetensors';
+export { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
+export type { Piece } from './state-dict/pieces';
+export {
+  loadShardedStateDict,
+  SHARDED_STATE_DICT_FORMAT,
+  type ShardedHandleEntry,
+  type ShardedParameterEntry,
+  type ShardedStateDict,
+  shardedStateDict,
+} from './state-dict/sharded-state-dict';
+export { type SummonOptions, summonFullParams } from './summon-full-params';
 export { type AutoWrapPolicy, type ModuleClass, selectUnitModules } from './wrap-policy';

@@ -1,6 +1,9 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { Module } from '@fsdp-ts/nn';
 import { FsdpError } from './errors';
+import { resolveHybridGroups } from './hybrid-shard';
+import type { MixedPrecision } from './mixed-precision';
+import { resolveMixedPrecision } from './mixed-precision';
 import type { AutoWrapPolicy } from './wrap-policy';
 
 /**
@@ -9,14 +12,34 @@ import type { AutoWrapPolicy } from './wrap-policy';
  * - `shard-grad-op`: gathered for forward and kept until after backward; gradients and optimizer
  *   state sharded (ZeRO-2).
  * - `no-shard`: plain data parallel; gradients all-reduced per unit (one bucket per unit).
+ * - `hybrid-shard`: full-shard within a shard group (e.g. one node), replicated across replica
+ *   groups: reduce-scatter in the shard group, then all-reduce of the sharded gradient between
+ *   replicas. See hybrid-shard.ts.
  */
-export type ShardingStrategy = 'full-shard' | 'shard-grad-op' | 'no-shard';
+export type ShardingStrategy = 'full-shard' | 'shard-grad-op' | 'no-shard' | 'hybrid-shard';
 
-export const shardingStrategies: readonly ShardingStrategy[] = ['full-shard', 'shard-grad-op', 'no-shard'];
+export const shardingStrategies: readonly ShardingStrategy[] = [
+  'full-shard',
+  'shard-grad-op',
+  'no-shard',
+  'hybrid-shard',
+];
 
 export interface FsdpOptions {
-  /** The process group to shard over. Required. */
-  group: ProcessGroup;
+  /**
+   * The process group to shard over. Required, except for 'hybrid-shard' given `shardGroup` and
+   * `replicateGroup`. With 'hybrid-shard' and `shardGroupSize`, the whole group (use
+   * `await FullyShardedDataParallel.create(...)`, which builds the sub-groups).
+   */
+  group?: ProcessGroup;
+  /** 'hybrid-shard': ranks per shard group (consecutive ranks of `group`); needs `create()`. */
+  shardGroupSize?: number;
+  /** 'hybrid-shard': the group this rank shards over. */
+  shardGroup?: ProcessGroup;
+  /** 'hybrid-shard': the group of this rank's replicas (same shard rank in every shard group). */
+  replicateGroup?: ProcessGroup;
+  /** Gather parameters and/or reduce gradients in bfloat16 (shards stay float32). Default: off. */
+  mixedPrecision?: MixedPrecision;
   /** Default 'full-shard'. */
   shardingStrategy?: ShardingStrategy;
   /** Which submodules become their own units; the root unit takes what is left. Default: none. */
@@ -42,7 +65,11 @@ export interface FsdpOptions {
 }
 
 export interface ResolvedFsdpOptions {
+  /** The group parameters are sharded over (the shard group under 'hybrid-shard'). */
   readonly group: ProcessGroup;
+  /** 'hybrid-shard': the replica group gradients are all-reduced over; otherwise null. */
+  readonly replicateGroup: ProcessGroup | null;
+  readonly mixedPrecision: Required<MixedPrecision> | null;
   readonly shardingStrategy: ShardingStrategy;
   readonly autoWrapPolicy: AutoWrapPolicy | undefined;
   readonly flattenParameters: boolean;
@@ -55,7 +82,8 @@ export interface ResolvedFsdpOptions {
 }
 
 export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
-  if (options === undefined || options.group === undefined) {
+  const hybrid = resolveHybridGroups(options);
+  if (options === undefined || (options.group === undefined && hybrid === null)) {
     throw new FsdpError('FullyShardedDataParallel needs a process group.', {
       code: 'invalid-option',
       expected: '{ group: ProcessGroup }',
@@ -81,7 +109,9 @@ export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
     });
   }
   return {
-    group: options.group,
+    group: hybrid?.shardGroup ?? options.group!,
+    replicateGroup: hybrid?.replicateGroup ?? null,
+    mixedPrecision: resolveMixedPrecision(options.mixedPrecision),
     shardingStrategy: strategy,
     autoWrapPolicy: options.autoWrapPolicy,
     flattenParameters: options.flattenParameters ?? true,

@@ -1,9 +1,11 @@
 import type { ProcessGroup, Work } from '@fsdp-ts/collectives';
 import type { FlatParamHandle } from '@fsdp-ts/flat-param';
 import type { Module } from '@fsdp-ts/nn';
-import type { Parameter } from '@fsdp-ts/tensor';
+import { bfloat16ToFloat32, float32ToBfloat16, type Parameter } from '@fsdp-ts/tensor';
 import { FsdpError } from '../errors';
+import type { CommunicationDtype } from '../mixed-precision';
 import type { ShardingStrategy } from '../options';
+import { sharedUint16 } from './shared-arrays';
 
 /**
  * [Note: unit states]
@@ -32,6 +34,10 @@ export class FsdpUnit {
   readonly handles: readonly FlatParamHandle[];
   private currentState: UnitState;
   private gatherWorks: Work[] = [];
+  /** bfloat16 all-gather outputs to widen into the unsharded buffers (see [Note: mixed precision]). */
+  private widening: [FlatParamHandle, Uint16Array][] = [];
+  /** dtype of this unit's parameter all-gathers in forward and backward. */
+  gatherDtype: CommunicationDtype = 'float32';
   /** Reduce-scatters (or, for no-shard, all-reduces) issued in this backward. */
   reductionWorks: Work[] = [];
   /** Parameters of this unit whose gradient has not arrived yet in this backward. */
@@ -68,24 +74,37 @@ export class FsdpUnit {
     return this.handles.flatMap((handle) => handle.parameters.filter((parameter) => parameter.requiresGrad));
   }
 
-  /** Issues the all-gathers (sharded → gathering). Does nothing if already gathering or unsharded. */
-  startUnshard(group: ProcessGroup): void {
+  /**
+   * Issues the all-gathers (sharded → gathering), in `dtype` (default `gatherDtype`). Does nothing
+   * if already gathering or unsharded.
+   */
+  startUnshard(group: ProcessGroup, dtype: CommunicationDtype = this.gatherDtype): void {
     if (this.currentState !== 'sharded') return;
     for (const handle of this.handles) {
       const output = handle.unshardedBuffer().typedArray() as Float32Array;
       const input = handle.shardedBuffer().typedArray() as Float32Array;
-      this.gatherWorks.push(group.allGather(output, input));
+      if (dtype === 'float32') {
+        this.gatherWorks.push(group.allGather(output, input));
+        continue;
+      }
+      const input16 = float32ToBfloat16(input, sharedUint16(input.length));
+      const output16 = sharedUint16(output.length);
+      this.gatherWorks.push(group.allGather(output16, input16, { dtype: 'bfloat16' }));
+      this.widening.push([handle, output16]);
     }
     this.currentState = 'gathering';
   }
 
   /** Waits for the all-gathers and points every Parameter at its full view (→ unsharded). */
-  finishUnshard(group: ProcessGroup): void {
+  finishUnshard(group: ProcessGroup, dtype: CommunicationDtype = this.gatherDtype): void {
     if (this.currentState === 'unsharded') return;
-    if (this.currentState === 'sharded') this.startUnshard(group);
+    if (this.currentState === 'sharded') this.startUnshard(group, dtype);
     const works = this.gatherWorks;
     this.gatherWorks = [];
     for (const work of works) work.wait();
+    for (const [handle, output16] of this.widening.splice(0)) {
+      bfloat16ToFloat32(output16, handle.unshardedBuffer().typedArray() as Float32Array);
+    }
     for (const handle of this.handles) handle.useUnshardedViews();
     this.currentState = 'unsharded';
   }
@@ -96,6 +115,7 @@ export class FsdpUnit {
       // An exception between prefetch and use: finish the collective (every rank issued it) first.
       for (const work of this.gatherWorks) work.wait();
       this.gatherWorks = [];
+      this.widening = [];
       for (const handle of this.handles) handle.freeUnsharded();
       this.currentState = 'sharded';
       return;

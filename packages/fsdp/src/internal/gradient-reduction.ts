@@ -1,9 +1,21 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { ProcessGroup, Work } from '@fsdp-ts/collectives';
 import type { FlatParamHandle } from '@fsdp-ts/flat-param';
-import { readTensorValues } from '@fsdp-ts/tensor';
+import { bfloat16ToFloat32, float32ToBfloat16, readTensorValues } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
+import type { CommunicationDtype } from '../mixed-precision';
 import type { ShardingStrategy } from '../options';
 import type { FsdpUnit, ParameterLocation } from './fsdp-unit';
+import { sharedUint16 } from './shared-arrays';
+
+/** How a unit's gradients are reduced (from the options). */
+export interface ReductionSettings {
+  readonly group: ProcessGroup;
+  readonly strategy: ShardingStrategy;
+  /** 'bfloat16': reduce in bfloat16 (see [Note: mixed precision]). */
+  readonly reduceDtype: CommunicationDtype;
+  /** 'hybrid-shard': the reduced shard is then averaged over this group. */
+  readonly replicateGroup: ProcessGroup | null;
+}
 
 /**
  * [Note: gradient flow]
@@ -12,12 +24,18 @@ import type { FsdpUnit, ParameterLocation } from './fsdp-unit';
  * 2. When a unit has all its gradients, `startReduction` issues one reduce-scatter (average) per
  *    handle into the sharded gradient buffer (no-shard: one all-reduce of the flat gradient) and
  *    returns at once: the transfer overlaps the rest of backward.
+ *    With reduceDtype 'bfloat16' the input is rounded into a bfloat16 copy and the output widened
+ *    after the wait; under 'hybrid-shard' the output is then all-reduced over the replica group.
  * 3. After backward, `finishReduction` waits, adds into gradients the user kept from earlier
  *    steps (accumulation without zeroGrad), frees the unsharded gradient buffers and points every
  *    trainable Parameter's `grad` at its sharded gradient view.
  */
 const scratchBuffers = new WeakMap<FlatParamHandle, Float32Array>();
 const accumulating = new WeakMap<FlatParamHandle, boolean>();
+/** bfloat16 reductions in flight: the bfloat16 output and the float32 array it widens into. */
+const pendingWidening = new WeakMap<FlatParamHandle, { output: Uint16Array; target: Float32Array }>();
+/** The reduced float32 output of the last reduction of each handle (for the replica all-reduce). */
+const reducedOutputs = new WeakMap<FlatParamHandle, Float32Array>();
 
 export function writeGradient(
   location: ParameterLocation,
@@ -52,15 +70,16 @@ function resetKeptGradients(unit: FsdpUnit): void {
   }
 }
 
-export function startReduction(unit: FsdpUnit, group: ProcessGroup, strategy: ShardingStrategy): void {
+export function startReduction(unit: FsdpUnit, settings: ReductionSettings): void {
   if (unit.reductionStarted) return;
   unit.reductionStarted = true;
   if (!unit.receivedGradients) return;
+  const { strategy } = settings;
   for (const handle of unit.handles) {
     if (!handle.unshardedGradStorage.isAllocated) continue;
     const input = handle.unshardedGradBuffer().typedArray() as Float32Array;
     if (strategy === 'no-shard') {
-      unit.reductionWorks.push(group.allReduce(input, { op: 'avg' }));
+      unit.reductionWorks.push(reduce(handle, settings, input, input, 'allReduce'));
       continue;
     }
     const keep = handle.parameters.some(
@@ -68,15 +87,57 @@ export function startReduction(unit: FsdpUnit, group: ProcessGroup, strategy: Sh
     );
     accumulating.set(handle, keep);
     const output = keep ? scratchFor(handle) : (handle.shardedGradBuffer().typedArray() as Float32Array);
-    unit.reductionWorks.push(group.reduceScatter(output, input, { op: 'avg' }));
+    unit.reductionWorks.push(reduce(handle, settings, output, input, 'reduceScatter'));
   }
 }
 
-export function finishReduction(unit: FsdpUnit, strategy: ShardingStrategy): void {
+/** Issues one reduction (average) of `input` into `output`, in the settings' reduce dtype. */
+function reduce(
+  handle: FlatParamHandle,
+  settings: ReductionSettings,
+  output: Float32Array,
+  input: Float32Array,
+  kind: 'allReduce' | 'reduceScatter',
+): Work {
+  reducedOutputs.set(handle, output);
+  const { group } = settings;
+  if (settings.reduceDtype === 'float32') {
+    return kind === 'allReduce'
+      ? group.allReduce(input, { op: 'avg' })
+      : group.reduceScatter(output, input, { op: 'avg' });
+  }
+  const input16 = float32ToBfloat16(input, sharedUint16(input.length));
+  const options = { op: 'avg', dtype: 'bfloat16' } as const;
+  if (kind === 'allReduce') {
+    pendingWidening.set(handle, { output: input16, target: output });
+    return group.allReduce(input16, options);
+  }
+  const output16 = sharedUint16(output.length);
+  pendingWidening.set(handle, { output: output16, target: output });
+  return group.reduceScatter(output16, input16, options);
+}
+
+export function finishReduction(unit: FsdpUnit, settings: ReductionSettings): void {
   const works = unit.reductionWorks;
   unit.reductionWorks = [];
   for (const work of works) work.wait();
-  if (strategy !== 'no-shard' && unit.receivedGradients) {
+  for (const handle of unit.handles) {
+    const pending = pendingWidening.get(handle);
+    if (pending === undefined) continue;
+    pendingWidening.delete(handle);
+    bfloat16ToFloat32(pending.output, pending.target);
+  }
+  if (settings.strategy !== 'no-shard' && unit.receivedGradients) {
+    const replicateGroup = settings.replicateGroup;
+    if (replicateGroup !== null && replicateGroup.size > 1) {
+      const replicaWorks: Work[] = [];
+      for (const handle of unit.handles) {
+        const output = reducedOutputs.get(handle);
+        if (!handle.unshardedGradStorage.isAllocated || output === undefined) continue;
+        replicaWorks.push(replicateGroup.allReduce(output, { op: 'avg' }));
+      }
+      for (const work of replicaWorks) work.wait();
+    }
     for (const handle of unit.handles) {
       if (!handle.unshardedGradStorage.isAllocated) continue;
       if (accumulating.get(handle) === true) addScratchIntoShard(handle);

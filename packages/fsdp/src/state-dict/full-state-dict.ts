@@ -1,0 +1,81 @@
+import type { StateDict } from '@fsdp-ts/nn';
+import { TensorView } from '@fsdp-ts/tensor';
+import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import { checkNames } from './check-names';
+import { float32Values, localPart, parameterEntries } from './named-parameters';
+
+export interface FullStateDictOptions {
+  /** Only rank 0 receives the values (the others return {}); every rank must still call. Default false. */
+  rank0Only?: boolean;
+}
+
+/**
+ * [Note: full state dict]
+ * Collective. Unit by unit, in unit order on every rank: all-gather the unit in float32, copy its
+ * full parameters into new full-shape float32 views under their original names, reshard. Peak
+ * memory beyond the result is one unit's unsharded buffer. Buffers and parameters of
+ * ignoredModules are copied as they are. The result is what the unwrapped module's
+ * `stateDict()` would hold (as copies), so `module.loadStateDict(dict)` of an unwrapped model
+ * accepts it.
+ */
+export function fullStateDict(
+  model: FullyShardedDataParallel,
+  options: FullStateDictOptions = {},
+): StateDict {
+  model.expectIdle('fullStateDict()');
+  const keep = !(options.rank0Only ?? false) || model.group.rank === 0;
+  const entries = parameterEntries(model);
+  const dict: StateDict = {};
+  for (const unit of model.units) {
+    const gather = unit.state === 'sharded';
+    if (gather) unit.finishUnshard(model.group, 'float32');
+    try {
+      if (!keep) continue;
+      for (const entry of entries) {
+        if (entry.location?.unit !== unit) continue;
+        dict[entry.name] = copy(entry.parameter.data);
+      }
+    } finally {
+      if (gather) unit.reshard();
+    }
+  }
+  if (!keep) return {};
+  for (const entry of entries)
+    if (entry.location === undefined) dict[entry.name] = copy(entry.parameter.data);
+  for (const [name, view] of model.namedBuffers()) dict[name] = copy(view);
+  // The model's order (units gathered in unit order).
+  const ordered: StateDict = {};
+  for (const entry of entries) ordered[entry.name] = dict[entry.name]!;
+  for (const [name] of model.namedBuffers()) ordered[name] = dict[name]!;
+  return ordered;
+}
+
+/**
+ * Loads a full state dict: every rank passes the whole dict and keeps its own part (no
+ * communication). Names and shapes are checked first (tied parameters' other names are
+ * accepted); every offender is named in one FsdpError('state-dict-mismatch') and nothing is
+ * loaded then.
+ */
+export function loadFullStateDict(model: FullyShardedDataParallel, dict: StateDict): void {
+  model.expectIdle('loadFullStateDict()');
+  const entries = parameterEntries(model);
+  const expected = new Map<string, readonly number[]>();
+  const aliases = new Map<string, readonly number[]>();
+  for (const entry of entries) {
+    expected.set(entry.name, entry.shape);
+    for (const alias of entry.aliases) aliases.set(alias, entry.shape);
+  }
+  for (const [name, view] of model.namedBuffers()) expected.set(name, view.shape);
+  const actual = new Map(Object.entries(dict).map(([name, view]) => [name, view.shape] as const));
+  checkNames('loadFullStateDict', expected, aliases, actual);
+  for (const entry of entries) {
+    const source = float32Values(dict[entry.name]!);
+    const { offset, values } = localPart(entry);
+    values.set(source.subarray(offset, offset + values.length));
+  }
+  for (const [name, view] of model.namedBuffers()) view.copyFrom(dict[name]!);
+}
+
+function copy(view: TensorView): TensorView {
+  return TensorView.zeros([...view.shape], view.dtype).copyFrom(view);
+}
