@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { shardingStrategies } from '@fsdp-ts/fsdp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type TrainingResult, tinyConfig, trainReference } from './fixtures/training-run';
 import { createNamespacePair, type NamespacePair } from './multi-host-netns';
 import { BATCH_PER_RANK, type MultiHostReport, SEQ_LEN } from './multi-host-report';
@@ -29,6 +29,8 @@ const LAUNCH_TIMEOUT_SECONDS = 60;
 
 let pair: NamespacePair | undefined;
 let pairError: unknown;
+/** Launchers of the current test; afterEach kills those still running (a failed test's). */
+const running: HostLaunch[] = [];
 
 /** The namespaces, or the error that says why this machine could not make them. */
 function hosts(): NamespacePair {
@@ -98,7 +100,9 @@ function launchHost(host: 0 | 1, port: number, args: string[], limitMs: number):
         reject(new Error(`host ${host}'s fsdp-run exited first:\n${stdout}\n${stderr}`)),
       );
     });
-  return { child, stdout: () => stdout, stderr: () => stderr, exited, waitFor };
+  const launch = { child, stdout: () => stdout, stderr: () => stderr, exited, waitFor };
+  running.push(launch);
+  return launch;
 }
 
 /** Bytes received by host 0's veth end so far. */
@@ -144,7 +148,15 @@ beforeAll(() => {
   }
 });
 
+afterEach(async () => {
+  for (const launch of running.splice(0)) {
+    if (launch.child.exitCode === null && launch.child.signalCode === null) launch.child.kill('SIGKILL');
+    await launch.exited;
+  }
+});
+
 afterAll(() => {
+  // Kills whatever still runs in the namespaces (workers of a killed launcher included) and deletes them.
   pair?.remove();
 });
 
