@@ -73,7 +73,7 @@ function resultOf(outputs: string[]): RankResult {
   throw new Error(`no RESULT line:\n${outputs.join('\n')}`);
 }
 
-const pair = createNamespacePair({ name: 'fsdp-mhb', prefix: '10.231.1' });
+const pair = createNamespacePair({ stem: 'fsdp-mhb', prefix: '10.231.1' });
 const results: Record<string, RankResult> = {};
 try {
   const [host0, host1] = pair.namespaces;

@@ -3,8 +3,8 @@
  * each with its own address of a private /30 and no other route: traffic between them crosses
  * a real network hop (veth), and nothing can leave for any other address. Needs root.
  *
- *   ns <name>-0  veth <link>0  <prefix>.1/30
- *   ns <name>-1  veth <link>1  <prefix>.2/30
+ *   ns <stem><pid>-0  veth v<pid>h0  <prefix>.1/30
+ *   ns <stem><pid>-1  veth v<pid>h1  <prefix>.2/30
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 
@@ -20,8 +20,8 @@ export interface NamespacePair {
 }
 
 export interface NamespacePairOptions {
-  /** Namespace name stem; the namespaces are `<name>-0` and `<name>-1`. */
-  name: string;
+  /** Namespace name stem; the namespaces are `<stem><pid>-0` and `<stem><pid>-1`. */
+  stem: string;
   /** First three octets of the /30 (the network address is `<prefix>.0`), e.g. '10.231.0'. */
   prefix: string;
 }
@@ -60,22 +60,46 @@ function killAndDelete(namespace: string): void {
   spawnSync('ip', ['netns', 'delete', namespace]);
 }
 
-/** Removes the namespaces of `name` left over by a previous run that crashed. */
+/** Removes the namespaces of `name` (and kills what runs in them). */
 export function removeLeftovers(name: string): void {
   for (const host of [0, 1]) killAndDelete(`${name}-${host}`);
 }
 
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
- * Creates the two namespaces (after removing leftovers of the same name). Throws, saying the
+ * [Note: namespace names] A pair is named `<stem><pid>-<host>` after the process that made it, so
+ * two test runs at once (another checkout, CI) do not delete each other's hosts. Pairs whose
+ * process no longer runs are leftovers of a crashed run: removed here.
+ */
+export function removeStaleNamespaces(stem: string): void {
+  const pattern = new RegExp(`^${stem}(\\d+)-[01]$`);
+  for (const namespace of existingNamespaces()) {
+    const match = pattern.exec(namespace);
+    if (match !== null && !alive(Number(match[1]))) killAndDelete(namespace);
+  }
+}
+
+/**
+ * Creates the two namespaces (after removing leftovers of crashed runs). Throws, saying the
  * machine forbids it, when `ip netns` does not work here: the tests that need it must fail
  * loudly rather than be skipped.
  */
 export function createNamespacePair(options: NamespacePairOptions): NamespacePair {
-  const { name, prefix } = options;
+  const { stem, prefix } = options;
+  const name = `${stem}${process.pid}`;
+  removeStaleNamespaces(stem);
   const namespaces = [`${name}-0`, `${name}-1`] as const;
   const addresses = [`${prefix}.1`, `${prefix}.2`] as const;
-  // Interface names are at most 15 bytes.
-  const links = [`${name.slice(0, 12)}v0`, `${name.slice(0, 12)}v1`] as const;
+  // Interface names are at most 15 bytes; the pid keeps them apart from a concurrent run's.
+  const links = [`v${process.pid}h0`, `v${process.pid}h1`] as const;
   removeLeftovers(name);
   try {
     for (const namespace of namespaces) {

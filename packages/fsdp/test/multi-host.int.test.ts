@@ -142,7 +142,7 @@ function expectParameters(pieces: TrainingResult['pieces'][], reference: Trainin
 
 beforeAll(() => {
   try {
-    pair = createNamespacePair({ name: 'fsdp-mh', prefix: '10.231.0' });
+    pair = createNamespacePair({ stem: 'fsdp-mh', prefix: '10.231.0' });
   } catch (error) {
     pairError = error;
   }
