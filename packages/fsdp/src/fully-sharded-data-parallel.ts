@@ -1,6 +1,13 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { StateDict } from '@fsdp-ts/nn';
-import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@fsdp-ts/nn';
+import {
+  type BackwardPlan,
+  backwardHook,
+  Dropout,
+  type Generator,
+  Module,
+  withParameterTensors,
+} from '@fsdp-ts/nn';
 import { type Parameter, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
@@ -326,6 +333,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         unit.reshard();
       },
       trainable: () => unit.trainableParameters(),
+      generators: () => dropoutGenerators(unit.module),
       onParameterGradients: (gradients: tf.Tensor[]) => {
         unit.trainableParameters().forEach((parameter, index) => {
           writeGradient(this.locations.get(parameter)!, gradients[index]!, this.options.shardingStrategy);
@@ -431,3 +439,8 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
 /** Short alias, as in PyTorch (`FSDP`). */
 export const FSDP = FullyShardedDataParallel;
+
+/** The mask generators of every Dropout inside a unit (replayed when the unit is recomputed). */
+function dropoutGenerators(module: Module): Generator[] {
+  return module.modules().flatMap((child) => (child instanceof Dropout ? [child.generator] : []));
+}

@@ -105,3 +105,23 @@ describe('FSDP parity with the unwrapped single-process run (tiny GPT, 10 AdamW 
     });
   }
 });
+
+describe('dropout under full-shard', () => {
+  it('the recompute replays the dropout masks: full-shard equals shard-grad-op (no recompute) with dropout 0.2', async () => {
+    const args = base(2, { config: { ...tinyConfig, dropout: 0.2 }, steps: 3 });
+    const recomputed = (await spawnThreadRanks(2, fixture, 'trainRank', { args })) as TrainingResult[];
+    const kept = (await spawnThreadRanks(2, fixture, 'trainRank', {
+      args: { ...args, strategy: 'shard-grad-op' },
+    })) as TrainingResult[];
+    recomputed.forEach((result, rank) => {
+      result.losses.forEach((loss, step) => {
+        expectClose(loss, kept[rank]!.losses[step]!, `rank ${rank} loss of step ${step}`);
+      });
+      for (const [name, piece] of Object.entries(result.pieces)) {
+        piece.values.forEach((value, index) => {
+          expectClose(value, kept[rank]!.pieces[name]!.values[index]!, `rank ${rank} ${name}[${index}]`);
+        });
+      }
+    });
+  });
+});

@@ -1,4 +1,4 @@
-import { withParameterTensors } from '@fsdp-ts/nn';
+import { type Generator, withParameterTensors } from '@fsdp-ts/nn';
 import { nestedGradients, type Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { FsdpError } from '../errors';
@@ -13,6 +13,8 @@ export interface RecomputingUnitHooks {
   trainable(): Parameter[];
   /** Backward produced these parameter gradients (same order as trainable()). */
   onParameterGradients(gradients: tf.Tensor[]): void;
+  /** Random generators the unit's forward draws from (dropout): replayed by the recompute. */
+  generators(): readonly Generator[];
 }
 
 /**
@@ -24,6 +26,8 @@ export interface RecomputingUnitHooks {
  * starts the reduce-scatter) and returns the input gradients to tfjs at once. Float inputs are
  * differentiable; other arguments (int tokens, options) pass through unchanged. The anchor input
  * makes tfjs run the gradient function even when no input depends on a trainable tensor.
+ * The recompute replays the forward's random draws: the generators' states are taken before the
+ * forward, set again for the recompute, and put back afterwards, so dropout masks match.
  */
 export function runRecomputingUnit(
   forward: (...args: unknown[]) => unknown,
@@ -61,6 +65,8 @@ export function runRecomputingUnit(
     const save = received[received.length - 1] as tf.GradSaveFunc;
     const inputs = received.slice(0, floatPositions.length) as tf.Tensor[];
     save(inputs);
+    const generators = hooks.generators();
+    const forwardStates = generators.map((generator) => generator.getState());
     let value: tf.Tensor;
     try {
       value = run(hooks.gatherParameters('forward'), inputs);
@@ -71,6 +77,10 @@ export function runRecomputingUnit(
       value,
       gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
         const tensors = hooks.gatherParameters('backward');
+        const currentStates = generators.map((generator) => generator.getState());
+        generators.forEach((generator, index) => {
+          generator.setState(forwardStates[index]!);
+        });
         try {
           const trainable = hooks.trainable();
           const differentiated = [...saved, ...trainable.map((parameter) => tensors.get(parameter)!)];
@@ -95,6 +105,9 @@ export function runRecomputingUnit(
           for (const gradient of parameterGradients) if (!kept.has(gradient)) gradient.dispose();
           return [...inputGradients, tf.zerosLike(anchor)];
         } finally {
+          generators.forEach((generator, index) => {
+            generator.setState(currentStates[index]!);
+          });
           hooks.releaseParameters('backward');
         }
       },
