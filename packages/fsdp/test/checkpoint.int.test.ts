@@ -120,6 +120,7 @@ describe('saveCheckpoint / loadCheckpoint (tiny GPT, AdamW, thread ranks)', () =
       ],
       intact: join(damaged, 'step-00000015'),
       mismatchConfig: { vocabSize: 13, dModel: 24, nLayers: 2, nHeads: 2, seqLen: 8, seed: 7 },
+      noShardRoot: join(work, 'no-shard'),
     };
     const results = (await spawnThreadRanks(2, fixture, 'corruptionRank', { args, timeoutMs: 120_000 })) as {
       caught: {
@@ -134,13 +135,21 @@ describe('saveCheckpoint / loadCheckpoint (tiny GPT, AdamW, thread ranks)', () =
       changedByIntact: boolean;
       intactStep: number;
       isCheckpointError: boolean;
+      noShardRoundTrip: boolean;
     }[];
     for (const result of results) {
       expect(result.isCheckpointError, JSON.stringify(result.caught)).toBe(true);
       expect(result.unchanged).toBe(true);
       expect(result.changedByIntact).toBe(true);
       expect(result.intactStep).toBe(15);
+      expect(result.noShardRoundTrip).toBe(true);
     }
+    // Under no-shard only rank 0 writes: one file, saved at shard world size 1.
+    const noShard = JSON.parse(
+      readFileSync(join(work, 'no-shard', 'step-00000015', 'metadata.json'), 'utf8'),
+    );
+    expect(noShard.shardWorldSize).toBe(1);
+    expect(noShard.files.map((file: { file: string }) => file.file)).toEqual(['shard-00000-of-00001.bin']);
     const own = (label: string) =>
       results.flatMap((result) =>
         result.caught.filter((entry) => entry.label === label && entry.reason !== 'peer-failed'),

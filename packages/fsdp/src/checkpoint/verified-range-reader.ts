@@ -15,8 +15,8 @@ export interface PlannedRead {
   parameter: string;
 }
 
-const MAX_RUN_BYTES = 64 << 20;
-const MAX_READ_BYTES = 16 << 20; // a multiple of 4: big reads are split so a run stays bounded
+const MAX_RUN_BYTES = 8 << 20;
+const MAX_READ_BYTES = 4 << 20; // a multiple of 4: big reads are split so a run stays bounded
 
 /**
  * Executes planned reads: per file, the verification blocks the reads touch are read once (merged
