@@ -7,7 +7,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -174,6 +174,7 @@ describe('fsdp-run on 2 namespace hosts x 2 processes (veth 10.231.0.1 <-> 10.23
     const reports = [0, 1, 2, 3].map(
       (rank) => JSON.parse(readFileSync(join(output, `rank-${rank}.json`), 'utf8')) as MultiHostReport,
     );
+    rmSync(output, { recursive: true, force: true });
     // Ranks K*2 + local rank. Every TCP socket of a host, listening or connected, is bound to
     // that host's own address (no wildcard, no loopback), and each host has connections to the other.
     const addressOf = (endpoint: string) => endpoint.slice(0, endpoint.lastIndexOf(':'));
