@@ -12,7 +12,7 @@ import { type Parameter, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
 import { FsdpError } from './errors';
-import { hybridShardGroups } from './hybrid-shard';
+import { withHybridGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, ParameterLocation } from './internal/fsdp-unit';
 import {
@@ -96,15 +96,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     module: M,
     options: FsdpOptions,
   ): Promise<FullyShardedDataParallel<M>> {
-    if (options?.shardingStrategy === 'hybrid-shard' && options.shardGroupSize !== undefined) {
-      const { shardGroupSize, group, ...rest } = options;
-      if (group === undefined) return new FullyShardedDataParallel(module, options);
-      return new FullyShardedDataParallel(module, {
-        ...rest,
-        ...(await hybridShardGroups(group, shardGroupSize)),
-      });
-    }
-    return new FullyShardedDataParallel(module, options);
+    return new FullyShardedDataParallel(module, await withHybridGroups(options));
   }
 
   constructor(module: M, options: FsdpOptions) {

@@ -50,6 +50,14 @@ export async function hybridShardGroups(
   return { shardGroup, replicateGroup };
 }
 
+/** `options` with `group` + `shardGroupSize` replaced by the two sub-groups (other options unchanged). */
+export async function withHybridGroups(options: FsdpOptions): Promise<FsdpOptions> {
+  if (options?.shardingStrategy !== 'hybrid-shard' || options.shardGroupSize === undefined) return options;
+  const { shardGroupSize, group, ...rest } = options;
+  if (group === undefined) return options;
+  return { ...rest, ...(await hybridShardGroups(group, shardGroupSize)) };
+}
+
 /** The hybrid groups of the options (null for other strategies); checks the combination. */
 export function resolveHybridGroups(options: FsdpOptions | undefined): HybridShardGroups | null {
   if (options === undefined || options === null) return null;
