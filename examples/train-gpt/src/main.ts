@@ -57,6 +57,9 @@ async function main(): Promise<number> {
           `train-gpt: ${message.task}; GPT with ${message.parameters.toLocaleString('en-US')} parameters; FSDP ${message.strategy} over ${message.worldSize} processes; ${message.totalSteps} steps`,
         );
         break;
+      case 'resumed':
+        bar.log(`resumed from ${message.path} (step ${message.step})`);
+        break;
       case 'step':
         bar.update({
           step: message.record.step,

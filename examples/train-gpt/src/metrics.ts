@@ -52,6 +52,7 @@ export type ProgressMessage =
       worldSize: number;
       strategy: string;
     }
+  | { kind: 'resumed'; step: number; path: string }
   | { kind: 'step'; record: StepRecord; totalSteps: number; elapsedSeconds: number }
   | { kind: 'evaluation'; record: EvaluationRecord; metricName: string; samples: string[] }
   | {

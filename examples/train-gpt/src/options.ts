@@ -20,6 +20,7 @@ export interface TrainOptions {
   out: string;
   seed: number;
   progress: 'bar' | 'lines' | 'none';
+  fresh: boolean;
 }
 
 function positiveInteger(value: string): number {
@@ -63,6 +64,7 @@ export function trainCommand(): Command {
     .option('--eval-every <n>', 'evaluate every n steps', positiveInteger, 25)
     .addOption(new Option('--backend <name>', 'tfjs backend').choices(['wasm', 'cpu']).default('wasm'))
     .option('-o, --out <dir>', 'where the plot, report and metrics go', 'output')
+    .option('--fresh', 'ignore the checkpoints in --out and train from scratch', false)
     .option('--seed <n>', 'model initialisation seed', nonNegativeNumber, 0)
     .addOption(
       new Option('--progress <style>', 'progress display').choices(['bar', 'lines', 'none']).default('bar'),

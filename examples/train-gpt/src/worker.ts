@@ -3,10 +3,10 @@
  * outputs). Every rank runs the same steps, evaluations and generations: FSDP's forward is
  * collective, so ranks must call it together.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
-import { FullyShardedDataParallel } from '@fsdp-ts/fsdp';
+import { FullyShardedDataParallel, listCheckpoints, loadCheckpoint, saveCheckpoint } from '@fsdp-ts/fsdp';
 import { backward, GPT, TransformerBlock } from '@fsdp-ts/nn';
 import { AdamW, LinearWarmupCosineLR } from '@fsdp-ts/optim';
 import { initBackend } from '@fsdp-ts/tensor';
@@ -63,8 +63,6 @@ async function main(): Promise<void> {
       totalSteps: options.steps,
       minLrRatio: 0.1,
     });
-    // TODO(issue 9): save a checkpoint every --eval-every steps and resume from --out when
-    // restarted, once saveCheckpoint/loadCheckpoint land in @fsdp-ts/fsdp.
     report(
       encodeMessage({
         kind: 'start',
@@ -75,9 +73,32 @@ async function main(): Promise<void> {
         strategy: options.strategy,
       }),
     );
-    const steps: StepRecord[] = [];
-    const evaluations: EvaluationRecord[] = [];
+    let steps: StepRecord[] = [];
+    let evaluations: EvaluationRecord[] = [];
     let metricName = '';
+    // Resume from the newest complete checkpoint under --out/checkpoints when it is before --steps
+    // (an interrupted run). A finished run's checkpoints, or --fresh, mean a new run: rank 0
+    // clears them first so the new run's checkpoints are the only ones.
+    const checkpoints = resolve(options.out, 'checkpoints');
+    const latest = options.fresh ? undefined : listCheckpoints(checkpoints).at(-1);
+    let firstStep = 1;
+    if (latest !== undefined && latest.step < options.steps) {
+      const loaded = loadCheckpoint(latest.path, { model, optimizer });
+      const history = loaded.extra as {
+        steps: StepRecord[];
+        evaluations: EvaluationRecord[];
+        metricName: string;
+      };
+      steps = history.steps;
+      evaluations = history.evaluations;
+      metricName = history.metricName;
+      firstStep = loaded.step + 1;
+      for (let step = 0; step < loaded.step; step++) schedule.step();
+      report(encodeMessage({ kind: 'resumed', step: loaded.step, path: latest.path }));
+    } else {
+      if (rank === 0) rmSync(checkpoints, { recursive: true, force: true });
+      group.barrier().wait();
+    }
     const evaluate = (step: number) => {
       const result = task.evaluate(rank, worldSize, {
         continue: greedyContinue(model),
@@ -89,8 +110,8 @@ async function main(): Promise<void> {
       evaluations.push(record);
       report(encodeMessage({ kind: 'evaluation', record, metricName, samples: result.samples.slice(0, 3) }));
     };
-    evaluate(0);
-    for (let step = 1; step <= options.steps; step++) {
+    if (firstStep === 1) evaluate(0);
+    for (let step = firstStep; step <= options.steps; step++) {
       const batch = task.trainBatch(step, rank, options.batch);
       const begin = performance.now();
       const lr = optimizer.paramGroups[0]!.lr;
@@ -119,7 +140,16 @@ async function main(): Promise<void> {
           elapsedSeconds: (performance.now() - started) / 1000,
         }),
       );
-      if (step % options.evalEvery === 0 || step === options.steps) evaluate(step);
+      if (step % options.evalEvery === 0 || step === options.steps) {
+        evaluate(step);
+        saveCheckpoint(checkpoints, {
+          model,
+          optimizer,
+          step,
+          keep: 2,
+          extra: { steps, evaluations, metricName },
+        });
+      }
     }
     const samples = task.generate({ continue: greedyContinue(model) });
     if (rank === 0) {

@@ -22,12 +22,11 @@ function run(args: string[]): Promise<{ code: number | null; log: string }> {
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, log })));
 }
 
-// The demo reduced to a tiny model and 30 steps, on 2 real processes through fsdp-run (tcp).
-it('trains with FSDP across 2 processes: the loss decreases, the plot and report are written', async () => {
+// The demo reduced to a tiny model, on 2 real processes through fsdp-run (tcp): 20 steps, then a
+// restart with --steps 30 that resumes from the step-20 checkpoint and trains 10 more.
+it('trains with FSDP across 2 processes, resumes from its checkpoint, writes the plot and report', async () => {
   const out = mkdtempSync(join(tmpdir(), 'train-gpt-'));
-  const { code, log } = await run([
-    '--steps',
-    '30',
+  const common = [
     '--batch',
     '16',
     '--d-model',
@@ -37,31 +36,35 @@ it('trains with FSDP across 2 processes: the loss decreases, the plot and report
     '--heads',
     '2',
     '--eval-every',
-    '15',
+    '10',
     '--warmup',
     '5',
     '--progress',
     'lines',
     '--out',
     out,
-  ]);
-  expect(code, log).toBe(0);
+  ];
+  const first = await run(['--steps', '20', ...common]);
+  expect(first.code, first.log).toBe(0);
+  expect(existsSync(join(out, 'checkpoints'))).toBe(true);
+  const second = await run(['--steps', '30', ...common]);
+  expect(second.code, second.log).toBe(0);
+  expect(second.log).toContain('(step 20)');
   const summary = JSON.parse(readFileSync(join(out, 'metrics.json'), 'utf8')) as RunSummary;
   expect(summary.worldSize).toBe(2);
-  expect(summary.steps).toHaveLength(30);
+  expect(summary.steps.map((step) => step.step)).toEqual(Array.from({ length: 30 }, (_, index) => index + 1));
   const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
   const losses = summary.steps.map((step) => step.loss);
   // Chance level of the answer digits is about 1.8 nats; 30 AdamW steps bring the mean of the
   // last five steps clearly below the mean of the first five.
   expect(mean(losses.slice(-5))).toBeLessThan(mean(losses.slice(0, 5)) - 0.2);
-  expect(summary.evaluations.map((evaluation) => evaluation.step)).toEqual([0, 15, 30]);
+  expect(summary.evaluations.map((evaluation) => evaluation.step)).toEqual([0, 10, 20, 30]);
   expect(summary.samples.length).toBeGreaterThan(0);
   const svg = readFileSync(join(out, 'curves.svg'), 'utf8');
   expect(svg).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
   expect(svg).toContain('<polyline');
   expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('curves.svg');
-  expect(existsSync(join(out, 'metrics.json'))).toBe(true);
-  expect(log).toContain('done: loss');
+  expect(second.log).toContain('done: loss');
 });
 
 it('rejects an invalid flag before starting any process', async () => {
