@@ -7,7 +7,8 @@
  * unflattened, optimizer over the flat shards, optimizer per submodule). Memory: per-rank bytes of
  * parameters + gradients + optimizer state at W = 1, 2, 4 against the model
  * 16·P/N + 8·(units gathered at once)·(largest unit), and a 16-layer variant at W = 2.
- * Environment: BENCH_QUICK=1 for fewer steps; BENCH_ONLY=compute|communication|memory.
+ * Environment: BENCH_QUICK=1 for fewer steps; BENCH_ONLY=compute|communication|memory;
+ * BENCH_KINDS=no-shard,full-shard,… to measure only some rows; BENCH_MEASURED_STEPS=n.
  * Prints tables and writes bench-results/fsdp-training.json at the repository root.
  */
 import { spawnSync } from 'node:child_process';
@@ -39,10 +40,15 @@ export const referenceConfig: GPTConfig = {
   seqLen: 128,
   seed: 0,
 };
+const measuredOverride =
+  process.env.BENCH_MEASURED_STEPS === undefined ? undefined : Number(process.env.BENCH_MEASURED_STEPS);
+const kindFilter = process.env.BENCH_KINDS?.split(',');
 const settings = {
   compute: { batch: 8, seqLen: 128, warmupSteps: quick ? 1 : 2, measuredSteps: quick ? 10 : 15 },
   communication: { batch: 1, seqLen: 16, warmupSteps: quick ? 2 : 3, measuredSteps: quick ? 10 : 30 },
-} as const;
+};
+if (measuredOverride !== undefined)
+  for (const setting of Object.values(settings)) setting.measuredSteps = measuredOverride;
 type SettingName = keyof typeof settings;
 
 let runCounter = 0;
@@ -102,9 +108,14 @@ for (const name of ['compute', 'communication'] as const) {
   const setting = settings[name];
   const config = { ...referenceConfig, seqLen: setting.seqLen };
   const rows: Partial<Record<RunKind, RunResult>> = {};
-  const [single] = run(['single'], 1, { config, ...setting });
-  if (single !== undefined) rows.single = single;
-  for (const result of run(throughputKinds.slice(1), 2, { config, ...setting })) rows[result.kind] = result;
+  const wanted = throughputKinds.filter((kind) => kindFilter === undefined || kindFilter.includes(kind));
+  if (wanted.includes('single')) {
+    const [single] = run(['single'], 1, { config, ...setting });
+    if (single !== undefined) rows.single = single;
+  }
+  const distributed = wanted.filter((kind) => kind !== 'single');
+  if (distributed.length > 0)
+    for (const result of run(distributed, 2, { config, ...setting })) rows[result.kind] = result;
   throughput[name] = rows;
 }
 
