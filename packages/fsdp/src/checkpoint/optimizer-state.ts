@@ -16,10 +16,18 @@ export interface CheckpointOptimizer {
   loadStateDict(stateDict: OptimizerStateDict): void;
 }
 
-/** One handle's optimizer state as flat buffers aligned with its flat parameter shard. */
+/** A parameter's state buffer and where it starts in the handle's flat shard (elements). */
+export interface StatePiece {
+  offset: number;
+  values: Float32Array;
+}
+
+/**
+ * One handle's optimizer state as flat buffers aligned with its flat parameter shard: per buffer
+ * name, the pieces in the shard ([data.length] elements once the gaps are filled with zeros).
+ */
 export interface FlatOptimizerState {
-  /** Per buffer name, [data.length] elements; zero where a parameter has no state. */
-  buffers: Map<string, Float32Array>;
+  buffers: Map<string, StatePiece[]>;
 }
 
 /**
@@ -56,12 +64,9 @@ export function flattenOptimizerState(
     const offset = entry.handle.intersections[index]!.offsetInShard;
     const target = flat.get(entry)!;
     for (const [buffer, values] of Object.entries(state.buffers)) {
-      let array = target.buffers.get(buffer);
-      if (array === undefined) {
-        array = new Float32Array(entry.data.length);
-        target.buffers.set(buffer, array);
-      }
-      array.set(values, offset);
+      const pieces = target.buffers.get(buffer) ?? [];
+      pieces.push({ offset, values });
+      target.buffers.set(buffer, pieces);
     }
     parameters[name] = { step: state.step, buffers: Object.keys(state.buffers).sort() };
   }

@@ -15,6 +15,7 @@ export class RankFileWriter {
   private blockFill = 0;
   private position = 0;
   private state: 'open' | 'finished' = 'open';
+  private zeros = new Float32Array(0);
 
   constructor(
     readonly path: string,
@@ -27,7 +28,42 @@ export class RankFileWriter {
   append(unit: string, handle: number, buffer: string, data: Float32Array): void {
     this.expectOpen('append');
     this.segments.push({ unit, handle, buffer, byteOffset: this.position, numel: data.length });
-    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    this.writeBytes(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  }
+
+  /**
+   * Appends a segment of `numel` elements given as pieces at element offsets (sorted, disjoint),
+   * zeros elsewhere: no flat copy of the whole segment is made.
+   */
+  appendPieces(
+    unit: string,
+    handle: number,
+    buffer: string,
+    numel: number,
+    pieces: readonly { offset: number; values: Float32Array }[],
+  ): void {
+    this.expectOpen('appendPieces');
+    this.segments.push({ unit, handle, buffer, byteOffset: this.position, numel });
+    let cursor = 0;
+    // Empty pieces (a parameter with no elements on this rank) say offset 0: skip them.
+    const present = pieces.filter((piece) => piece.values.length > 0);
+    for (const piece of present.sort((left, right) => left.offset - right.offset)) {
+      this.writeZeros(piece.offset - cursor);
+      const { values } = piece;
+      this.writeBytes(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+      cursor = piece.offset + values.length;
+    }
+    this.writeZeros(numel - cursor);
+  }
+
+  private writeZeros(count: number): void {
+    if (count <= 0) return;
+    if (this.zeros.length < count) this.zeros = new Float32Array(count);
+    const zeros = this.zeros.subarray(0, count);
+    this.writeBytes(new Uint8Array(zeros.buffer, zeros.byteOffset, zeros.byteLength));
+  }
+
+  private writeBytes(bytes: Uint8Array): void {
     let written = 0;
     while (written < bytes.byteLength) {
       written += writeSync(this.descriptor, bytes, written, bytes.byteLength - written);

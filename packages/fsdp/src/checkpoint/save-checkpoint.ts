@@ -21,7 +21,12 @@ import {
 import { fsyncDirectory, writeFileDurably } from './durable-files';
 import { broadcastOutcome, throwIfAnyRankFailed } from './group-agreement';
 import { type ModelHandle, modelHandles, parameterLocations } from './model-shards';
-import { type CheckpointOptimizer, describeGroups, flattenOptimizerState } from './optimizer-state';
+import {
+  type CheckpointOptimizer,
+  describeGroups,
+  flattenOptimizerState,
+  type StatePiece,
+} from './optimizer-state';
 import { RankFileWriter } from './rank-file-writer';
 
 export interface SaveCheckpointOptions {
@@ -125,9 +130,10 @@ function writeRankFiles(
   try {
     for (const entry of writing) {
       writer.append(entry.unit, entry.index, 'parameters', entry.data);
-      const buffers = state?.flat.get(entry)?.buffers ?? new Map<string, Float32Array>();
-      for (const name of [...buffers.keys()].sort())
-        writer.append(entry.unit, entry.index, name, buffers.get(name)!);
+      const buffers = state?.flat.get(entry)?.buffers ?? new Map<string, StatePiece[]>();
+      for (const name of [...buffers.keys()].sort()) {
+        writer.appendPieces(entry.unit, entry.index, name, entry.data.length, buffers.get(name)!);
+      }
     }
     finished = writer.finish();
   } catch (error) {
