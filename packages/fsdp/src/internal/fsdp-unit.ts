@@ -137,12 +137,15 @@ export class FsdpUnit {
     this.currentState = 'sharded';
   }
 
-  /** no-shard: the unsharded buffer is this rank's full copy; the shard storage is not needed. */
+  /** no-shard: the unsharded buffers are this rank's full copies; the shard storages are not needed. */
   private unshardLocally(): void {
     for (const handle of this.handles) {
       handle.unshardedBuffer().typedArray().set(handle.shardedBuffer().typedArray());
       handle.useUnshardedViews();
+      // Gradients live in the unsharded gradient buffer (all-reduced in place): the sharded
+      // storages of a world-size-1 layout would only duplicate parameters and gradients.
       handle.shardedStorage.free();
+      handle.shardedGradStorage.free();
     }
     this.currentState = 'unsharded';
   }
