@@ -41,6 +41,7 @@ interface StepContext {
   readonly tapped: Map<FsdpUnit, Map<Parameter, tf.Tensor>>;
   readonly order: FsdpUnit[]; // non-root units in the order their forward ran
   readonly sync: boolean; // false inside noSync: gradients accumulate unreduced
+  readonly reducing: FsdpUnit[]; // units whose reductions are issued and not yet finished, oldest first
 }
 
 /**
@@ -254,7 +255,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     this.statistics.allGatherWaitMs = 0;
     this.statistics.reductionWaitMs = 0;
     const anchor = tf.scalar(0);
-    this.step = { anchor, tapped: new Map(), order: [], sync: this.syncGradients };
+    this.step = { anchor, tapped: new Map(), order: [], sync: this.syncGradients, reducing: [] };
     for (const unit of this.units) {
       unit.pendingGradients = unit.trainableParameters().length;
       unit.reductionStarted = false;
@@ -330,7 +331,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         unit.trainableParameters().forEach((parameter, index) => {
           writeGradient(this.locations.get(parameter)!, gradients[index]!, this.options.shardingStrategy);
         });
-        if (this.step?.sync !== false) startReduction(unit, this.reduction);
+        this.startUnitReduction(unit);
       },
     };
   }
@@ -376,8 +377,28 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     writeGradient(location, gradient, this.options.shardingStrategy);
     unit.pendingGradients -= 1;
     if (unit.pendingGradients === 0) {
-      if (this.step?.sync !== false) startReduction(unit, this.reduction);
+      this.startUnitReduction(unit);
       if (!unit.isRoot && this.options.shardingStrategy === 'shard-grad-op') unit.reshard();
+    }
+  }
+
+  /**
+   * [Note: bounded gradient memory]
+   * Issues the unit's reduction, then finishes every earlier one but the newest: the main thread
+   * waits for unit k-1's reduce-scatter only after issuing unit k's, so each had a unit's worth of
+   * backward compute to overlap with, and at most two units' unsharded gradients are alive. The
+   * rule depends only on the order of units, never on timing, so every rank issues the replica
+   * all-reduces of hybrid sharding in the same order.
+   */
+  private startUnitReduction(unit: FsdpUnit): void {
+    const step = this.step;
+    if (step === null || !step.sync) return;
+    startReduction(unit, this.reduction);
+    step.reducing.push(unit);
+    while (step.reducing.length > 1) {
+      const start = performance.now();
+      finishReduction(step.reducing.shift()!, this.reduction);
+      this.statistics.reductionWaitMs += performance.now() - start;
     }
   }
 
