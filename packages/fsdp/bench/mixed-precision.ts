@@ -57,7 +57,10 @@ export async function benchRank({ rank }: { rank: number }): Promise<Record<stri
       }
       results[`allGather 2 x 4Mi ${dtype} (ms)`] = stats(times.slice(2));
     }
-    for (const mixedPrecision of [undefined, { paramDtype: 'bfloat16', reduceDtype: 'bfloat16' } as MixedPrecision]) {
+    for (const mixedPrecision of [
+      undefined,
+      { paramDtype: 'bfloat16', reduceDtype: 'bfloat16' } as MixedPrecision,
+    ]) {
       const label = mixedPrecision === undefined ? 'float32' : 'bf16/bf16';
       const model = new FullyShardedDataParallel(new GPT(config), {
         group,
@@ -68,8 +71,20 @@ export async function benchRank({ rank }: { rank: number }): Promise<Record<stri
       const stepTimes: number[] = [];
       const waits: number[] = [];
       for (let step = 0; step < 11; step++) {
-        const tokens = tf.randomUniform([batch, config.seqLen], 0, config.vocabSize, 'int32', step * 2 + rank);
-        const targets = tf.randomUniform([batch, config.seqLen], 0, config.vocabSize, 'int32', step * 2 + rank + 1);
+        const tokens = tf.randomUniform(
+          [batch, config.seqLen],
+          0,
+          config.vocabSize,
+          'int32',
+          step * 2 + rank,
+        );
+        const targets = tf.randomUniform(
+          [batch, config.seqLen],
+          0,
+          config.vocabSize,
+          'int32',
+          step * 2 + rank + 1,
+        );
         group.barrier().wait();
         const start = performance.now();
         backward(model, () => crossEntropy(model.forward(tokens) as tf.Tensor, targets));
@@ -91,7 +106,10 @@ export async function benchRank({ rank }: { rank: number }): Promise<Record<stri
 }
 
 if (isMainThread) {
-  const [rank0] = (await spawnThreadRanks(2, import.meta.url, 'benchRank', { timeoutMs: 900_000 })) as Record<string, Stats>[];
+  const [rank0] = (await spawnThreadRanks(2, import.meta.url, 'benchRank', { timeoutMs: 900_000 })) as Record<
+    string,
+    Stats
+  >[];
   const rows = Object.entries(rank0!).map(([name, { min, median, max }]) => ({
     name,
     min: min.toFixed(1),
