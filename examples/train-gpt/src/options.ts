@@ -44,7 +44,7 @@ export function trainCommand(): Command {
       'Train a GPT with FullyShardedDataParallel on local worker processes (fsdp-run, tcp on loopback).',
     )
     .option('-w, --world-size <n>', 'worker processes', positiveInteger, 2)
-    .option('-s, --steps <n>', 'optimizer steps', positiveInteger, 300)
+    .option('-s, --steps <n>', 'optimizer steps', positiveInteger, 800)
     .option('-b, --batch <n>', 'sequences per rank per step', positiveInteger, 64)
     .option('--d-model <n>', 'model width', positiveInteger, 64)
     .option('--layers <n>', 'TransformerBlocks (each one FSDP unit)', positiveInteger, 2)
