@@ -1,13 +1,6 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { StateDict } from '@fsdp-ts/nn';
-import {
-  type BackwardPlan,
-  backwardHook,
-  Dropout,
-  type Generator,
-  Module,
-  withParameterTensors,
-} from '@fsdp-ts/nn';
+import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@fsdp-ts/nn';
 import { type Parameter, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
@@ -22,6 +15,7 @@ import {
   writeGradient,
 } from './internal/gradient-reduction';
 import { tapGradient } from './internal/gradient-tap';
+import { dropoutGenerators, type StepContext } from './internal/step-context';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
 import { syncModuleStates } from './internal/sync-module-states';
 import { runRecomputingUnit } from './internal/unit-function';
@@ -34,15 +28,6 @@ import {
   shardedStateDict,
 } from './state-dict/sharded-state-dict';
 import { type SummonOptions, summonFullParams } from './summon-full-params';
-
-/** Per-step bookkeeping while a backward() is running (forward and backward of one step). */
-interface StepContext {
-  readonly anchor: tf.Tensor;
-  readonly tapped: Map<FsdpUnit, Map<Parameter, tf.Tensor>>;
-  readonly order: FsdpUnit[]; // non-root units in the order their forward ran
-  readonly sync: boolean; // false inside noSync: gradients accumulate unreduced
-  readonly reducing: FsdpUnit[]; // units whose reductions are issued and not yet finished, oldest first
-}
 
 /**
  * What the wrapper is doing, for the methods that must not run in the middle of something else.
@@ -452,8 +437,3 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
 /** Short alias, as in PyTorch (`FSDP`). */
 export const FSDP = FullyShardedDataParallel;
-
-/** The mask generators of every Dropout inside a unit (replayed when the unit is recomputed). */
-function dropoutGenerators(module: Module): Generator[] {
-  return module.modules().flatMap((child) => (child instanceof Dropout ? [child.generator] : []));
-}
