@@ -96,9 +96,8 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     }
     this.reduction = {
       group: this.options.group,
-      strategy: this.options.shardingStrategy,
+      sharding: this.options.sharding,
       reduceDtype: mixedPrecision?.reduceDtype ?? 'float32',
-      replicateGroup,
     };
     const built = buildUnits(module, this.options);
     this.units = built.units;
@@ -271,8 +270,8 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   private runUnit(unit: FsdpUnit, original: (...args: unknown[]) => unknown, args: unknown[]): unknown {
     const step = this.step;
     if (step !== null && !step.order.includes(unit)) step.order.push(unit);
-    const strategy = this.options.shardingStrategy;
-    if (step !== null && (strategy === 'full-shard' || strategy === 'hybrid-shard')) {
+    const { sharding } = this.options;
+    if (step !== null && sharding.recompute) {
       return runRecomputingUnit(original, args, step.anchor, this.recomputeHooks(unit), unit.label);
     }
     this.gather(unit);
@@ -280,7 +279,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     try {
       return withParameterTensors(this.parameterTensors(unit), () => original(...args));
     } finally {
-      if (step === null && strategy !== 'no-shard') unit.reshard();
+      if (step === null && sharding.shardParameters) unit.reshard();
     }
   }
 
@@ -306,15 +305,17 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         }
         return tensors;
       },
-      releaseParameters: () => {
+      releaseParameters: (phase: 'forward' | 'backward') => {
         for (const tensor of created.splice(0)) tensor.dispose();
-        unit.reshard();
+        const { sharding } = this.options;
+        if (!sharding.shardParameters) return;
+        if (phase === 'backward' || sharding.reshardAfterForward) unit.reshard();
       },
       trainable: () => unit.trainableParameters(),
       generators: () => dropoutGenerators(unit.module),
       onParameterGradients: (gradients: tf.Tensor[]) => {
         unit.trainableParameters().forEach((parameter, index) => {
-          writeGradient(this.locations.get(parameter)!, gradients[index]!, this.options.shardingStrategy);
+          writeGradient(this.locations.get(parameter)!, gradients[index]!, this.options.sharding);
         });
         this.startUnitReduction(unit);
       },
@@ -324,7 +325,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   /** Issues the all-gather of the unit after `unit` in `order` (prefetch), within the in-flight limit. */
   private prefetchAfter(unit: FsdpUnit, order: readonly FsdpUnit[], always = false): void {
     if (!always && !this.options.forwardPrefetch) return;
-    if (this.options.shardingStrategy === 'no-shard') return;
+    if (!this.options.sharding.shardParameters) return;
     const position = order.indexOf(unit);
     const next = position < 0 ? undefined : order[position + 1];
     if (next === undefined || next.state !== 'sharded') return;
@@ -359,11 +360,12 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   private receiveTappedGradient(location: ParameterLocation, gradient: tf.Tensor): void {
     const { unit } = location;
-    writeGradient(location, gradient, this.options.shardingStrategy);
+    writeGradient(location, gradient, this.options.sharding);
     unit.pendingGradients -= 1;
     if (unit.pendingGradients === 0) {
       this.startUnitReduction(unit);
-      if (!unit.isRoot && this.options.shardingStrategy === 'shard-grad-op') unit.reshard();
+      // Kept for backward (no reshard after forward): free once every gradient arrived.
+      if (!unit.isRoot && this.options.sharding.shardParameters) unit.reshard();
     }
   }
 
@@ -418,7 +420,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         for (const work of works) work.wait();
         unit.reductionStarted = false;
         unit.receivedGradients = false;
-        if (this.options.shardingStrategy !== 'no-shard') {
+        if (this.options.sharding.shardParameters) {
           for (const handle of unit.handles)
             if (handle.unshardedGradStorage.isAllocated) handle.freeUnshardedGrad();
         }
@@ -430,7 +432,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   }
 
   private reshardAll(): void {
-    if (this.options.shardingStrategy === 'no-shard') return;
+    if (!this.options.sharding.shardParameters) return;
     for (const unit of this.units) if (unit.state !== 'sharded') unit.reshard();
   }
 }

@@ -48,7 +48,7 @@ export function buildUnits(
   // A parameter tied between a unit and the root appears in both traversals: claim catches it.
   for (const [, parameter] of rootNamed) claim(parameter, '');
   const { group } = options;
-  const sharded = options.shardingStrategy !== 'no-shard';
+  const sharded = options.sharding.shardParameters;
   const handleOptions = {
     rank: sharded ? group.rank : 0,
     worldSize: sharded ? group.size : 1,
@@ -60,10 +60,10 @@ export function buildUnits(
     return distinct(named).map((pair) => FlatParamHandle.create([pair], handleOptions));
   };
   const units = [
-    new FsdpUnit('', root, true, makeHandles(rootNamed), options.shardingStrategy),
+    new FsdpUnit('', root, true, makeHandles(rootNamed), options.sharding),
     ...selected.map(
       ([name, module], index) =>
-        new FsdpUnit(name, module, false, makeHandles(unitParameters[index]!), options.shardingStrategy),
+        new FsdpUnit(name, module, false, makeHandles(unitParameters[index]!), options.sharding),
     ),
   ];
   const locations = new Map<Parameter, ParameterLocation>();

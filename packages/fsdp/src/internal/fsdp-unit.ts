@@ -4,7 +4,7 @@ import type { Module } from '@fsdp-ts/nn';
 import { bfloat16ToFloat32, float32ToBfloat16, type Parameter } from '@fsdp-ts/tensor';
 import { FsdpError } from '../errors';
 import type { CommunicationDtype } from '../mixed-precision';
-import type { ShardingStrategy } from '../options';
+import type { ShardingSettings } from '../sharding-strategy';
 import { sharedUint16 } from './shared-arrays';
 
 /**
@@ -52,14 +52,14 @@ export class FsdpUnit {
     module: Module,
     isRoot: boolean,
     handles: FlatParamHandle[],
-    strategy: ShardingStrategy,
+    sharding: ShardingSettings,
   ) {
     this.name = name;
     this.module = module;
     this.isRoot = isRoot;
     this.handles = handles;
     this.currentState = 'sharded';
-    if (strategy === 'no-shard') this.unshardLocally();
+    if (!sharding.shardParameters) this.unshardLocally();
   }
 
   get state(): UnitState {

@@ -3,18 +3,16 @@ import type { FlatParamHandle } from '@fsdp-ts/flat-param';
 import { bfloat16ToFloat32, float32ToBfloat16, readTensorValues } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import type { CommunicationDtype } from '../mixed-precision';
-import type { ShardingStrategy } from '../options';
+import type { ShardingSettings } from '../sharding-strategy';
 import type { FsdpUnit, ParameterLocation } from './fsdp-unit';
 import { sharedUint16 } from './shared-arrays';
 
 /** How a unit's gradients are reduced (from the options). */
 export interface ReductionSettings {
   readonly group: ProcessGroup;
-  readonly strategy: ShardingStrategy;
+  readonly sharding: ShardingSettings;
   /** 'bfloat16': reduce in bfloat16 (see [Note: mixed precision]). */
   readonly reduceDtype: CommunicationDtype;
-  /** 'hybrid-shard': the reduced shard is then averaged over this group. */
-  readonly replicateGroup: ProcessGroup | null;
 }
 
 /**
@@ -25,7 +23,7 @@ export interface ReductionSettings {
  *    handle into the sharded gradient buffer (no-shard: one all-reduce of the flat gradient) and
  *    returns at once: the transfer overlaps the rest of backward.
  *    With reduceDtype 'bfloat16' the input is rounded into a bfloat16 copy and the output widened
- *    after the wait; under 'hybrid-shard' the output is then all-reduced over the replica group.
+ *    after the wait; with a replicate group (hybrid) the output is then all-reduced over it.
  * 3. After backward, `finishReduction` waits, adds into gradients the user kept from earlier
  *    steps (accumulation without zeroGrad), frees the unsharded gradient buffers and points every
  *    trainable Parameter's `grad` at its sharded gradient view.
@@ -40,10 +38,10 @@ const reducedOutputs = new WeakMap<FlatParamHandle, Float32Array>();
 export function writeGradient(
   location: ParameterLocation,
   gradient: tf.Tensor,
-  strategy: ShardingStrategy,
+  sharding: ShardingSettings,
 ): void {
   const { handle, index, unit } = location;
-  if (strategy === 'no-shard' && !unit.receivedGradients) resetKeptGradients(unit);
+  if (!sharding.shardParameters && !unit.receivedGradients) resetKeptGradients(unit);
   handle.unshardedGradBuffer();
   unit.receivedGradients = true;
   const target = handle.unshardedGradView(index)!.typedArray() as Float32Array;
@@ -74,11 +72,10 @@ export function startReduction(unit: FsdpUnit, settings: ReductionSettings): voi
   if (unit.reductionStarted) return;
   unit.reductionStarted = true;
   if (!unit.receivedGradients) return;
-  const { strategy } = settings;
   for (const handle of unit.handles) {
     if (!handle.unshardedGradStorage.isAllocated) continue;
     const input = handle.unshardedGradBuffer().typedArray() as Float32Array;
-    if (strategy === 'no-shard') {
+    if (settings.sharding.gradientReduction === 'all-reduce') {
       unit.reductionWorks.push(reduce(handle, settings, input, input, 'allReduce'));
       continue;
     }
@@ -127,8 +124,8 @@ export function finishReduction(unit: FsdpUnit, settings: ReductionSettings): vo
     pendingWidening.delete(handle);
     bfloat16ToFloat32(pending.output, pending.target);
   }
-  if (settings.strategy !== 'no-shard' && unit.receivedGradients) {
-    const replicateGroup = settings.replicateGroup;
+  if (settings.sharding.shardParameters && unit.receivedGradients) {
+    const replicateGroup = settings.sharding.replicateGroup;
     if (replicateGroup !== null && replicateGroup.size > 1) {
       const replicaWorks: Work[] = [];
       for (const handle of unit.handles) {
