@@ -35,7 +35,10 @@ function roundBits(bits: number): number {
 /** Writes bfloat16 bits of `source[i]` into `target[i]` for i < source.length. */
 export function encodeBfloat16(source: Float32Array, target: Uint16Array): void {
   const kernels = source.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
-  if (kernels === null) return encodeScalar(source, target, 0, source.length);
+  if (kernels === null) {
+    encodeScalar(source, target, 0, source.length);
+    return;
+  }
   for (let start = 0; start < source.length; start += SIMD_BLOCK) {
     const count = Math.min(SIMD_BLOCK, source.length - start);
     kernels.inputFloats.set(source.subarray(start, start + count));
@@ -47,7 +50,10 @@ export function encodeBfloat16(source: Float32Array, target: Uint16Array): void 
 /** Writes the float32 value of each bfloat16 in `source` into `target`. */
 export function decodeBfloat16(source: Uint16Array, target: Float32Array): void {
   const kernels = source.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
-  if (kernels === null) return decodeScalar(source, target, 0, source.length);
+  if (kernels === null) {
+    decodeScalar(source, target, 0, source.length);
+    return;
+  }
   for (let start = 0; start < source.length; start += SIMD_BLOCK) {
     const count = Math.min(SIMD_BLOCK, source.length - start);
     kernels.inputHalves.set(source.subarray(start, start + count));
@@ -81,7 +87,10 @@ export function addBfloat16Into(target: Float32Array, source: Uint16Array): void
 /** Rounds every value of `values` to the nearest bfloat16, in place (still float32). */
 export function roundToBfloat16InPlace(values: Float32Array): void {
   const kernels = values.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
-  if (kernels === null) return roundScalar(values, 0, values.length);
+  if (kernels === null) {
+    roundScalar(values, 0, values.length);
+    return;
+  }
   for (let start = 0; start < values.length; start += SIMD_BLOCK) {
     const count = Math.min(SIMD_BLOCK, values.length - start);
     const block = values.subarray(start, start + count);
