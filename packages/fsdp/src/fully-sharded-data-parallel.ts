@@ -15,6 +15,8 @@ import { syncModuleStates } from './internal/sync-module-states';
 import { type TrainingState, TrainingStateMachine } from './internal/training-state';
 import { runRecomputingUnit } from './internal/unit-function';
 import { fsdpRuntime, type WrapperRuntime } from './internal/wrapper-runtime';
+import type { MemoryEstimate } from './memory-estimate';
+import { warnWhenOverMemoryLimit } from './memory-warning';
 import { type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
 import { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
 import {
@@ -56,6 +58,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   readonly options: ResolvedFsdpOptions;
   /** Time the main thread waited on communication during the last step. */
   readonly statistics: CommunicationStatistics = { allGatherWaitMs: 0, reductionWaitMs: 0 };
+  /**
+   * This rank's estimated training memory with Adam (see [Note: memory model]); the constructor
+   * warns when it exceeds the rank's budget (fsdp-run --memory-per-rank, the cgroup, or free memory).
+   */
+  readonly memoryEstimate: MemoryEstimate;
   readonly #units: readonly FsdpUnit[];
   readonly #locations: Map<Parameter, UnitLocation>;
   readonly #ignored: Set<Parameter>;
@@ -93,6 +100,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     checkSameStructure(this.options.group, describeStructure(this.#units));
     if (replicateGroup !== null) checkSameStructure(replicateGroup, describeStructure(this.#units));
     for (const unit of this.#units) if (!unit.isRoot) this.interceptForward(unit);
+    this.memoryEstimate = warnWhenOverMemoryLimit(
+      this.#units,
+      this.options.sharding,
+      this.options.group.size,
+    );
   }
 
   /** The root unit first, then the units the wrap policy selected, in traversal order (read-only views). */
