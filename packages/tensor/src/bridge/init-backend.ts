@@ -8,6 +8,7 @@ import {
   tfjsBackendNames,
 } from './backend-name';
 import { registerMatMulGradient } from './mat-mul';
+import { registerSharedIdentity } from './shared-identity-kernel';
 import { registerUnsortedSegmentSum } from './unsorted-segment-sum-kernel';
 
 /** Environment variable that overrides the backend ladder, e.g. `FSDP_BACKEND=cpu`. */
@@ -100,7 +101,10 @@ async function activate(name: BackendName, forced: boolean): Promise<boolean> {
       fix: 'check the console output above for the backend error, or pick another backend.',
     });
   }
-  if (name === 'wasm') registerUnsortedSegmentSum('wasm');
+  if (name === 'wasm') {
+    registerUnsortedSegmentSum('wasm');
+    registerSharedIdentity('wasm');
+  }
   current = name;
   return true;
 }
