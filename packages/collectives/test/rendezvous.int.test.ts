@@ -14,7 +14,7 @@ import { freePort } from './launcher-harness.js';
 
 const SECRET = 'rendezvous-test-secret-0123456789';
 const HEARTBEAT_TIMEOUT_MS = 1_000;
-const cleanups: (() => Promise<unknown> | void)[] = [];
+const cleanups: (() => unknown)[] = [];
 
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();

@@ -312,7 +312,10 @@ export class RendezvousServer {
     const waiting = [...this.entries.values()]
       .filter((entry) => entry.state === 'waiting')
       .sort((a, b) => (a.nodeRank ?? Infinity) - (b.nodeRank ?? Infinity) || a.arrival - b.arrival);
-    if (waiting.length < this.options.minNodes) return this.formIfReady();
+    if (waiting.length < this.options.minNodes) {
+      this.formIfReady();
+      return;
+    }
     const chosen = waiting.slice(0, this.options.maxNodes);
     const stop = this.lastStop;
     if (stop?.reason === 'failure' && stop.members.every((id) => chosen.some((entry) => entry.id === id))) {

@@ -10,6 +10,7 @@ import {
   LATEST_FILE,
   METADATA_FILE,
 } from './checkpoint-format';
+import { hasMetadataDigest, verifyMetadataDigest } from './metadata-digest';
 
 /**
  * The step directory `path` names: itself when it holds metadata.json; else, for a root of
@@ -32,15 +33,24 @@ export function resolveCheckpointDirectory(path: string): string {
 export function readCheckpointMetadata(directory: string): CheckpointMetadata {
   const file = join(directory, METADATA_FILE);
   if (!existsSync(file)) throw missingMetadata(directory);
+  const bytes = readFileSync(file);
+  const digested = hasMetadataDigest(bytes);
+  if (digested) verifyMetadataDigest(file, bytes);
   let metadata: CheckpointMetadata;
   try {
-    metadata = JSON.parse(readFileSync(file, 'utf8')) as CheckpointMetadata;
+    metadata = JSON.parse(bytes.toString('utf8')) as CheckpointMetadata;
   } catch (error) {
     throw corrupt(file, 'is not valid JSON', error);
   }
-  if (metadata?.format !== CHECKPOINT_FORMAT || metadata.formatVersion !== CHECKPOINT_FORMAT_VERSION) {
+  if (metadata?.formatVersion === CHECKPOINT_FORMAT_VERSION && !digested) {
+    throw corrupt(file, 'lacks its metadataSha256 digest (it opens with something else)');
+  }
+  if (
+    metadata?.format !== CHECKPOINT_FORMAT ||
+    (metadata.formatVersion !== CHECKPOINT_FORMAT_VERSION && metadata.formatVersion !== 1)
+  ) {
     throw new CheckpointError(
-      `${file} is not a ${CHECKPOINT_FORMAT} checkpoint of format version ${CHECKPOINT_FORMAT_VERSION}.`,
+      `${file} is not a ${CHECKPOINT_FORMAT} checkpoint of format version 1 or ${CHECKPOINT_FORMAT_VERSION}.`,
       {
         reason: 'corrupt',
         file,

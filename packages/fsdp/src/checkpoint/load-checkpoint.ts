@@ -8,6 +8,7 @@ import { throwIfAnyRankFailed } from './group-agreement';
 import { type ModelHandle, modelHandles, parameterLocations } from './model-shards';
 import { type CheckpointOptimizer, describeGroups } from './optimizer-state';
 import { executeReads, type PlannedRead } from './verified-range-reader';
+import { verifyOwnedFiles } from './verify-unread-blocks';
 
 export interface LoadCheckpointOptions {
   model: FullyShardedDataParallel;
@@ -50,7 +51,7 @@ export function loadCheckpoint(path: string, options: LoadCheckpointOptions): Lo
     directory = resolveCheckpointDirectory(path);
     metadata = readCheckpointMetadata(directory);
     handles = modelHandles(model);
-    staged = stage(directory, metadata, handles, optimizer);
+    staged = stage(directory, metadata, handles, optimizer, model.group);
   } catch (error) {
     localError = error;
   }
@@ -71,6 +72,7 @@ function stage(
   metadata: CheckpointMetadata,
   handles: readonly ModelHandle[],
   optimizer: CheckpointOptimizer | undefined,
+  group: { rank: number; size: number },
 ): Staged {
   const matched = matchParameters(directory, metadata, handles);
   const reads: PlannedRead[] = [];
@@ -100,7 +102,8 @@ function stage(
       flatState.set(entry, buffers);
     }
   }
-  const bytesRead = executeReads(directory, reads);
+  let bytesRead = executeReads(directory, reads);
+  bytesRead += verifyOwnedFiles(directory, metadata, reads, group.rank, group.size);
   const dict =
     optimizer === undefined ? null : optimizerDict(metadata, optimizer, handles, matched, flatState);
   return { parameters, optimizer: dict, bytesRead };
