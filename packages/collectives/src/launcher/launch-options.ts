@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { CollectiveError } from '../errors.js';
+import { parseMemorySize } from './memory-cap.js';
 
 /** Everything `fsdp-run` was asked to do. */
 export interface LaunchOptions {
@@ -16,6 +17,8 @@ export interface LaunchOptions {
   timeoutGiven: boolean;
   /** Seconds between SIGTERM and SIGKILL when stopping workers. */
   gracePeriodSeconds: number;
+  /** --memory-per-rank in bytes: each worker in its own memory cgroup with this limit. */
+  memoryPerRankBytes: number | undefined;
   socketIfname: string | undefined;
   socketAddr: string | undefined;
   script: string;
@@ -72,6 +75,17 @@ export function parseLaunchArguments(
     .option('--max-restarts <r>', 'restart the whole group up to r times after a failure', count(0), 0)
     .option('--timeout <seconds>', 'rendezvous and store timeout', seconds, 300)
     .option('--grace-period <seconds>', 'time between SIGTERM and SIGKILL when stopping workers', seconds, 5)
+    .option(
+      '--memory-per-rank <size>',
+      "cap each worker's memory (own cgroup), e.g. 2G; reports each rank's peak at exit",
+      (value: string) => {
+        try {
+          return parseMemorySize(value);
+        } catch (error) {
+          throw new InvalidArgumentError((error as Error).message);
+        }
+      },
+    )
     .option('--socket-ifname <name>', 'interface data sockets bind to (FSDP_SOCKET_IFNAME)')
     .option('--socket-addr <address>', 'address data sockets bind to (FSDP_SOCKET_ADDR)')
     .argument('<script>', 'a .js/.mjs file (run by node) or .ts file (run through tsx)')
@@ -91,6 +105,7 @@ export function parseLaunchArguments(
     gracePeriod: number;
     socketIfname?: string;
     socketAddr?: string;
+    memoryPerRank?: number;
   }>();
   const [script, scriptArguments] = program.processedArgs as [string, string[] | undefined];
   if (options.nodeRank >= options.nnodes) {
@@ -115,6 +130,7 @@ export function parseLaunchArguments(
     timeoutSeconds: options.timeout,
     timeoutGiven: program.getOptionValueSource('timeout') === 'cli',
     gracePeriodSeconds: options.gracePeriod,
+    memoryPerRankBytes: options.memoryPerRank,
     socketIfname: options.socketIfname ?? env.FSDP_SOCKET_IFNAME,
     socketAddr: options.socketAddr ?? env.FSDP_SOCKET_ADDR,
     script,

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { LinePrefixer } from './line-prefixer.js';
+import { formatBytes, type MemoryCgroup } from './memory-cap.js';
 
 /** How a worker ended: an exit code, or the signal that killed it. */
 export interface WorkerExit {
@@ -7,6 +8,8 @@ export interface WorkerExit {
   localRank: number;
   code: number | null;
   signal: NodeJS.Signals | null;
+  /** With --memory-per-rank: the cap, the cgroup's peak usage, and whether the OOM killer struck. */
+  memory?: { capBytes: number; peakBytes: number | undefined; outOfMemory: boolean };
 }
 
 export interface WorkerSpawnOptions {
@@ -14,6 +17,8 @@ export interface WorkerSpawnOptions {
   localRank: number;
   nodeArguments: string[];
   env: NodeJS.ProcessEnv;
+  /** The worker's own memory cgroup (--memory-per-rank); the worker owns it from here on. */
+  memoryCap?: MemoryCgroup;
   /** Where prefixed output goes (process.stdout / process.stderr by default). */
   stdout?: NodeJS.WritableStream;
   stderr?: NodeJS.WritableStream;
@@ -21,7 +26,12 @@ export interface WorkerSpawnOptions {
 
 /** 'worker rank 1 exited with code 3' / '... was killed by signal SIGKILL'. */
 export function describeExit(exit: WorkerExit): string {
-  const how = exit.signal !== null ? `was killed by signal ${exit.signal}` : `exited with code ${exit.code}`;
+  const how =
+    exit.memory?.outOfMemory === true
+      ? `was killed by the out-of-memory killer at its --memory-per-rank cap of ${formatBytes(exit.memory.capBytes)}`
+      : exit.signal !== null
+        ? `was killed by signal ${exit.signal}`
+        : `exited with code ${exit.code}`;
   return `rank ${exit.rank} (local rank ${exit.localRank}) ${how}`;
 }
 
@@ -38,7 +48,11 @@ export class WorkerProcess {
   readonly exited: Promise<WorkerExit>;
 
   constructor(readonly options: WorkerSpawnOptions) {
-    this.child = spawn(process.execPath, options.nodeArguments, {
+    const command = options.memoryCap?.wrap(process.execPath, options.nodeArguments) ?? {
+      command: process.execPath,
+      arguments: options.nodeArguments,
+    };
+    this.child = spawn(command.command, command.arguments, {
       env: options.env,
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
@@ -64,6 +78,15 @@ export class WorkerProcess {
         exit = { rank: options.rank, localRank: options.localRank, code, signal };
         this.state = 'exited';
         this.killLeftovers();
+        const cap = options.memoryCap;
+        if (cap !== undefined) {
+          exit.memory = {
+            capBytes: cap.limitBytes,
+            peakBytes: cap.peakBytes(),
+            outOfMemory: signal === 'SIGKILL' && cap.outOfMemoryKills() > 0,
+          };
+          cap.remove();
+        }
         // [Note: output flush] 'close' follows once both pipes are drained; a grandchild that
         // keeps them open must not hold the launcher, so wait at most one second.
         const timer = setTimeout(finish, 1_000);

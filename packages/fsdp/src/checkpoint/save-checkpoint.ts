@@ -1,7 +1,8 @@
 import { createHash, randomInt } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
+import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
 import { commitStepDirectory, pruneCheckpoints, writeLatestPointer } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
@@ -13,6 +14,7 @@ import {
   DEFAULT_BLOCK_BYTES,
   dataFileName,
   indexFileName,
+  LATEST_FILE,
   METADATA_FILE,
   type RankIndex,
   type SavedOptimizer,
@@ -68,6 +70,7 @@ export function saveCheckpoint(root: string, options: SaveCheckpointOptions): Sa
     try {
       nonce = randomInt(1, 2 ** 31 - 1);
       mkdirSync(root, { recursive: true });
+      removeLeftovers(root);
       mkdirSync(temporaryDirectory(root, step, nonce));
     } catch (error) {
       prepareError = ioError(`Could not create the checkpoint directory under ${root}`, root, error);
@@ -80,26 +83,36 @@ export function saveCheckpoint(root: string, options: SaveCheckpointOptions): Sa
   const shardWorldSize = handles[0]?.handle.worldSize ?? group.size;
   let bytes = 0;
   let writeError: unknown;
+  const written: string[] = [];
   try {
-    bytes = writeRankFiles(temporary, handles, optimizer, shardWorldSize, blockBytes);
+    bytes = writeRankFiles(temporary, handles, optimizer, shardWorldSize, blockBytes, written);
   } catch (error) {
     writeError =
       error instanceof CheckpointError ? error : ioError('Writing this rank’s shard', temporary, error);
   }
-  throwIfAnyRankFailed(group, writeError, `Saving checkpoint step ${step}`);
+  try {
+    throwIfAnyRankFailed(group, writeError, `Saving checkpoint step ${step}`);
+  } catch (error) {
+    removeFailedSave(group, temporary, written);
+    throw error;
+  }
 
   let path = join(root, stepDirectoryName(step));
   let commitError: unknown;
   if (group.rank === 0) {
+    let file = join(temporary, METADATA_FILE);
     try {
       const metadata = buildMetadata(model, handles, optimizer, step, extra, temporary, shardWorldSize);
-      writeFileDurably(join(temporary, METADATA_FILE), `${JSON.stringify(metadata, null, 1)}\n`);
+      writeFileDurably(file, `${JSON.stringify(metadata, null, 1)}\n`);
       fsyncDirectory(temporary);
+      file = join(root, stepDirectoryName(step));
       path = commitStepDirectory(root, temporary, step, nonce);
+      file = join(root, LATEST_FILE);
       writeLatestPointer(root, step);
+      file = root;
       pruneCheckpoints(root, options.keep, path);
     } catch (error) {
-      commitError = ioError(`Committing checkpoint step ${step}`, temporary, error);
+      commitError = ioError(`Committing checkpoint step ${step} (writing ${file})`, file, error);
       rmSync(temporary, { recursive: true, force: true });
     }
   }
@@ -111,6 +124,32 @@ function temporaryDirectory(root: string, step: number, nonce: number): string {
   return join(root, `.tmp-${stepDirectoryName(step)}-${nonce}`);
 }
 
+/**
+ * [Note: a failed save leaves nothing behind]
+ * After any rank failed to write, every rank removes the files it wrote (so a full disk gets its
+ * space back at once, even where the temporary directory is not shared); after a barrier rank 0
+ * removes the directory itself. The next save also removes `.tmp-step-*` leftovers of crashed
+ * saves before it writes anything.
+ */
+function removeFailedSave(group: ProcessGroup, temporary: string, written: readonly string[]): void {
+  for (const file of written) {
+    try {
+      rmSync(file, { force: true });
+    } catch {
+      // Best effort: rank 0 removes the whole directory below.
+    }
+  }
+  group.barrier().wait();
+  if (group.rank === 0) rmSync(temporary, { recursive: true, force: true });
+}
+
+/** Removes temporary directories of saves that crashed (only rank 0 calls this, before a save). */
+function removeLeftovers(root: string): void {
+  for (const name of readdirSync(root)) {
+    if (name.startsWith('.tmp-step-')) rmSync(join(root, name), { recursive: true, force: true });
+  }
+}
+
 /** Writes this rank's data and index files (none on ranks that hold no shard, e.g. no-shard rank > 0). */
 function writeRankFiles(
   directory: string,
@@ -118,6 +157,7 @@ function writeRankFiles(
   optimizer: CheckpointOptimizer | undefined,
   shardWorldSize: number,
   blockBytes: number,
+  written: string[],
 ): number {
   const writing = handles.filter((entry) => entry.writes);
   if (writing.length === 0 && handles.length > 0) return 0;
@@ -125,7 +165,13 @@ function writeRankFiles(
   const state =
     optimizer === undefined ? null : flattenOptimizerState(optimizer, handles, parameterLocations(handles));
   const file = dataFileName(rank, shardWorldSize);
-  const writer = new RankFileWriter(join(directory, file), blockBytes);
+  let writer: RankFileWriter;
+  written.push(join(directory, file));
+  try {
+    writer = new RankFileWriter(join(directory, file), blockBytes);
+  } catch (error) {
+    throw ioError(`Creating ${join(directory, file)}`, join(directory, file), error);
+  }
   let finished: { bytes: number; sha256: string };
   try {
     for (const entry of writing) {
@@ -138,7 +184,7 @@ function writeRankFiles(
     finished = writer.finish();
   } catch (error) {
     writer.abandon();
-    throw error;
+    throw error instanceof CheckpointError ? error : ioError(`Writing ${writer.path}`, writer.path, error);
   }
   const index: RankIndex = {
     rank,
@@ -150,7 +196,13 @@ function writeRankFiles(
     segments: writer.segments,
     optimizerState: state?.parameters ?? {},
   };
-  writeFileDurably(join(directory, indexFileName(rank, shardWorldSize)), JSON.stringify(index));
+  const indexPath = join(directory, indexFileName(rank, shardWorldSize));
+  written.push(indexPath);
+  try {
+    writeFileDurably(indexPath, JSON.stringify(index));
+  } catch (error) {
+    throw ioError(`Writing ${indexPath}`, indexPath, error);
+  }
   return finished.bytes;
 }
 
