@@ -14,6 +14,8 @@ export type { MatMulInfo } from './bridge/native/native-mat-mul';
 export { nestedGradients } from './bridge/nested-gradients';
 export { readTensorValues } from './bridge/read-tensor-values';
 export { recompute } from './bridge/recompute';
+export { ReleasableTensor, type ReleasableTensorState } from './bridge/releasable-tensor';
+export { registerSharedIdentity } from './bridge/shared-identity-kernel';
 export { fromTf, toTf } from './bridge/to-tf';
 export { registerUnsortedSegmentSum } from './bridge/unsorted-segment-sum-kernel';
 export {

@@ -9,6 +9,7 @@ import {
 } from './backend-name';
 import { registerMatMulGradient } from './mat-mul';
 import { nativeMatMul } from './native/native-mat-mul';
+import { registerSharedIdentity } from './shared-identity-kernel';
 import { registerUnsortedSegmentSum } from './unsorted-segment-sum-kernel';
 
 /** Environment variable that overrides the backend ladder, e.g. `FSDP_BACKEND=cpu`. */
@@ -67,10 +68,10 @@ function readEnvironmentChoice(): BackendName | undefined {
 
 let supportRegistered = false;
 
-/** Gradients (tfjs-core alone registers none; the @tensorflow/tfjs bundle does) and our fixes. */
+/** Gradients (tfjs-core alone registers none: [Note: gradient registration]) and our fixes. */
 async function registerTrainingSupport(): Promise<void> {
   if (supportRegistered) return;
-  await import('@tensorflow/tfjs');
+  await import('#register-all-gradients');
   registerMatMulGradient();
   supportRegistered = true;
 }
@@ -105,7 +106,10 @@ async function activate(name: BackendName, forced: boolean): Promise<boolean> {
       fix: 'check the console output above for the backend error, or pick another backend.',
     });
   }
-  if (name === 'wasm') registerUnsortedSegmentSum('wasm');
+  if (name === 'wasm') {
+    registerUnsortedSegmentSum('wasm');
+    registerSharedIdentity('wasm');
+  }
   await nativeMatMul.activate(tfjsName);
   current = name;
   return true;

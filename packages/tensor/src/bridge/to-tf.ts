@@ -17,20 +17,28 @@ import { readTensorValues } from './read-tensor-values';
  * views are made contiguous first (one copy).
  */
 export function toTf(view: TensorView): tf.Tensor {
-  const shape = [...view.shape];
+  const { values, dtype } = tfjsValues(view);
+  return tf.tensor(values, [...view.shape], dtype);
+}
+
+/** The values tfjs is handed for a view (see [Note: zero-copy bridge]) and their tfjs dtype. */
+export function tfjsValues(view: TensorView): {
+  values: Float32Array | Int32Array;
+  dtype: 'float32' | 'int32';
+} {
   const contiguous = view.contiguous();
   switch (view.dtype) {
     case 'float32':
-      return tf.tensor(contiguous.typedArray() as Float32Array, shape, 'float32');
+      return { values: contiguous.typedArray() as Float32Array, dtype: 'float32' };
     case 'int32':
-      return tf.tensor(contiguous.typedArray() as Int32Array, shape, 'int32');
+      return { values: contiguous.typedArray() as Int32Array, dtype: 'int32' };
     case 'uint8':
-      return tf.tensor(Int32Array.from(contiguous.typedArray()), shape, 'int32');
+      return { values: Int32Array.from(contiguous.typedArray()), dtype: 'int32' };
     case 'bfloat16':
     case 'float16': {
       const widened = new Float32Array(view.numel);
       convertContiguous(contiguous.typedArray(), view.dtype, widened, 'float32');
-      return tf.tensor(widened, shape, 'float32');
+      return { values: widened, dtype: 'float32' };
     }
   }
 }
