@@ -1,6 +1,7 @@
 // @fsdp-ts/fsdp: FullyShardedDataParallel that keeps the original parameters as views.
 export {
   type CheckpointEntry,
+  type CheckpointLog,
   findLatestCheckpoint,
   listCheckpoints,
 } from './checkpoint/checkpoint-directory';

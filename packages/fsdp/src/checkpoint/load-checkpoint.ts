@@ -1,5 +1,6 @@
 import type { OptimizerStateDict, ParameterStateEntry } from '@fsdp-ts/optim';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import type { CheckpointLog } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
 import type { CheckpointMetadata } from './checkpoint-format';
 import { readCheckpointMetadata, resolveCheckpointDirectory } from './checkpoint-metadata';
@@ -14,6 +15,11 @@ export interface LoadCheckpointOptions {
   model: FullyShardedDataParallel;
   /** Receives the saved optimizer state for this rank's shards (and the saved hyperparameters). */
   optimizer?: CheckpointOptimizer;
+  /**
+   * Receives the line logged when `latest` under a root is damaged and an older checkpoint is
+   * loaded instead (default: console.warn).
+   */
+  log?: CheckpointLog;
 }
 
 export interface LoadedCheckpoint {
@@ -48,7 +54,7 @@ export function loadCheckpoint(path: string, options: LoadCheckpointOptions): Lo
   let handles: ModelHandle[] = [];
   let localError: unknown;
   try {
-    directory = resolveCheckpointDirectory(path);
+    directory = resolveCheckpointDirectory(path, options.log);
     metadata = readCheckpointMetadata(directory);
     handles = modelHandles(model);
     staged = stage(directory, metadata, handles, optimizer, model.group);
