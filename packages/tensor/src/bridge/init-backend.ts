@@ -63,10 +63,10 @@ function readEnvironmentChoice(): BackendName | undefined {
 
 let supportRegistered = false;
 
-/** Gradients (tfjs-core alone registers none; the @tensorflow/tfjs bundle does) and our fixes. */
+/** Gradients (tfjs-core alone registers none: [Note: gradient registration]) and our fixes. */
 async function registerTrainingSupport(): Promise<void> {
   if (supportRegistered) return;
-  await import('@tensorflow/tfjs');
+  await import('#register-all-gradients');
   registerMatMulGradient();
   supportRegistered = true;
 }
