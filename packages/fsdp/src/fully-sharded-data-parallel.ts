@@ -79,6 +79,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   summoning = false;
   /** @internal false inside noSync */
   syncGradients = true;
+  /**
+   * @internal true after a noSync backward until the next synchronised backward (or a failed one)
+   * reduces or drops the accumulated gradients: `grad` is then not the reduced gradient.
+   */
+  hasUnreducedGradients = false;
   private readonly reduction: ReductionSettings;
 
   /**
@@ -282,6 +287,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   private runUnit(unit: FsdpUnit, original: (...args: unknown[]) => unknown, args: unknown[]): unknown {
     const step = this.step;
+    if (this.summoning) return this.runSummonedUnit(unit, original, args);
     if (step !== null && !step.order.includes(unit)) step.order.push(unit);
     const strategy = this.options.shardingStrategy;
     if (step !== null && (strategy === 'full-shard' || strategy === 'hybrid-shard')) {
@@ -294,6 +300,31 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     } finally {
       if (step === null && strategy !== 'no-shard') unit.reshard();
     }
+  }
+
+  /**
+   * `model.module.forward()` inside summonFullParams: the unit is already gathered (float32, by
+   * summonFullParams) and must stay so until summonFullParams writes back and reshards, so it
+   * runs without gathering or resharding. With rank0Only the other ranks hold shards only.
+   */
+  private runSummonedUnit(
+    unit: FsdpUnit,
+    original: (...args: unknown[]) => unknown,
+    args: unknown[],
+  ): unknown {
+    if (unit.state !== 'unsharded') {
+      throw new FsdpError(
+        `${unit.label}'s forward ran inside summonFullParams on a rank that holds only shards.`,
+        {
+          code: 'wrong-state',
+          rank: this.group.rank,
+          expected: 'full parameters (summonFullParams without rank0Only, or rank 0)',
+          actual: unit.state,
+          fix: 'run the forward on rank 0 only under rank0Only, or summon without rank0Only.',
+        },
+      );
+    }
+    return withParameterTensors(this.parameterTensors(unit), () => original(...args));
   }
 
   private recomputeHooks(unit: FsdpUnit) {
@@ -408,9 +439,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
           unit.reductionStarted = false;
           unit.receivedGradients = false;
         }
+        this.hasUnreducedGradients = true;
         this.reshardAll();
         return;
       }
+      this.hasUnreducedGradients = false;
       for (const unit of this.units) startReduction(unit, this.reduction);
       const start = performance.now();
       for (const unit of this.units) finishReduction(unit, this.reduction);
@@ -423,6 +456,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   /** After an exception in forward, the loss or backward: leave every unit sharded and usable. */
   private abortStep(): void {
+    this.hasUnreducedGradients = false;
     try {
       for (const unit of this.units) {
         const works = unit.reductionWorks;

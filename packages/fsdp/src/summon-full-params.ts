@@ -19,8 +19,10 @@ export interface SummonOptions {
  * its part of the full buffers back into its shard when `writeback` (no communication: every
  * rank holds the same full values, so edits made identically on every rank stay consistent) and
  * reshards. Peak memory is the whole model gathered at once. Calls inside forward, backward or
- * another summonFullParams are rejected with FsdpError('wrong-state'); forward and backward are
- * rejected inside `fn`. Under 'no-shard' the parameters already are full and nothing moves;
+ * another summonFullParams are rejected with FsdpError('wrong-state'); the wrapper's forward and
+ * backward are rejected inside `fn`. The wrapped module's own forward (`model.module.forward`)
+ * runs inside `fn` on the summoned parameters and leaves them gathered, so edits made around it
+ * are written back; on a rank that summoned nothing (rank0Only) it is rejected with 'wrong-state'. Under 'no-shard' the parameters already are full and nothing moves;
  * without `writeback` their values are restored from a copy on exit (gradients are not).
  */
 export function summonFullParams<T>(
@@ -47,7 +49,10 @@ export function summonFullParams<T>(
   const gathered = model.units.filter((unit) => unit.state === 'sharded');
   if (withGrads) {
     for (const unit of gathered) {
-      if (unit.handles.some((handle) => handle.unshardedGradStorage.isAllocated)) {
+      if (
+        model.hasUnreducedGradients ||
+        unit.handles.some((handle) => handle.unshardedGradStorage.isAllocated)
+      ) {
         throw new FsdpError('summonFullParams withGrads during gradient accumulation (noSync).', {
           code: 'wrong-state',
           rank: model.group.rank,
@@ -124,6 +129,13 @@ function gatherUnit(model: FullyShardedDataParallel, unit: FsdpUnit, withGrads: 
   }
   for (const work of works) work.wait();
   unit.finishUnshard(group, 'float32');
+  if (!withGrads) return;
+  // A parameter without a gradient (e.g. after optimizer.zeroGrad()) has grad null, as unsharded.
+  for (const handle of unit.handles) {
+    handle.parameters.forEach((parameter, index) => {
+      if (!handle.isGradientPresent(index)) parameter.grad = null;
+    });
+  }
 }
 
 function release(unit: FsdpUnit, writeback: boolean, withGrads: boolean): void {
