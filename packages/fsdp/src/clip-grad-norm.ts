@@ -2,6 +2,7 @@ import type { Parameter, TensorView } from '@fsdp-ts/tensor';
 import { FsdpError } from './errors';
 import type { FullyShardedDataParallel } from './fully-sharded-data-parallel';
 import { sharedFloat32 } from './internal/shared-arrays';
+import { fsdpRuntime } from './internal/wrapper-runtime';
 
 /**
  * [Note: sharded gradient norm]
@@ -17,7 +18,7 @@ import { sharedFloat32 } from './internal/shared-arrays';
  */
 export function clipGradNorm(model: FullyShardedDataParallel, maxNorm: number, normType = 2): number {
   model.expectIdle('clipGradNorm()');
-  if (model.hasUnreducedGradients) {
+  if (model[fsdpRuntime].units.some((unit) => unit.reduction.holdsUnreducedGradients)) {
     throw new FsdpError('clipGradNorm() was called while noSync gradients are accumulated but not reduced.', {
       code: 'wrong-state',
       rank: model.group.rank,
@@ -36,7 +37,7 @@ export function clipGradNorm(model: FullyShardedDataParallel, maxNorm: number, n
     });
   }
   const group = model.group;
-  const replicated = model.options.shardingStrategy === 'no-shard';
+  const replicated = !model.options.sharding.shardParameters;
   const local: Float32Array[] = [];
   const counted: Float32Array[] = [];
   for (const parameter of model.parameters()) {

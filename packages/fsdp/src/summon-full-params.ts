@@ -1,6 +1,7 @@
 import { FsdpError } from './errors';
 import type { FullyShardedDataParallel } from './fully-sharded-data-parallel';
 import type { FsdpUnit } from './internal/fsdp-unit';
+import { fsdpRuntime } from './internal/wrapper-runtime';
 
 export interface SummonOptions {
   /** Copy this rank's part of the (edited) full parameters back into its shard on exit. Default true. */
@@ -22,8 +23,8 @@ export interface SummonOptions {
  * another summonFullParams are rejected with FsdpError('wrong-state'); the wrapper's forward and
  * backward are rejected inside `fn`. The wrapped module's own forward (`model.module.forward`)
  * runs inside `fn` on the summoned parameters and leaves them gathered, so edits made around it
- * are written back; on a rank that summoned nothing (rank0Only) it is rejected with 'wrong-state'. Under 'no-shard' the parameters already are full and nothing moves;
- * without `writeback` their values are restored from a copy on exit (gradients are not).
+ * are written back; on a rank that summoned nothing (rank0Only) it is rejected with 'wrong-state'.
+ * Under 'no-shard' the parameters already are full and nothing moves; without `writeback` their values are restored from a copy on exit (gradients are not).
  */
 export function summonFullParams<T>(
   model: FullyShardedDataParallel,
@@ -46,28 +47,21 @@ export function summonFullParams<T>(
       },
     );
   }
-  const gathered = model.units.filter((unit) => unit.state === 'sharded');
-  if (withGrads) {
-    for (const unit of gathered) {
-      if (
-        model.hasUnreducedGradients ||
-        unit.handles.some((handle) => handle.unshardedGradStorage.isAllocated)
-      ) {
-        throw new FsdpError('summonFullParams withGrads during gradient accumulation (noSync).', {
-          code: 'wrong-state',
-          rank: model.group.rank,
-          expected: 'reduced gradients',
-          actual: `unreduced accumulated gradients in ${unit.label}`,
-          fix: 'run a synchronised backward first, or call summonFullParams without withGrads.',
-        });
-      }
-    }
+  const { units, training } = model[fsdpRuntime];
+  const gathered = units.filter((unit) => unit.state === 'sharded');
+  const pending = withGrads ? units.find((unit) => unit.reduction.holdsUnreducedGradients) : undefined;
+  if (pending !== undefined) {
+    throw new FsdpError('summonFullParams withGrads during gradient accumulation (noSync).', {
+      code: 'wrong-state',
+      rank: model.group.rank,
+      expected: 'reduced gradients',
+      actual: `unreduced accumulated gradients in ${pending.label}`,
+      fix: 'run a synchronised backward first, or call summonFullParams without withGrads.',
+    });
   }
-  model.summoning = true;
+  training.beginSummon();
   // no-shard: the Parameters are the live full buffers; without writeback, restore a snapshot.
-  const snapshots = writeback
-    ? []
-    : model.units.filter((unit) => unit.state === 'unsharded').flatMap(snapshot);
+  const snapshots = writeback ? [] : units.filter((unit) => unit.state === 'unsharded').flatMap(snapshot);
   let held: FsdpUnit[] = [];
   try {
     for (const unit of gathered) gatherUnit(model, unit, withGrads);
@@ -77,7 +71,7 @@ export function summonFullParams<T>(
       held = [];
     }
   } catch (error) {
-    model.summoning = false;
+    training.endSummon();
     throw error;
   }
   const exit = (completed: boolean) => {
@@ -85,7 +79,7 @@ export function summonFullParams<T>(
       for (const unit of held) release(unit, completed && writeback, withGrads);
       for (const [target, saved] of snapshots) target.set(saved);
     } finally {
-      model.summoning = false;
+      training.endSummon();
     }
   };
   let result: T;
