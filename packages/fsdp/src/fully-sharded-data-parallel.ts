@@ -19,6 +19,8 @@ import { dropoutGenerators, type StepContext } from './internal/step-context';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
 import { syncModuleStates } from './internal/sync-module-states';
 import { runRecomputingUnit } from './internal/unit-function';
+import type { MemoryEstimate } from './memory-estimate';
+import { warnWhenOverMemoryLimit } from './memory-warning';
 import { runWithoutSync } from './no-sync';
 import { type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
 import { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
@@ -72,6 +74,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   readonly units: readonly FsdpUnit[];
   /** Time the main thread waited on communication during the last step. */
   readonly statistics: CommunicationStatistics = { allGatherWaitMs: 0, reductionWaitMs: 0 };
+  /**
+   * This rank's estimated training memory with Adam (see [Note: memory model]); the constructor
+   * warns when it exceeds the rank's budget (fsdp-run --memory-per-rank, the cgroup, or free memory).
+   */
+  readonly memoryEstimate: MemoryEstimate;
   private readonly locations: Map<Parameter, ParameterLocation>;
   private readonly ignored: Set<Parameter>;
   private step: StepContext | null = null;
@@ -119,6 +126,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       unit.gatherDtype = mixedPrecision?.paramDtype ?? 'float32';
       if (!unit.isRoot) this.interceptForward(unit);
     }
+    this.memoryEstimate = warnWhenOverMemoryLimit(
+      this.units,
+      this.options.shardingStrategy,
+      this.options.group.size,
+    );
   }
 
   /** What the wrapper is doing now (see WrapperActivity). */

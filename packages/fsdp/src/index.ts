@@ -1,6 +1,7 @@
 // @fsdp-ts/fsdp: FullyShardedDataParallel that keeps the original parameters as views.
 export {
   type CheckpointEntry,
+  type CheckpointLog,
   findLatestCheckpoint,
   listCheckpoints,
 } from './checkpoint/checkpoint-directory';
@@ -37,6 +38,15 @@ export {
   type WrapperActivity,
 } from './fully-sharded-data-parallel';
 export { type HybridShardGroups, hybridShardGroups } from './hybrid-shard';
+export {
+  estimateMemoryPerRank,
+  type MemoryEstimate,
+  type MemoryEstimateRequest,
+  smallestFittingWorldSize,
+  type UnitSize,
+} from './memory-estimate';
+export { type RankMemoryLimit, rankMemoryLimit } from './memory-limit';
+export { memoryWarning } from './memory-warning';
 export type { CommunicationDtype, MixedPrecision } from './mixed-precision';
 export { runWithoutSync } from './no-sync';
 export {
