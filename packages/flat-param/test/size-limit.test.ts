@@ -30,7 +30,9 @@ describe('flat buffer size limit', () => {
     expect(flatError.code).toBe('too-large');
     expect(flatError.actual).toBe(9);
     expect(flatError.parameters).toEqual(['layer.weight', 'layer.bias']);
-    expect(flatError.message).toContain('9 elements (layer.weight, layer.bias) is larger than the 8 elements');
+    expect(flatError.message).toContain(
+      '9 elements (layer.weight, layer.bias) is larger than the 8 elements',
+    );
     expect(flatError.message).toContain('wrap smaller units');
   });
 

@@ -64,14 +64,17 @@ export {
   loadShardedOptimStateDict,
   shardedOptimStateDict,
 } from './optim-state-dict/sharded-optim-state-dict';
-export {
-  type FsdpOptions,
-  type ResolvedFsdpOptions,
-  type ShardingStrategy,
-  shardingStrategies,
-} from './options';
+export type { FsdpOptions, ResolvedFsdpOptions } from './options';
 export { type ExportSafetensorsOptions, exportSafetensors } from './safetensors/export-safetensors';
 export { importSafetensors } from './safetensors/import-safetensors';
+export {
+  type GradientReduction,
+  type ShardingPreset,
+  type ShardingSettings,
+  type ShardingStrategy,
+  shardingPresets,
+  shardingStrategies,
+} from './sharding-strategy';
 export { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
 export type { Piece } from './state-dict/pieces';
 export {

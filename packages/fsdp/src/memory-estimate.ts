@@ -1,4 +1,4 @@
-import type { ShardingStrategy } from './options';
+import { resolveShardingPreset, type ShardingPreset, type ShardingStrategy } from './sharding-strategy';
 
 /**
  * [Note: memory model]
@@ -7,9 +7,9 @@ import type { ShardingStrategy } from './options';
  * - parameters, gradients, optimizer state: 4 + 4 + 8 bytes per element of this rank's part:
  *   the whole model under 'no-shard', one shard of every unit (P/N, plus padding) otherwise;
  * - gathered units: a unit's unsharded parameter and gradient buffers (8 bytes per element) while
- *   it runs. Under 'full-shard' (and 'hybrid-shard') that is the root unit, which stays gathered
+ *   it runs. With reshardAfterForward ('full-shard', 'hybrid-shard') that is the root unit, which stays gathered
  *   for the whole step, plus at most two other units at once (the running one and the one
- *   prefetched); under 'shard-grad-op' every unit's parameters stay gathered from forward to
+ *   prefetched); sharded without it ('shard-grad-op') every unit's parameters stay gathered from forward to
  *   backward (4 bytes per element of the whole model), and one unit's unsharded gradient is
  *   alive at the peak (each unit's reduction starts as its last gradient arrives; measured);
  *   'no-shard' views its whole buffers and needs nothing more.
@@ -25,7 +25,8 @@ export interface UnitSize {
 export interface MemoryEstimateRequest {
   readonly units: readonly UnitSize[];
   readonly worldSize: number;
-  readonly strategy: ShardingStrategy;
+  /** A built-in strategy or a preset; only its settings matter (see [Note: strategies are presets]). */
+  readonly strategy: ShardingStrategy | EstimatedSettings;
   /** Optimizer state per parameter element, in bytes. Default 8 (Adam/AdamW: two float32 moments). */
   readonly optimizerStateBytesPerElement?: number;
 }
@@ -39,6 +40,14 @@ export interface MemoryEstimate {
   readonly totalBytes: number;
 }
 
+/** The settings the estimate reads (ShardingPreset and ShardingSettings both have them). */
+export type EstimatedSettings = Pick<ShardingPreset, 'name' | 'gradientReduction' | 'reshardAfterForward'>;
+
+/** The settings of a strategy name, preset or resolved settings. */
+export function estimatedSettings(strategy: ShardingStrategy | EstimatedSettings): EstimatedSettings {
+  return typeof strategy === 'string' ? resolveShardingPreset(strategy) : strategy;
+}
+
 function largestUnit(units: readonly UnitSize[]): number {
   return units.reduce((largest, unit) => Math.max(largest, unit.paddedNumel), 0);
 }
@@ -47,10 +56,12 @@ function largestUnit(units: readonly UnitSize[]): number {
 export const UNITS_GATHERED_AT_ONCE = 2;
 
 export function estimateMemoryPerRank(request: MemoryEstimateRequest): MemoryEstimate {
-  const { units, worldSize, strategy } = request;
+  const { units, worldSize } = request;
+  const settings = estimatedSettings(request.strategy);
+  const shardParameters = settings.gradientReduction === 'reduce-scatter';
   const stateBytes = request.optimizerStateBytesPerElement ?? 8;
   const total = units.reduce((sum, unit) => sum + unit.paddedNumel, 0);
-  const owned = strategy === 'no-shard' ? total : total / worldSize;
+  const owned = shardParameters ? total / worldSize : total;
   const largestOthers = [...units]
     .filter((unit) => !unit.isRoot)
     .map((unit) => unit.paddedNumel)
@@ -59,8 +70,8 @@ export function estimateMemoryPerRank(request: MemoryEstimateRequest): MemoryEst
     .reduce((sum, numel) => sum + numel, 0);
   const root = units.find((unit) => unit.isRoot)?.paddedNumel ?? 0;
   let gatheredBytes = 0;
-  if (strategy === 'full-shard' || strategy === 'hybrid-shard') gatheredBytes = 8 * (root + largestOthers);
-  if (strategy === 'shard-grad-op') gatheredBytes = 4 * total + 4 * largestUnit(units);
+  if (settings.reshardAfterForward) gatheredBytes = 8 * (root + largestOthers);
+  else if (shardParameters) gatheredBytes = 4 * total + 4 * largestUnit(units);
   const parametersBytes = 4 * owned;
   const gradientsBytes = 4 * owned;
   const optimizerStateBytes = stateBytes * owned;

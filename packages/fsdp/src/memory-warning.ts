@@ -1,12 +1,14 @@
 import type { FlatParamHandle } from '@fsdp-ts/flat-param';
 import {
+  type EstimatedSettings,
+  estimatedSettings,
   estimateMemoryPerRank,
   type MemoryEstimate,
   smallestFittingWorldSize,
   type UnitSize,
 } from './memory-estimate';
 import { type RankMemoryLimit, rankMemoryLimit } from './memory-limit';
-import type { ShardingStrategy } from './options';
+import { type ShardingSettings, type ShardingStrategy, shardingPresets } from './sharding-strategy';
 
 /** What the estimate needs to know of a wrapper's units. */
 export interface UnitHandles {
@@ -32,20 +34,21 @@ const mib = (bytes: number) => `${(bytes / MIB).toFixed(1)} MiB`;
 export function memoryWarning(
   estimate: MemoryEstimate,
   limit: RankMemoryLimit,
-  strategy: ShardingStrategy,
+  strategy: ShardingStrategy | EstimatedSettings,
   worldSize: number,
   units: readonly UnitSize[],
 ): string | undefined {
+  const { name } = estimatedSettings(strategy);
   if (estimate.totalBytes <= limit.bytes) return undefined;
   const fitting = smallestFittingWorldSize(units, limit.bytes);
   const fix =
     fitting === undefined
       ? 'no full-shard world size fits: the gathered units alone need more; wrap smaller units (autoWrapPolicy) or give each rank more memory.'
-      : fitting > worldSize || strategy !== 'full-shard'
+      : fitting > worldSize || name !== shardingPresets['full-shard'].name
         ? `'full-shard' at a world size of ${fitting} or more fits (estimated ${mib(estimateMemoryPerRank({ units, worldSize: fitting, strategy: 'full-shard' }).totalBytes)} per rank), or give each rank more memory.`
         : 'give each rank more memory, or wrap smaller units (autoWrapPolicy).';
   return (
-    `FSDP estimates ${mib(estimate.totalBytes)} per rank for training with '${strategy}' at world size ${worldSize} ` +
+    `FSDP estimates ${mib(estimate.totalBytes)} per rank for training with '${name}' at world size ${worldSize} ` +
     `(parameters ${mib(estimate.parametersBytes)}, gradients ${mib(estimate.gradientsBytes)}, Adam state ${mib(estimate.optimizerStateBytes)}, ` +
     `gathered units ${mib(estimate.gatheredBytes)}; activations come on top), but this rank has ${mib(limit.bytes)} ` +
     `(${limit.source}). Fix: ${fix}`
@@ -55,7 +58,7 @@ export function memoryWarning(
 /** Estimates this rank's memory and warns (console.warn) when it exceeds the rank's budget. */
 export function warnWhenOverMemoryLimit(
   units: readonly UnitHandles[],
-  strategy: ShardingStrategy,
+  strategy: ShardingSettings,
   worldSize: number,
 ): MemoryEstimate {
   const sizes = unitSizes(units);
