@@ -40,6 +40,15 @@ export interface CommunicationStatistics {
 }
 
 /**
+ * The arguments of the wrapped module's forward. A wrapper typed with the plain `Module` (the
+ * default, e.g. a function taking any `FullyShardedDataParallel`) accepts any arguments, as the
+ * base `Module.forward` declares none.
+ */
+export type ForwardInputs<M extends Module> = Module extends M ? unknown[] : Parameters<M['forward']>;
+/** What the wrapped module's forward returns (`unknown` for the plain `Module`). */
+export type ForwardOutput<M extends Module> = Module extends M ? unknown : ReturnType<M['forward']>;
+
+/**
  * FullyShardedDataParallel: wraps a Module so its parameters, gradients and optimizer state are
  * sharded over a process group, while every original Parameter stays the object the user holds.
  *
@@ -185,8 +194,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     return this.options.group;
   }
 
-  /** Runs the wrapped module's forward with the root unit gathered. */
-  forward(...inputs: unknown[]): unknown {
+  /**
+   * Runs the wrapped module's forward with the root unit gathered. Typed from the wrapped module:
+   * wrapping a `GPT` gives `forward(tokens: tf.Tensor): tf.Tensor` (see ForwardInputs).
+   */
+  forward(...inputs: ForwardInputs<M>): ForwardOutput<M> {
     this.#training.beginForward();
     const root = this.#units[0]!;
     const training = this.#step !== null;
@@ -195,7 +207,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       this.gather(root);
       const output = withParameterTensors(this.parameterTensors(root), () =>
         (this.module.forward as (...args: unknown[]) => unknown)(...inputs),
-      );
+      ) as ForwardOutput<M>;
       completed = true;
       return output;
     } finally {
