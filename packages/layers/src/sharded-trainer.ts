@@ -10,6 +10,7 @@ import { createCallbackList } from './internal/callbacks';
 import { checkReplicas } from './internal/check-replicas';
 import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
 import { WeightedMeans } from './internal/epoch-logs';
+import { resolveSaveTarget } from './internal/file-save-handler';
 import { batchRanges, epochOrder, localRange } from './internal/global-batches';
 import { allLayers } from './internal/layer-access';
 import { resolveOptimizer } from './internal/resolve-optimizer';
@@ -168,11 +169,13 @@ export class ShardedTrainer {
 
   /**
    * Saves the model in the ordinary tfjs format from rank 0 (loadable by tf.loadLayersModel with no
-   * fsdp-ts code); every rank must call it. Resolves with the save result on rank 0, null elsewhere.
+   * fsdp-ts code); every rank must call it. Every rank's model holds the full, identical weights
+   * after each step, so nothing is gathered. `file://dir` works without tfjs-node too (model.json +
+   * weights.bin, tfjs-node's layout). Resolves with the save result on rank 0, null elsewhere.
    */
   async save(handlerOrUrl: tf.io.IOHandler | string): Promise<tf.io.SaveResult | null> {
     this.expectIdle('save');
-    const result = this.group.rank === 0 ? await this.model.save(handlerOrUrl) : null;
+    const result = this.group.rank === 0 ? await this.model.save(resolveSaveTarget(handlerOrUrl)) : null;
     await this.group.barrier();
     return result;
   }
