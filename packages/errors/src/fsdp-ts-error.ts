@@ -50,10 +50,12 @@ export class FsdpTsError extends Error {
 
   /** Whether `value` is an instance of this class, from any copy of its package. */
   static isInstance<T extends ErrorClass>(this: T, value: unknown): value is InstanceType<T> {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the subclass called on; its marker decides.
     return hasMarker(this, value);
   }
 
   static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the subclass called on; its marker decides.
     return hasMarker(this, value);
   }
 }

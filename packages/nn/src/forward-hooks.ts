@@ -12,7 +12,7 @@
  */
 
 /** Runs before forward; returning an array replaces the arguments. */
-export type ForwardPreHook = (module: object, args: unknown[]) => unknown[] | undefined | void;
+export type ForwardPreHook = (module: object, args: unknown[]) => unknown;
 /** Runs after forward; returning a value other than undefined replaces the output. */
 export type ForwardHook = (module: object, args: unknown[], output: unknown) => unknown;
 /** Runs instead of forward and calls `next` (possibly inside something: a customGrad, a scope). */
