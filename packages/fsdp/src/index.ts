@@ -31,6 +31,8 @@ export { clipGradNorm } from './clip-grad-norm';
 export { FsdpError, type FsdpErrorCode, type FsdpErrorDetails } from './errors';
 export {
   type CommunicationStatistics,
+  type ForwardInputs,
+  type ForwardOutput,
   FSDP,
   FullyShardedDataParallel,
   type WrapperActivity,
