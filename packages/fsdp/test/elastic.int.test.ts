@@ -198,4 +198,53 @@ describe('fsdp-run --nnodes MIN:MAX on 2 namespace hosts x 2 processes', () => {
     }
     await nothingLeft();
   }, 300_000);
+
+  it('scale up: host 1 joins after step 6 (a wrong-key launcher first is refused); checkpoint at 6, W=4 after, bitwise equal to W=2 then W=4', async () => {
+    const [root, output] = directories('up');
+    const expected = reference('up-reference', 2, 6, 4, 10);
+    const args = [root, output, '10', '6'];
+    const host0 = elastic(0, 29612, '1:2', args);
+    await host0.waitFor([/round 0: node 0 of 1, world size 2/, /\[rank 0\] PAUSED/, /\[rank 1\] PAUSED/]);
+    const intruder = elastic(1, 29612, '1:2', args, randomBytes(32).toString('hex'));
+    expect(await intruder.exited, intruder.output()).toBe(1);
+    expect(intruder.output()).toMatch(/refused this launcher's CURVE handshake/);
+    await host0.waitFor([/rendezvous: refused a launcher: its CURVE handshake failed/]);
+    const host1 = elastic(1, 29612, '1:2', args);
+    await Promise.all([succeeded(host0), succeeded(host1)]);
+    const log = host0.output();
+    expect(log).toMatch(/round 0 stops \(join\)/);
+    expect(log).toMatch(/\[rank 0\] RESTART checkpoint at 6/);
+    expect(log).toMatch(/round 1: node 0 of 2, world size 4/);
+    const elasticResults = results(output, 4);
+    const referenceResults = await expected;
+    for (const rank of [0, 1, 2, 3]) {
+      expect(elasticResults[rank]).toMatchObject({ startStep: 6, worldSize: 4, round: 1 });
+      expect(elasticResults[rank]!.pieces, `rank ${rank}`).toEqual(referenceResults[rank]!.pieces);
+    }
+    await nothingLeft();
+  }, 300_000);
+
+  it('below MIN (--nnodes 2:2): host 1 lost; the job ends within the timeouts naming node 1 and ranks 2-3; nothing left running', async () => {
+    const [root, output] = directories('below');
+    const args = [root, output, '10', '1'];
+    const launches = [elastic(0, 29613, '2:2', args), elastic(1, 29613, '2:2', args)];
+    const [host0, host1] = launches as [Launch, Launch];
+    await Promise.all([
+      host0.waitFor([/\[rank 0\] PAUSED/, /\[rank 1\] PAUSED/]),
+      host1.waitFor([/\[rank 2\] PAUSED/, /\[rank 3\] PAUSED/]),
+    ]);
+    const killedAt = performance.now();
+    host1.child.kill('SIGKILL');
+    const code = await host0.exited;
+    const elapsedMs = performance.now() - killedAt;
+    const log = host0.output();
+    expect(code, log).toBe(1);
+    expect(log).toMatch(
+      /job failed: fewer than 2 launchers \(--nnodes 2:2\) for 6 s: .*missing: node 1 \(10\.232\.0\.2 .*ranks 2-3\), lost in round 0 \(no heartbeat for 3000 ms\)/,
+    );
+    // Heartbeat timeout (3 s) + join timeout (6 s) + slack for this busy machine.
+    expect(elapsedMs, log).toBeLessThan((HEARTBEAT_TIMEOUT_SECONDS + 6 + 6) * 1_000);
+    await host1.exited;
+    await nothingLeft();
+  }, 300_000);
 });
