@@ -175,9 +175,11 @@ if (glooWhyNot === undefined && backends.includes('tcp')) {
         warmup: 2,
       });
       // Rows come in size order (the sweep rounds each size down to a multiple of the world size).
-      ours.rows.forEach((row, index) => byBytes.get(glooSizes[index]!)?.tcpMs.push(row.medianMs));
+      for (const [index, row] of ours.rows.entries())
+        byBytes.get(glooSizes[index]!)?.tcpMs.push(row.medianMs);
       const theirs: GlooRow[] = runGloo(worldSize, glooSizes, 5, 2);
-      theirs.forEach((row, index) => byBytes.get(glooSizes[index]!)?.glooMs.push(stats(row.ms).median));
+      for (const [index, row] of theirs.entries())
+        byBytes.get(glooSizes[index]!)?.glooMs.push(stats(row.ms).median);
     }
     comparisons.push(...byBytes.values());
   }
