@@ -2,6 +2,8 @@
  * Errors of @fsdp-ts/collectives. Messages say what was expected, what came, and how to fix it;
  * the facts are also typed fields (rank, op, peer) so callers and launchers can branch on them.
  */
+import { FsdpTsError } from '@fsdp-ts/errors';
+
 export type CollectiveErrorCode =
   | 'timeout'
   | 'peer-lost'
@@ -24,25 +26,19 @@ export interface CollectiveErrorDetails {
   cause?: unknown;
 }
 
-export class CollectiveError extends Error {
+export class CollectiveError extends FsdpTsError {
+  static override readonly marker: string = 'fsdp-ts.error.CollectiveError';
   readonly code: CollectiveErrorCode;
   readonly op: string | undefined;
   readonly rank: number | undefined;
   readonly peer: number | undefined;
-  readonly expected: unknown;
-  readonly actual: unknown;
-  readonly fix: string | undefined;
 
   constructor(message: string, details: CollectiveErrorDetails) {
-    const fix = details.fix === undefined ? '' : ` Fix: ${details.fix}`;
-    super(`${message}${fix}`, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.name = 'CollectiveError';
     this.code = details.code;
     this.op = details.op;
     this.rank = details.rank;
     this.peer = details.peer;
-    this.expected = details.expected;
-    this.actual = details.actual;
-    this.fix = details.fix;
   }
 }

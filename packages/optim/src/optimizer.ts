@@ -37,7 +37,7 @@ export abstract class Optimizer<Options extends BaseOptions> {
         fix: 'pass model.parameters() (after the model has registered its parameters) or a list of groups.',
       });
     }
-    if (entries.every((entry) => entry instanceof Parameter)) {
+    if (entries.every((entry) => Parameter.isInstance(entry))) {
       this.addParamGroup({ params: entries as Parameter[] } as unknown as ParamGroupInput<Options>);
     } else {
       for (const entry of entries) this.addParamGroup(entry as ParamGroupInput<Options>);
@@ -58,21 +58,20 @@ export abstract class Optimizer<Options extends BaseOptions> {
       throw new OptimError(`${where} is not a { params, ...hyperparameters } object.`, {
         code: 'invalid-group',
         expected: '{ params: Iterable<Parameter>, lr?, weightDecay?, ... }',
-        actual: (input as unknown) instanceof Parameter ? String(input) : typeof input,
+        actual: Parameter.isInstance(input) ? String(input) : typeof input,
         fix: 'pass either a list of Parameters or a list of groups, not a mix.',
       });
     }
-    const candidates: unknown[] =
-      (input.params as unknown) instanceof Parameter ? [input.params] : [...input.params];
+    const candidates: unknown[] = Parameter.isInstance(input.params) ? [input.params] : [...input.params];
     const params: Parameter[] = [];
     const seen = new Set<Parameter>();
     for (const param of candidates) {
-      if (!(param instanceof Parameter)) {
+      if (!Parameter.isInstance(param)) {
         throw new OptimError(`${where} contains ${String(param)}, which is not a Parameter.`, {
           code: 'invalid-parameter',
           expected: 'Parameter',
           actual: typeof param,
-          fix: 'build groups from module.parameters() or Parameter objects (if it is a Parameter, two copies of @fsdp-ts/tensor are loaded: dedupe them).',
+          fix: 'build groups from module.parameters() or Parameter objects.',
         });
       }
       const other = seen.has(param) ? index : this.groupIndexOf.get(param);
