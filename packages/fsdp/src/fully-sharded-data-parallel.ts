@@ -4,6 +4,7 @@ import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@
 import { type Parameter, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
+import { FsdpError } from './errors';
 import { withHybridGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
@@ -267,6 +268,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   private runUnit(unit: FsdpUnit, original: (...args: unknown[]) => unknown, args: unknown[]): unknown {
     const step = this.#step;
+    if (this.#training.state === 'summoning') return this.runSummonedUnit(unit, original, args);
     if (step !== null && !step.order.includes(unit)) step.order.push(unit);
     const { sharding } = this.options;
     if (step !== null && sharding.recompute) {
@@ -279,6 +281,31 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     } finally {
       if (step === null && sharding.shardParameters) unit.reshard();
     }
+  }
+
+  /**
+   * `model.module.forward()` inside summonFullParams: the unit is already gathered (float32, by
+   * summonFullParams) and must stay so until summonFullParams writes back and reshards, so it
+   * runs without gathering or resharding. With rank0Only the other ranks hold shards only.
+   */
+  private runSummonedUnit(
+    unit: FsdpUnit,
+    original: (...args: unknown[]) => unknown,
+    args: unknown[],
+  ): unknown {
+    if (unit.state !== 'unsharded') {
+      throw new FsdpError(
+        `${unit.label}'s forward ran inside summonFullParams on a rank that holds only shards.`,
+        {
+          code: 'wrong-state',
+          rank: this.group.rank,
+          expected: 'full parameters (summonFullParams without rank0Only, or rank 0)',
+          actual: unit.state,
+          fix: 'run the forward on rank 0 only under rank0Only, or summon without rank0Only.',
+        },
+      );
+    }
+    return withParameterTensors(this.parameterTensors(unit), () => original(...args));
   }
 
   private recomputeHooks(unit: FsdpUnit) {
