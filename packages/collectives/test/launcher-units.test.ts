@@ -160,7 +160,7 @@ describe('worker environment and command', () => {
 
   it('reports a missing script once, before any rank starts, and accepts an existing one', () => {
     const missing = errorOf(() => checkWorkerScript('nothere.mjs'));
-    expect(missing.message).toMatch(/^script not found: .*nothere\.mjs$/);
+    expect(missing.message).toMatch(/^script not found: \S*nothere\.mjs Fix: pass the path/);
     expect(errorOf(() => checkWorkerScript(import.meta.dirname)).message).toContain('script not found');
     expect(() => checkWorkerScript(fileURLToPath(import.meta.url))).not.toThrow();
   });

@@ -19,13 +19,14 @@ class Model extends Module {
 const backend = await initBackend();
 const group = await initProcessGroup();
 const inner = new Model();
-const layerBefore = inner.layer.parameters();
+const layerObjects = inner.layer.parameters();
 const model = new FullyShardedDataParallel(inner, { group, autoWrapPolicy: [Linear] });
 const sameParameters = model.module.layer
   .parameters()
-  .every((parameter, index) => parameter === layerBefore[index]);
+  .every((parameter, index) => parameter === layerObjects[index]);
 const headBefore = model.module.head.parameters().map((parameter) => parameter.data.toArray());
-const optimizer = new SGD(model.module.layer.parameters(), { lr: 0.5 }); // trains `layer` only
+const layerBefore = model.module.layer.parameters().map((parameter) => parameter.data.toArray());
+const optimizer = new SGD(model.module.layer.parameters(), { lr: 2 }); // trains `layer` only
 const x = tf.randomNormal([8, 5], 0, 1, 'float32', group.rank);
 const y = tf.tensor1d([0, 1, 2, 0, 1, 2, 0, 1], 'int32');
 const losses: number[] = [];
@@ -39,12 +40,18 @@ const headUnchanged = model.module.head
   .every(
     (parameter, index) => JSON.stringify(parameter.data.toArray()) === JSON.stringify(headBefore[index]),
   );
+const layerChanged = model.module.layer
+  .parameters()
+  .some(
+    (parameter, index) => JSON.stringify(parameter.data.toArray()) !== JSON.stringify(layerBefore[index]),
+  );
 console.log(
   `result ${JSON.stringify({
     rank: group.rank,
     backend,
     sameParameters,
     headUnchanged,
+    layerChanged,
     losses,
     umbrellaIsSame: umbrella.FullyShardedDataParallel === FullyShardedDataParallel,
   })}`,
