@@ -228,4 +228,28 @@ describe('the packed packages installed into a fresh app', () => {
     },
     10 * minutes,
   );
+  it(
+    'names the two copies of @fsdp-ts/tensor when ESM and CommonJS builds are mixed',
+    async () => {
+      writeFileSync(
+        join(app, 'mixed.mjs'),
+        [
+          "import { createRequire } from 'node:module';",
+          "import { SGD } from '@fsdp-ts/optim';",
+          "const { Parameter } = createRequire(import.meta.url)('@fsdp-ts/tensor');",
+          'try {',
+          '  new SGD([Parameter.fromArray([1, 2], [2])], { lr: 0.1 });',
+          "  console.log('no error');",
+          '} catch (error) {',
+          '  console.log(error.message);',
+          '}',
+        ].join('\n'),
+      );
+      const message = await succeed(process.execPath, ['mixed.mjs'], app);
+      expect(message).toContain('another copy of @fsdp-ts/tensor (2 copies loaded');
+      expect(message).toContain('index.cjs');
+      expect(message).not.toContain('is not a { params');
+    },
+    2 * minutes,
+  );
 });

@@ -17,7 +17,9 @@ function loadedFrom(): string {
   return typeof __filename === 'string' ? __filename : 'unknown';
 }
 
-const registry = ((globalThis as Record<symbol, unknown>)[registryKey] ??= []) as string[];
+const globals = globalThis as Record<symbol, string[] | undefined>;
+const registry: string[] = globals[registryKey] ?? [];
+globals[registryKey] = registry;
 registry.push(loadedFrom());
 
 /** Where each copy of @fsdp-ts/tensor in this process was loaded from, in load order. */
