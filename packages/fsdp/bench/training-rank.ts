@@ -4,6 +4,8 @@
  * Runs the requests one after another in the same processes (one start-up for several rows).
  */
 import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
 import { FullyShardedDataParallel } from '@fsdp-ts/fsdp';
 import { backward, crossEntropy, GPT, type Module, TransformerBlock } from '@fsdp-ts/nn';
@@ -204,8 +206,21 @@ function measure(request: RunRequest): RunResult {
   return result;
 }
 
+/** BENCH_CPU_PROFILE=dir: a V8 CPU profile of each row (warm-up included) per rank, for Chrome DevTools or speedscope. */
+const profileDirectory = process.env.BENCH_CPU_PROFILE;
+const session = profileDirectory === undefined ? null : new Session();
+session?.connect();
+await session?.post('Profiler.enable');
 for (const request of requests) {
+  await session?.post('Profiler.start');
   const result = measure(request);
+  if (session !== null && profileDirectory !== undefined) {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(
+      join(profileDirectory, `${request.kind}-rank${group?.rank ?? 0}.cpuprofile`),
+      JSON.stringify(profile),
+    );
+  }
   if ((group?.rank ?? 0) === 0) writeFileSync(request.output, `${JSON.stringify(result)}\n`);
 }
 await group?.destroy();
