@@ -1,10 +1,8 @@
-import { readEnvironment } from './environment/read-environment.js';
-import { resolveSocketAddress } from './environment/socket-address.js';
 import { CollectiveError } from './errors.js';
-import { createClient, type GroupSetup } from './internal/create-client.js';
+import type { GroupIdentity, OwnedResource } from './internal/backend-definition.js';
+import { findBackend } from './internal/backend-registry.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { ProcessGroup } from './process-group.js';
-import { openRendezvousStore } from './store/open-rendezvous-store.js';
 import type { Store } from './store/store.js';
 import type { Backend } from './types.js';
 
@@ -50,67 +48,26 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
       fix: 'set RANK and WORLD_SIZE (fsdp-run does), or pass { rank, size }.',
     });
   }
-  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const setup: GroupSetup = {
+  const definition = findBackend(backend, rank);
+  const identity: GroupIdentity = {
     backend,
     rank,
     size,
     key: options.name ?? 'world',
     worldRanks: Array.from({ length: size }, (_, index) => index),
-    timeoutMs,
-    store: options.store,
-    secret: options.secret ?? process.env.FSDP_JOB_SECRET,
-    host: options.host ?? '127.0.0.1',
-    thread: backend === 'shm' ? thread : undefined,
+    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
   };
-  const owned: { close(): Promise<void> }[] = [];
-  if (backend === 'tcp' && size > 1 && options.store === undefined) {
-    await rendezvousFromEnvironment(setup, options, owned);
-  }
+  const owned: OwnedResource[] = [];
   try {
-    const group = new ProcessGroup(setup, await createClient(setup), owned);
+    const config = await definition.configure(options, identity, owned);
+    const setup = { ...identity, config };
+    const group = new ProcessGroup(setup, definition, await definition.start(setup), owned);
     defaultGroup = group;
     return group;
   } catch (error) {
     for (const resource of owned.reverse()) await resource.close().catch(() => undefined);
     throw error;
   }
-}
-
-/**
- * env://: the store at MASTER_ADDR:MASTER_PORT (started here by rank 0 unless the launcher runs
- * it, FSDP_AGENT_STORE=1), the job secret, the data address and the key prefix of this attempt.
- */
-async function rendezvousFromEnvironment(
-  setup: GroupSetup,
-  options: InitProcessGroupOptions,
-  owned: { close(): Promise<void> }[],
-): Promise<void> {
-  const environment = readEnvironment();
-  if (environment.worldSize !== setup.size || environment.rank !== setup.rank) {
-    throw new CollectiveError(
-      `initProcessGroup: rank ${setup.rank} of ${setup.size} disagrees with the environment (rank ${environment.rank} of ${environment.worldSize}).`,
-      {
-        code: 'invalid-argument',
-        rank: setup.rank,
-        fix: 'pass an explicit store with explicit rank and size, or neither.',
-      },
-    );
-  }
-  const timeoutMs = options.timeoutMs ?? environment.timeoutMs ?? setup.timeoutMs;
-  setup.timeoutMs = timeoutMs;
-  setup.secret = options.secret ?? environment.secret;
-  setup.host =
-    options.host ??
-    (await resolveSocketAddress({
-      masterAddr: environment.masterAddr,
-      masterPort: environment.masterPort,
-      socketIfname: environment.socketIfname,
-      socketAddr: environment.socketAddr,
-    }));
-  const rendezvous = await openRendezvousStore({ ...environment, secret: setup.secret }, { timeoutMs });
-  owned.push(rendezvous);
-  setup.store = rendezvous.store;
 }
 
 /** The group the last initProcessGroup call of this thread created. */

@@ -1,6 +1,6 @@
 import { CollectiveError } from './errors.js';
+import type { BackendDefinition, GroupSetup, OwnedResource } from './internal/backend-definition.js';
 import type { CommunicationClient } from './internal/communication-client.js';
-import { createClient, type GroupSetup } from './internal/create-client.js';
 import { describeOp, type OpMessage } from './internal/op-message.js';
 import { stage } from './internal/staging.js';
 import { createStatusWord } from './internal/status-word.js';
@@ -37,9 +37,10 @@ export class ProcessGroup {
   /** @internal use initProcessGroup / newGroup */
   constructor(
     private readonly setup: GroupSetup,
+    private readonly definition: BackendDefinition<unknown>,
     private readonly client: CommunicationClient,
     /** Resources this group closes on destroy (the world group's store client and server). */
-    private readonly owned: readonly { close(): Promise<void> }[] = [],
+    private readonly owned: readonly OwnedResource[] = [],
   ) {}
 
   /** This process's rank in the group, 0 <= rank < size. */
@@ -145,7 +146,7 @@ export class ProcessGroup {
     return this.issue(
       'send',
       options,
-      { dtype, root: peer, count: buffer.length, input: staged.shared, output: null },
+      { dtype, peer, count: buffer.length, input: staged.shared, output: null },
       undefined,
     );
   }
@@ -158,7 +159,7 @@ export class ProcessGroup {
     return this.issue(
       'recv',
       options,
-      { dtype, root: peer, count: buffer.length, input: null, output: staged.shared },
+      { dtype, peer, count: buffer.length, input: null, output: staged.shared },
       staged.copyBack,
     );
   }
@@ -172,7 +173,7 @@ export class ProcessGroup {
   async newGroup(ranks: readonly number[]): Promise<ProcessGroup> {
     this.checkActive('newGroup');
     const members = [...new Set(ranks)].sort((a, b) => a - b);
-    for (const member of members) checkRank('barrier', this.rank, member, this.size, 'member', true);
+    for (const member of members) checkRank('newGroup', this.rank, member, this.size, 'member', true);
     const rank = members.indexOf(this.rank);
     if (rank < 0 || members.length !== ranks.length) {
       throw new CollectiveError(
@@ -196,7 +197,7 @@ export class ProcessGroup {
       key: `${this.setup.key}/group-${name}-${nth}`,
       worldRanks: members.map((member) => this.setup.worldRanks[member]!),
     };
-    return new ProcessGroup(setup, await createClient(setup));
+    return new ProcessGroup(setup, this.definition, await this.definition.start(setup));
   }
 
   /**
@@ -223,7 +224,7 @@ export class ProcessGroup {
     kind: CollectiveKind,
     options: OpOptions & WireOptions,
     fields: Pick<OpMessage, 'dtype' | 'count' | 'input' | 'output'> &
-      Partial<Pick<OpMessage, 'reduceOp' | 'root'>>,
+      Partial<Pick<OpMessage, 'reduceOp' | 'root' | 'peer'>>,
     copyBack: (() => void) | undefined,
   ): Work {
     this.checkActive(kind);
@@ -236,6 +237,7 @@ export class ProcessGroup {
       wireDtype,
       reduceOp: fields.reduceOp ?? 'sum',
       root: fields.root ?? -1,
+      peer: fields.peer ?? -1,
       dtype: fields.dtype,
       count: fields.count,
       input: fields.input,

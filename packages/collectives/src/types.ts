@@ -7,8 +7,11 @@ export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
  */
 export type CollectiveDtype = 'float32' | 'int32' | 'bfloat16';
 
-/** `tcp`: processes (one or several hosts); `shm`: worker threads of one process. */
-export type Backend = 'tcp' | 'shm';
+/**
+ * `tcp`: processes (one or several hosts); `shm`: worker threads of one process. Any other name
+ * must be registered first (see CONTRIBUTING.md, "Add a collectives backend").
+ */
+export type Backend = 'tcp' | 'shm' | (string & {});
 
 /** A flat buffer an op reads or writes: Float32Array, Int32Array, or Uint16Array of bfloat16. */
 export type CollectiveBuffer = Float32Array | Int32Array | Uint16Array;

@@ -10,6 +10,7 @@ const header = fc.record<OpHeader>({
   reduceOp: fc.constantFrom('sum', 'avg', 'max', 'min'),
   seq: fc.nat({ max: 0xffffffff }),
   root: fc.integer({ min: -1, max: 1 << 20 }),
+  peer: fc.integer({ min: -1, max: 1 << 20 }),
   count: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
 });
 

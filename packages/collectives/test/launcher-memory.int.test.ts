@@ -39,7 +39,7 @@ describe('--memory-per-rank sizes', () => {
   });
 });
 
-describe.concurrent.skipIf(notWritable !== undefined)('fsdp-run --memory-per-rank (real cgroups)', () => {
+describe.skipIf(notWritable !== undefined)('fsdp-run --memory-per-rank (real cgroups)', () => {
   it('reports the OOM kill of the rank that went past its cap, naming the rank and the cap', async () => {
     // Rank 0 stays well under 128 MiB; rank 1 touches 400 MiB and must be killed by the kernel.
     const job = launch([

@@ -10,7 +10,8 @@ export type FlatParamErrorCode =
   | 'unknown-parameter'
   | 'not-full-shape'
   | 'invalid-state'
-  | 'invalid-metadata';
+  | 'invalid-metadata'
+  | 'too-large';
 
 export interface FlatParamErrorDetails {
   code: FlatParamErrorCode;

@@ -1,4 +1,5 @@
 import { type DType, type Parameter, Storage, TensorView } from '@fsdp-ts/tensor';
+import { FlatParamError } from './errors';
 import { assert } from './internal/assert';
 import { collectParameters } from './internal/collect-parameters';
 import { flattenIntoShard } from './internal/flatten';
@@ -27,7 +28,21 @@ export interface FlatParamHandleOptions {
   readonly dtype?: DType;
   /** dtype of the gradient buffers; default the unit dtype. */
   readonly gradDType?: DType;
+  /**
+   * Largest unsharded flat buffer, in elements. Default MAX_FLAT_NUMEL, what one typed array can
+   * hold; a smaller cap rejects units above it the same way (see [Note: flat buffer limit]).
+   */
+  readonly maxNumel?: number;
 }
+
+/**
+ * [Note: flat buffer limit]
+ * A unit's unsharded buffer is one typed array, and V8 caps a typed array at 2^32 elements. A
+ * unit larger than that is rejected at create() with the unit's parameters named, rather than
+ * split: splitting would give a unit several all-gathers, which is what wrapping smaller units
+ * does already, and no real layer comes near 2^32 elements (a GPT-3 175B block has 1.8·10^9).
+ */
+export const MAX_FLAT_NUMEL = 2 ** 32;
 
 /**
  * One unit's parameters flattened into one padded buffer, sharded over `worldSize` ranks, with
@@ -118,6 +133,7 @@ export class FlatParamHandle {
       ...(options.alignment === undefined ? {} : { alignment: options.alignment }),
     });
     checkRank(options.rank, layout.worldSize);
+    checkFlatSize(layout.paddedNumel, options.maxNumel ?? MAX_FLAT_NUMEL, named);
     const pairs = named.map(([name, parameter]) => [name, parameter] as const);
     return new FlatParamHandle(
       layout,
@@ -295,4 +311,25 @@ export class FlatParamHandle {
 
 function flatView(storage: Storage): TensorView {
   return new TensorView(storage, 0, [storage.numel]);
+}
+
+function checkFlatSize(
+  paddedNumel: number,
+  maxNumel: number,
+  named: readonly (readonly [string, Parameter])[],
+): void {
+  if (paddedNumel <= maxNumel) return;
+  const names = named.map(([name]) => name);
+  const shown =
+    names.length > 4 ? `${names.slice(0, 4).join(', ')} and ${names.length - 4} more` : names.join(', ');
+  throw new FlatParamError(
+    `A flat parameter of ${paddedNumel} elements (${shown}) is larger than the ${maxNumel} elements one flat buffer may hold.`,
+    {
+      code: 'too-large',
+      expected: `at most ${maxNumel} elements`,
+      actual: paddedNumel,
+      parameters: names,
+      fix: 'wrap smaller units (e.g. autoWrapPolicy with each layer class) so that no unit holds more; see [Note: flat buffer limit].',
+    },
+  );
 }

@@ -1,6 +1,11 @@
 // @fsdp-ts/flat-param: flat parameters whose original Parameters stay alive as views.
 export { FlatParamError, type FlatParamErrorCode, type FlatParamErrorDetails } from './errors';
-export { FlatParamHandle, type FlatParamHandleOptions, type FlatParamState } from './flat-param-handle';
+export {
+  FlatParamHandle,
+  type FlatParamHandleOptions,
+  type FlatParamState,
+  MAX_FLAT_NUMEL,
+} from './flat-param-handle';
 export {
   computeFlatParamLayout,
   FLAT_PARAM_LAYOUT_VERSION,

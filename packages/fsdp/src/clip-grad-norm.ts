@@ -27,7 +27,7 @@ export function clipGradNorm(model: FullyShardedDataParallel, maxNorm: number, n
     });
   }
   const group = model.group;
-  const replicated = model.options.shardingStrategy === 'no-shard';
+  const replicated = !model.options.sharding.shardParameters;
   const local: Float32Array[] = [];
   const counted: Float32Array[] = [];
   for (const parameter of model.parameters()) {

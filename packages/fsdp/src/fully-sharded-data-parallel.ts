@@ -4,22 +4,18 @@ import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@
 import { type Parameter, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
-import { FsdpError } from './errors';
 import { withHybridGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
-import type { FsdpUnit, ParameterLocation } from './internal/fsdp-unit';
-import {
-  finishReduction,
-  type ReductionSettings,
-  startReduction,
-  writeGradient,
-} from './internal/gradient-reduction';
+import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
 import { tapGradient } from './internal/gradient-tap';
 import { dropoutGenerators, type StepContext } from './internal/step-context';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
 import { syncModuleStates } from './internal/sync-module-states';
+import { type TrainingState, TrainingStateMachine } from './internal/training-state';
 import { runRecomputingUnit } from './internal/unit-function';
-import { runWithoutSync } from './no-sync';
+import { fsdpRuntime, type WrapperRuntime } from './internal/wrapper-runtime';
+import type { MemoryEstimate } from './memory-estimate';
+import { warnWhenOverMemoryLimit } from './memory-warning';
 import { type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
 import { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
 import {
@@ -32,7 +28,7 @@ import { type SummonOptions, summonFullParams } from './summon-full-params';
 /**
  * What the wrapper is doing, for the methods that must not run in the middle of something else.
  * 'idle' between steps; 'forward' inside forward(); 'backward' from backward()'s plan to its end;
- * 'summoned' inside summonFullParams.
+ * 'summoned' inside summonFullParams. (`trainingState` is the same with 'summoning'.)
  */
 export type WrapperActivity = 'idle' | 'forward' | 'backward' | 'summoned';
 
@@ -59,20 +55,20 @@ export interface CommunicationStatistics {
 export class FullyShardedDataParallel<M extends Module = Module> extends Module {
   readonly module: M;
   readonly options: ResolvedFsdpOptions;
-  /** The root unit first, then the units the wrap policy selected, in traversal order. */
-  readonly units: readonly FsdpUnit[];
   /** Time the main thread waited on communication during the last step. */
   readonly statistics: CommunicationStatistics = { allGatherWaitMs: 0, reductionWaitMs: 0 };
-  private readonly locations: Map<Parameter, ParameterLocation>;
-  private readonly ignored: Set<Parameter>;
-  private step: StepContext | null = null;
-  private lastOrder: FsdpUnit[] = [];
-  private forwardDepth = 0;
-  /** @internal set by summonFullParams */
-  summoning = false;
-  /** @internal false inside noSync */
-  syncGradients = true;
-  private readonly reduction: ReductionSettings;
+  /**
+   * This rank's estimated training memory with Adam (see [Note: memory model]); the constructor
+   * warns when it exceeds the rank's budget (fsdp-run --memory-per-rank, the cgroup, or free memory).
+   */
+  readonly memoryEstimate: MemoryEstimate;
+  readonly #units: readonly FsdpUnit[];
+  readonly #locations: Map<Parameter, UnitLocation>;
+  readonly #ignored: Set<Parameter>;
+  readonly #training: TrainingStateMachine;
+  readonly #runtime: WrapperRuntime;
+  #step: StepContext | null = null;
+  #lastOrder: FsdpUnit[] = [];
 
   /**
    * The async constructor: also builds the sub-groups of 'hybrid-shard' from `group` and
@@ -89,44 +85,56 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     super();
     this.module = module;
     this.options = resolveOptions(options);
-    const { replicateGroup, mixedPrecision } = this.options;
+    const { replicateGroup } = this.options;
     if (this.options.syncModuleStates) {
       syncModuleStates(this.options.group, module);
       if (replicateGroup !== null) syncModuleStates(replicateGroup, module);
     }
-    this.reduction = {
-      group: this.options.group,
-      strategy: this.options.shardingStrategy,
-      reduceDtype: mixedPrecision?.reduceDtype ?? 'float32',
-      replicateGroup,
-    };
     const built = buildUnits(module, this.options);
-    this.units = built.units;
-    this.locations = built.locations;
-    this.ignored = built.ignored;
-    checkSameStructure(this.options.group, describeStructure(this.units));
-    if (replicateGroup !== null) checkSameStructure(replicateGroup, describeStructure(this.units));
-    for (const unit of this.units) {
-      unit.gatherDtype = mixedPrecision?.paramDtype ?? 'float32';
-      if (!unit.isRoot) this.interceptForward(unit);
-    }
+    this.#units = built.units;
+    this.#locations = built.locations;
+    this.#ignored = built.ignored;
+    this.#training = new TrainingStateMachine(this.options.group.rank);
+    this.#runtime = { units: this.#units, training: this.#training };
+    checkSameStructure(this.options.group, describeStructure(this.#units));
+    if (replicateGroup !== null) checkSameStructure(replicateGroup, describeStructure(this.#units));
+    for (const unit of this.#units) if (!unit.isRoot) this.interceptForward(unit);
+    this.memoryEstimate = warnWhenOverMemoryLimit(
+      this.#units,
+      this.options.sharding,
+      this.options.group.size,
+    );
+  }
+
+  /** The root unit first, then the units the wrap policy selected, in traversal order (read-only views). */
+  get units(): readonly FsdpUnitView[] {
+    return this.#units;
+  }
+
+  /** What the wrapper is doing now (see [Note: training state]). */
+  get trainingState(): TrainingState {
+    return this.#training.state;
   }
 
   /** What the wrapper is doing now (see WrapperActivity). */
   get activity(): WrapperActivity {
-    if (this.summoning) return 'summoned';
-    if (this.step !== null) return 'backward';
-    return this.forwardDepth > 0 ? 'forward' : 'idle';
+    const state = this.#training.state;
+    return state === 'summoning' ? 'summoned' : state;
+  }
+
+  /** @internal this package's modules reach units and the training state through this (see wrapper-runtime.ts). */
+  get [fsdpRuntime](): WrapperRuntime {
+    return this.#runtime;
   }
 
   /** Parameters of ignoredModules: not sharded, not reduced. */
   get ignoredParameters(): ReadonlySet<Parameter> {
-    return this.ignored;
+    return this.#ignored;
   }
 
   /** Where a managed Parameter lives (unit, handle, index); undefined for ignored ones. */
   locate(parameter: Parameter): ParameterLocation | undefined {
-    return this.locations.get(parameter);
+    return this.#locations.get(parameter);
   }
 
   /**
@@ -139,7 +147,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   /** Backwards inside `fn` accumulate gradients without reducing them (see no-sync.ts). */
   noSync<T>(fn: () => T): T {
-    return runWithoutSync(this, fn);
+    return this.#training.withoutSync(fn);
   }
 
   /** Clips the gradients to a total norm of `maxNorm`; returns the norm before clipping. Collective. */
@@ -169,18 +177,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   /** @internal throws unless idle (for methods that must not run inside forward, backward or summonFullParams). */
   expectIdle(method: string): void {
-    const activity = this.activity;
-    if (activity === 'idle') return;
-    throw new FsdpError(
-      `${method} was called during ${activity === 'summoned' ? 'summonFullParams' : activity}.`,
-      {
-        code: 'wrong-state',
-        rank: this.group.rank,
-        expected: 'a call between training steps',
-        actual: activity,
-        fix: `call ${method} outside forward, backward and summonFullParams (after backward() returned).`,
-      },
-    );
+    this.#training.expectIdle(method);
   }
 
   get group(): ProcessGroup {
@@ -189,21 +186,20 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   /** Runs the wrapped module's forward with the root unit gathered. */
   forward(...inputs: unknown[]): unknown {
-    if (this.summoning) this.expectIdle('forward()');
-    const root = this.units[0]!;
-    this.gather(root);
-    const training = this.step !== null;
+    this.#training.beginForward();
+    const root = this.#units[0]!;
+    const training = this.#step !== null;
     let completed = false;
-    this.forwardDepth += 1;
     try {
+      this.gather(root);
       const output = withParameterTensors(this.parameterTensors(root), () =>
         (this.module.forward as (...args: unknown[]) => unknown)(...inputs),
       );
       completed = true;
       return output;
     } finally {
-      this.forwardDepth -= 1;
-      if (training && completed) this.lastOrder = [...this.step!.order];
+      this.#training.endForward();
+      if (training && completed) this.#lastOrder = [...this.#step!.order];
       if (!training) this.reshardAll();
     }
   }
@@ -228,24 +224,13 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   /** See [Note: gradient hook] in @fsdp-ts/nn: FSDP computes and reduces its own gradients. */
   [backwardHook](): BackwardPlan {
-    if (this.summoning) this.expectIdle('backward()');
-    if (this.step !== null) {
-      throw new FsdpError('backward() was called while another backward of this model is running.', {
-        code: 'wrong-state',
-        expected: 'one backward at a time',
-        actual: 'a nested backward',
-        fix: 'finish one backward before starting the next.',
-      });
-    }
+    this.#training.beginBackward();
     this.statistics.allGatherWaitMs = 0;
     this.statistics.reductionWaitMs = 0;
     const anchor = tf.scalar(0);
-    this.step = { anchor, tapped: new Map(), order: [], sync: this.syncGradients, reducing: [] };
-    for (const unit of this.units) {
-      unit.pendingGradients = unit.trainableParameters().length;
-      unit.reductionStarted = false;
-    }
-    const ignoredTrainable = [...this.ignored].filter((parameter) => parameter.requiresGrad);
+    this.#step = { anchor, tapped: new Map(), order: [], sync: this.#training.syncGradients, reducing: [] };
+    for (const unit of this.#units) unit.reduction.beginStep(unit.trainableParameters().length);
+    const ignoredTrainable = [...this.#ignored].filter((parameter) => parameter.requiresGrad);
     return {
       parameters: ignoredTrainable,
       extraInputs: [anchor],
@@ -269,18 +254,18 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   }
 
   private runUnit(unit: FsdpUnit, original: (...args: unknown[]) => unknown, args: unknown[]): unknown {
-    const step = this.step;
+    const step = this.#step;
     if (step !== null && !step.order.includes(unit)) step.order.push(unit);
-    const strategy = this.options.shardingStrategy;
-    if (step !== null && (strategy === 'full-shard' || strategy === 'hybrid-shard')) {
+    const { sharding } = this.options;
+    if (step !== null && sharding.recompute) {
       return runRecomputingUnit(original, args, step.anchor, this.recomputeHooks(unit), unit.label);
     }
     this.gather(unit);
-    this.prefetchAfter(unit, this.lastOrder);
+    this.prefetchAfter(unit, this.#lastOrder);
     try {
       return withParameterTensors(this.parameterTensors(unit), () => original(...args));
     } finally {
-      if (step === null && strategy !== 'no-shard') unit.reshard();
+      if (step === null && sharding.shardParameters) unit.reshard();
     }
   }
 
@@ -290,9 +275,9 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       gatherParameters: (phase: 'forward' | 'backward') => {
         if (phase === 'forward') {
           this.gather(unit);
-          this.prefetchAfter(unit, this.lastOrder);
+          this.prefetchAfter(unit, this.#lastOrder);
         } else {
-          const backwardOrder = [...(this.step?.order ?? this.lastOrder)].reverse();
+          const backwardOrder = [...(this.#step?.order ?? this.#lastOrder)].reverse();
           this.gather(unit);
           if (this.options.backwardPrefetch) this.prefetchAfter(unit, backwardOrder, true);
         }
@@ -306,15 +291,18 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         }
         return tensors;
       },
-      releaseParameters: () => {
+      releaseParameters: (phase: 'forward' | 'backward') => {
         for (const tensor of created.splice(0)) tensor.dispose();
-        unit.reshard();
+        const { sharding } = this.options;
+        if (!sharding.shardParameters) return;
+        if (phase === 'backward' || sharding.reshardAfterForward) unit.reshard();
       },
       trainable: () => unit.trainableParameters(),
       generators: () => dropoutGenerators(unit.module),
       onParameterGradients: (gradients: tf.Tensor[]) => {
         unit.trainableParameters().forEach((parameter, index) => {
-          writeGradient(this.locations.get(parameter)!, gradients[index]!, this.options.shardingStrategy);
+          const { handle, index: position } = this.#locations.get(parameter)!;
+          unit.reduction.write(handle, position, gradients[index]!);
         });
         this.startUnitReduction(unit);
       },
@@ -324,18 +312,18 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   /** Issues the all-gather of the unit after `unit` in `order` (prefetch), within the in-flight limit. */
   private prefetchAfter(unit: FsdpUnit, order: readonly FsdpUnit[], always = false): void {
     if (!always && !this.options.forwardPrefetch) return;
-    if (this.options.shardingStrategy === 'no-shard') return;
+    if (!this.options.sharding.shardParameters) return;
     const position = order.indexOf(unit);
     const next = position < 0 ? undefined : order[position + 1];
     if (next === undefined || next.state !== 'sharded') return;
-    const inFlight = this.units.filter((candidate) => candidate.state === 'gathering').length;
+    const inFlight = this.#units.filter((candidate) => candidate.state === 'gathering').length;
     if (this.options.limitAllGathers && inFlight >= 1) return;
     next.startUnshard(this.group);
   }
 
   /** Tensors standing for a gathered unit's Parameters: tapped for gradients during a step. */
   private parameterTensors(unit: FsdpUnit): Map<Parameter, tf.Tensor> {
-    const step = this.step;
+    const step = this.#step;
     const cached = step?.tapped.get(unit);
     if (cached !== undefined) return cached;
     const tensors = new Map<Parameter, tf.Tensor>();
@@ -346,7 +334,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
           tensors.set(parameter, raw);
           return;
         }
-        const location = this.locations.get(parameter)!;
+        const location = this.#locations.get(parameter)!;
         tensors.set(
           parameter,
           tapGradient(raw, step.anchor, (gradient) => this.receiveTappedGradient(location, gradient)),
@@ -357,13 +345,13 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     return tensors;
   }
 
-  private receiveTappedGradient(location: ParameterLocation, gradient: tf.Tensor): void {
-    const { unit } = location;
-    writeGradient(location, gradient, this.options.shardingStrategy);
-    unit.pendingGradients -= 1;
-    if (unit.pendingGradients === 0) {
+  private receiveTappedGradient(location: UnitLocation, gradient: tf.Tensor): void {
+    const { unit, handle, index } = location;
+    unit.reduction.write(handle, index, gradient);
+    if (unit.reduction.gradientArrived()) {
       this.startUnitReduction(unit);
-      if (!unit.isRoot && this.options.shardingStrategy === 'shard-grad-op') unit.reshard();
+      // Kept for backward (no reshard after forward): free once every gradient arrived.
+      if (!unit.isRoot && this.options.sharding.shardParameters) unit.reshard();
     }
   }
 
@@ -376,13 +364,13 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
    * all-reduces of hybrid sharding in the same order.
    */
   private startUnitReduction(unit: FsdpUnit): void {
-    const step = this.step;
+    const step = this.#step;
     if (step === null || !step.sync) return;
-    startReduction(unit, this.reduction);
+    unit.reduction.start();
     step.reducing.push(unit);
     while (step.reducing.length > 1) {
       const start = performance.now();
-      finishReduction(step.reducing.shift()!, this.reduction);
+      step.reducing.shift()!.reduction.finish();
       this.statistics.reductionWaitMs += performance.now() - start;
     }
   }
@@ -390,48 +378,38 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   /** After backward: every reduction issued (in unit order on every rank), awaited, units resharded. */
   private finishStep(): void {
     try {
-      if (this.step?.sync === false) {
+      if (this.#step?.sync === false) {
         // noSync: the unsharded gradients stay allocated and keep accumulating.
-        for (const unit of this.units) {
-          unit.reductionStarted = false;
-          unit.receivedGradients = false;
-        }
+        for (const unit of this.#units) unit.reduction.keepUnreduced();
         this.reshardAll();
         return;
       }
-      for (const unit of this.units) startReduction(unit, this.reduction);
+      for (const unit of this.#units) unit.reduction.start();
       const start = performance.now();
-      for (const unit of this.units) finishReduction(unit, this.reduction);
+      for (const unit of this.#units) unit.reduction.finish();
       this.statistics.reductionWaitMs += performance.now() - start;
       this.reshardAll();
     } finally {
-      this.step = null;
+      this.#step = null;
+      this.#training.endBackward();
     }
   }
 
   /** After an exception in forward, the loss or backward: leave every unit sharded and usable. */
   private abortStep(): void {
     try {
-      for (const unit of this.units) {
-        const works = unit.reductionWorks;
-        unit.reductionWorks = [];
-        for (const work of works) work.wait();
-        unit.reductionStarted = false;
-        unit.receivedGradients = false;
-        if (this.options.shardingStrategy !== 'no-shard') {
-          for (const handle of unit.handles)
-            if (handle.unshardedGradStorage.isAllocated) handle.freeUnshardedGrad();
-        }
-      }
+      for (const unit of this.#units) unit.reduction.abort();
       this.reshardAll();
     } finally {
-      this.step = null;
+      this.#step = null;
+      // After a failed afterGradients the step has already ended.
+      if (this.#training.state === 'backward') this.#training.endBackward();
     }
   }
 
   private reshardAll(): void {
-    if (this.options.shardingStrategy === 'no-shard') return;
-    for (const unit of this.units) if (unit.state !== 'sharded') unit.reshard();
+    if (!this.options.sharding.shardParameters) return;
+    for (const unit of this.#units) if (unit.state !== 'sharded') unit.reshard();
   }
 }
 

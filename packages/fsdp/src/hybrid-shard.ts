@@ -1,6 +1,7 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import { FsdpError } from './errors';
 import type { FsdpOptions } from './options';
+import { resolveShardingPreset } from './sharding-strategy';
 
 /** The two groups of 'hybrid-shard'. */
 export interface HybridShardGroups {
@@ -52,7 +53,8 @@ export async function hybridShardGroups(
 
 /** `options` with `group` + `shardGroupSize` replaced by the two sub-groups (other options unchanged). */
 export async function withHybridGroups(options: FsdpOptions): Promise<FsdpOptions> {
-  if (options?.shardingStrategy !== 'hybrid-shard' || options.shardGroupSize === undefined) return options;
+  if (options?.shardGroupSize === undefined || !resolveShardingPreset(options.shardingStrategy).replicate)
+    return options;
   const { shardGroupSize, group, ...rest } = options;
   if (group === undefined) return options;
   return { ...rest, ...(await hybridShardGroups(group, shardGroupSize)) };
@@ -64,12 +66,13 @@ export function resolveHybridGroups(options: FsdpOptions | undefined): HybridSha
   const given = ['shardGroup', 'replicateGroup', 'shardGroupSize'].filter(
     (key) => (options as unknown as Record<string, unknown>)[key] !== undefined,
   );
-  if (options.shardingStrategy !== 'hybrid-shard') {
+  const preset = resolveShardingPreset(options.shardingStrategy);
+  if (!preset.replicate) {
     if (given.length === 0) return null;
     throw new FsdpError(`${given.join(', ')} only apply to shardingStrategy 'hybrid-shard'.`, {
       code: 'invalid-option',
       expected: "shardingStrategy: 'hybrid-shard'",
-      actual: options.shardingStrategy ?? 'full-shard',
+      actual: preset.name,
       fix: `set shardingStrategy: 'hybrid-shard' or drop ${given.join(', ')}.`,
     });
   }

@@ -1,6 +1,7 @@
 // @fsdp-ts/fsdp: FullyShardedDataParallel that keeps the original parameters as views.
 export {
   type CheckpointEntry,
+  type CheckpointLog,
   findLatestCheckpoint,
   listCheckpoints,
 } from './checkpoint/checkpoint-directory';
@@ -35,6 +36,15 @@ export {
   type WrapperActivity,
 } from './fully-sharded-data-parallel';
 export { type HybridShardGroups, hybridShardGroups } from './hybrid-shard';
+export {
+  estimateMemoryPerRank,
+  type MemoryEstimate,
+  type MemoryEstimateRequest,
+  smallestFittingWorldSize,
+  type UnitSize,
+} from './memory-estimate';
+export { type RankMemoryLimit, rankMemoryLimit } from './memory-limit';
+export { memoryWarning } from './memory-warning';
 export type { CommunicationDtype, MixedPrecision } from './mixed-precision';
 export { runWithoutSync } from './no-sync';
 export {
@@ -52,14 +62,17 @@ export {
   loadShardedOptimStateDict,
   shardedOptimStateDict,
 } from './optim-state-dict/sharded-optim-state-dict';
-export {
-  type FsdpOptions,
-  type ResolvedFsdpOptions,
-  type ShardingStrategy,
-  shardingStrategies,
-} from './options';
+export type { FsdpOptions, ResolvedFsdpOptions } from './options';
 export { type ExportSafetensorsOptions, exportSafetensors } from './safetensors/export-safetensors';
 export { importSafetensors } from './safetensors/import-safetensors';
+export {
+  type GradientReduction,
+  type ShardingPreset,
+  type ShardingSettings,
+  type ShardingStrategy,
+  shardingPresets,
+  shardingStrategies,
+} from './sharding-strategy';
 export { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
 export type { Piece } from './state-dict/pieces';
 export {

@@ -14,21 +14,5 @@ import type { FullyShardedDataParallel } from './fully-sharded-data-parallel';
  * settles. A failed backward drops the accumulated gradients.
  */
 export function runWithoutSync<T>(model: FullyShardedDataParallel, fn: () => T): T {
-  if (model.activity === 'backward' || model.activity === 'summoned') model.expectIdle('noSync()');
-  const previous = model.syncGradients;
-  model.syncGradients = false;
-  let result: T;
-  try {
-    result = fn();
-  } catch (error) {
-    model.syncGradients = previous;
-    throw error;
-  }
-  if (result instanceof Promise) {
-    return result.finally(() => {
-      model.syncGradients = previous;
-    }) as T;
-  }
-  model.syncGradients = previous;
-  return result;
+  return model.noSync(fn);
 }

@@ -4,26 +4,14 @@ import { FsdpError } from './errors';
 import { resolveHybridGroups } from './hybrid-shard';
 import type { MixedPrecision } from './mixed-precision';
 import { resolveMixedPrecision } from './mixed-precision';
+import {
+  resolveShardingPreset,
+  type ShardingPreset,
+  type ShardingSettings,
+  type ShardingStrategy,
+  shardingSettings,
+} from './sharding-strategy';
 import type { AutoWrapPolicy } from './wrap-policy';
-
-/**
- * - `full-shard`: parameters, gradients and optimizer state sharded; a unit's parameters are
- *   gathered for its forward, freed, and gathered again for its backward (ZeRO-3).
- * - `shard-grad-op`: gathered for forward and kept until after backward; gradients and optimizer
- *   state sharded (ZeRO-2).
- * - `no-shard`: plain data parallel; gradients all-reduced per unit (one bucket per unit).
- * - `hybrid-shard`: full-shard within a shard group (e.g. one node), replicated across replica
- *   groups: reduce-scatter in the shard group, then all-reduce of the sharded gradient between
- *   replicas. See hybrid-shard.ts.
- */
-export type ShardingStrategy = 'full-shard' | 'shard-grad-op' | 'no-shard' | 'hybrid-shard';
-
-export const shardingStrategies: readonly ShardingStrategy[] = [
-  'full-shard',
-  'shard-grad-op',
-  'no-shard',
-  'hybrid-shard',
-];
 
 export interface FsdpOptions {
   /**
@@ -40,8 +28,8 @@ export interface FsdpOptions {
   replicateGroup?: ProcessGroup;
   /** Gather parameters and/or reduce gradients in bfloat16 (shards stay float32). Default: off. */
   mixedPrecision?: MixedPrecision;
-  /** Default 'full-shard'. */
-  shardingStrategy?: ShardingStrategy;
+  /** A built-in preset by name (default 'full-shard'), or a ShardingPreset (see sharding-strategy.ts). */
+  shardingStrategy?: ShardingStrategy | ShardingPreset;
   /** Which submodules become their own units; the root unit takes what is left. Default: none. */
   autoWrapPolicy?: AutoWrapPolicy;
   /**
@@ -70,7 +58,10 @@ export interface ResolvedFsdpOptions {
   /** 'hybrid-shard': the replica group gradients are all-reduced over; otherwise null. */
   readonly replicateGroup: ProcessGroup | null;
   readonly mixedPrecision: Required<MixedPrecision> | null;
-  readonly shardingStrategy: ShardingStrategy;
+  /** The strategy's name (a built-in ShardingStrategy, or a custom preset's name). */
+  readonly shardingStrategy: string;
+  /** What the runtime reads (see [Note: strategies are presets]). */
+  readonly sharding: ShardingSettings;
   readonly autoWrapPolicy: AutoWrapPolicy | undefined;
   readonly flattenParameters: boolean;
   readonly backwardPrefetch: boolean;
@@ -91,15 +82,7 @@ export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
       fix: 'pass { group: await initProcessGroup() }.',
     });
   }
-  const strategy = options.shardingStrategy ?? 'full-shard';
-  if (!shardingStrategies.includes(strategy)) {
-    throw new FsdpError(`Unknown sharding strategy ${JSON.stringify(strategy)}.`, {
-      code: 'invalid-option',
-      expected: shardingStrategies,
-      actual: strategy,
-      fix: `use one of ${shardingStrategies.join(', ')}.`,
-    });
-  }
+  const preset = resolveShardingPreset(options.shardingStrategy);
   const alignment = options.alignment ?? 4;
   if (!Number.isInteger(alignment) || alignment < 1) {
     throw new FsdpError(`alignment must be a positive integer; got ${alignment}.`, {
@@ -111,8 +94,9 @@ export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
   return {
     group: hybrid?.shardGroup ?? options.group!,
     replicateGroup: hybrid?.replicateGroup ?? null,
+    sharding: shardingSettings(preset, hybrid?.replicateGroup ?? null),
     mixedPrecision: resolveMixedPrecision(options.mixedPrecision),
-    shardingStrategy: strategy,
+    shardingStrategy: preset.name,
     autoWrapPolicy: options.autoWrapPolicy,
     flattenParameters: options.flattenParameters ?? true,
     backwardPrefetch: options.backwardPrefetch ?? true,

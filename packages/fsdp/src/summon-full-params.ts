@@ -1,6 +1,7 @@
 import { FsdpError } from './errors';
 import type { FullyShardedDataParallel } from './fully-sharded-data-parallel';
 import type { FsdpUnit } from './internal/fsdp-unit';
+import { fsdpRuntime } from './internal/wrapper-runtime';
 
 export interface SummonOptions {
   /** Copy this rank's part of the (edited) full parameters back into its shard on exit. Default true. */
@@ -44,7 +45,8 @@ export function summonFullParams<T>(
       },
     );
   }
-  const gathered = model.units.filter((unit) => unit.state === 'sharded');
+  const { units, training } = model[fsdpRuntime];
+  const gathered = units.filter((unit) => unit.state === 'sharded');
   if (withGrads) {
     for (const unit of gathered) {
       if (unit.handles.some((handle) => handle.unshardedGradStorage.isAllocated)) {
@@ -58,11 +60,9 @@ export function summonFullParams<T>(
       }
     }
   }
-  model.summoning = true;
+  training.beginSummon();
   // no-shard: the Parameters are the live full buffers; without writeback, restore a snapshot.
-  const snapshots = writeback
-    ? []
-    : model.units.filter((unit) => unit.state === 'unsharded').flatMap(snapshot);
+  const snapshots = writeback ? [] : units.filter((unit) => unit.state === 'unsharded').flatMap(snapshot);
   let held: FsdpUnit[] = [];
   try {
     for (const unit of gathered) gatherUnit(model, unit, withGrads);
@@ -72,7 +72,7 @@ export function summonFullParams<T>(
       held = [];
     }
   } catch (error) {
-    model.summoning = false;
+    training.endSummon();
     throw error;
   }
   const exit = (completed: boolean) => {
@@ -80,7 +80,7 @@ export function summonFullParams<T>(
       for (const unit of held) release(unit, completed && writeback, withGrads);
       for (const [target, saved] of snapshots) target.set(saved);
     } finally {
-      model.summoning = false;
+      training.endSummon();
     }
   };
   let result: T;

@@ -43,9 +43,41 @@ describe('checkpoint directories after crashes', () => {
     writeLatestPointer(root, 10);
     expect(readFileSync(join(root, 'latest'), 'utf8')).toBe('step-00000010\n');
     expect(findLatestCheckpoint(root)).toBe(join(root, 'step-00000010'));
-    // latest naming a step that does not exist: the newest complete one.
+    // latest naming a step that does not exist: the newest complete one, and a log line says so.
     writeFileSync(join(root, 'latest'), 'step-00000099\n');
-    expect(findLatestCheckpoint(root)).toBe(join(root, 'step-00000010'));
+    const lines: string[] = [];
+    expect(findLatestCheckpoint(root, (line) => lines.push(line))).toBe(join(root, 'step-00000010'));
+    expect(lines).toEqual([
+      expect.stringMatching(/names 'step-00000099'.*directory is missing.*step-00000010/),
+    ]);
+  });
+
+  it('resumes from the newest intact step, saying so, when latest names a damaged one', () => {
+    const root = freshRoot();
+    completeStep(root, 15);
+    const damaged = completeStep(root, 20);
+    writeLatestPointer(root, 20);
+    rmSync(join(damaged, 'metadata.json'));
+    const lines: string[] = [];
+    const log = (line: string) => lines.push(line);
+    expect(findLatestCheckpoint(root, log)).toBe(join(root, 'step-00000015'));
+    expect(lines[0]).toMatch(
+      /latest names 'step-00000020', which is damaged \(metadata\.json is missing\); resuming from step-00000015/,
+    );
+    // metadata.json that fails its own digest counts as damaged too.
+    writeFileSync(
+      join(damaged, 'metadata.json'),
+      `{\n "metadataSha256": "${'0'.repeat(64)}",\n "step": 20\n}\n`,
+    );
+    expect(findLatestCheckpoint(root, log)).toBe(join(root, 'step-00000015'));
+    expect(lines[1]).toMatch(/metadata\.json fails its SHA-256 check/);
+    // Not a step name at all.
+    writeFileSync(join(root, 'latest'), 'ste\u0070-0000x020\n');
+    expect(findLatestCheckpoint(root, log)).toBe(join(root, 'step-00000015'));
+    expect(lines[2]).toMatch(/not a step directory name/);
+    // Nothing intact left: an error, never null (null would mean "start over").
+    rmSync(join(root, 'step-00000015'), { recursive: true });
+    expect(() => findLatestCheckpoint(root, log)).toThrow(/holds no other intact checkpoint/);
   });
 
   it('prunes to `keep`, removes leftovers, and replaces a re-saved step', () => {

@@ -108,7 +108,7 @@ describe('saveCheckpoint / loadCheckpoint (tiny GPT, AdamW, thread ranks)', () =
     writeFileSync(flippedFile, bytes);
     const missing = copy('missing');
     rmSync(join(missing, 'shard-00001-of-00002.bin'));
-    // The newest checkpoint of the copied root loses its metadata: loading the root must say so.
+    // The newest checkpoint of the copied root loses its metadata: loading the root falls back, saying so.
     rmSync(join(damaged, 'step-00000020', 'metadata.json'));
     const args: CorruptionArguments = {
       cases: [
@@ -116,9 +116,9 @@ describe('saveCheckpoint / loadCheckpoint (tiny GPT, AdamW, thread ranks)', () =
         { label: 'flipped', path: flipped },
         { label: 'missing file', path: missing },
         { label: 'no metadata', path: join(damaged, 'step-00000020') },
-        { label: 'root whose latest lost its metadata', path: damaged },
       ],
       intact: join(damaged, 'step-00000015'),
+      damagedRoot: damaged,
       mismatchConfig: { vocabSize: 13, dModel: 24, nLayers: 2, nHeads: 2, seqLen: 8, seed: 7 },
       noShardRoot: join(work, 'no-shard'),
     };
@@ -136,6 +136,9 @@ describe('saveCheckpoint / loadCheckpoint (tiny GPT, AdamW, thread ranks)', () =
       intactStep: number;
       isCheckpointError: boolean;
       noShardRoundTrip: boolean;
+      rootLoaded: string;
+      rootFound: string | null;
+      rootLog: string[];
     }[];
     for (const result of results) {
       expect(result.isCheckpointError, JSON.stringify(result.caught)).toBe(true);
@@ -143,6 +146,13 @@ describe('saveCheckpoint / loadCheckpoint (tiny GPT, AdamW, thread ranks)', () =
       expect(result.changedByIntact).toBe(true);
       expect(result.intactStep).toBe(15);
       expect(result.noShardRoundTrip).toBe(true);
+      // latest names step 20, whose metadata is gone: findLatestCheckpoint and loadCheckpoint(root)
+      // agree on step 15, and each logs one line naming both steps.
+      expect(result.rootLoaded).toBe(join(damaged, 'step-00000015'));
+      expect(result.rootFound).toBe(result.rootLoaded);
+      expect(result.rootLog).toHaveLength(2);
+      for (const line of result.rootLog)
+        expect(line).toMatch(/'step-00000020', which is damaged.*step-00000015/);
     }
     // Under no-shard only rank 0 writes: one file, saved at shard world size 1.
     const noShard = JSON.parse(
@@ -159,7 +169,6 @@ describe('saveCheckpoint / loadCheckpoint (tiny GPT, AdamW, thread ranks)', () =
       ['flipped', 'corrupt', 'shard-00001-of-00002.bin'],
       ['missing file', 'missing', 'shard-00001-of-00002.bin'],
       ['no metadata', 'missing', 'metadata.json'],
-      ['root whose latest lost its metadata', 'missing', 'metadata.json'],
       ['mismatched model', 'model-mismatch', 'metadata.json'],
     ];
     for (const [label, reason, file] of expectation) {
@@ -171,7 +180,7 @@ describe('saveCheckpoint / loadCheckpoint (tiny GPT, AdamW, thread ranks)', () =
       for (const error of errors) {
         expect(error.reason, error.message).toBe(reason);
         expect(error.message).toContain(file);
-        if (label !== 'no metadata' && label !== 'root whose latest lost its metadata') {
+        if (label !== 'no metadata') {
           expect(error.parameters.length, error.message).toBeGreaterThan(0);
           expect(error.message).toContain(error.parameters[0]!);
         }

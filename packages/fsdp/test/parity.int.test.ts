@@ -6,6 +6,7 @@ import {
   tinyConfig,
   trainReference,
 } from './fixtures/training-run';
+import { keepGatheredRecompute } from './support/keep-gathered-recompute';
 
 const fixture = new URL('./fixtures/training-run.ts', import.meta.url);
 
@@ -68,7 +69,7 @@ function expectSameGradients(results: TrainingResult[], reference: TrainingResul
   }
 }
 
-async function checkParity(args: TrainingArguments): Promise<void> {
+async function checkParity(args: TrainingArguments): Promise<TrainingResult[]> {
   const reference = await trainReference(args);
   const results = (await spawnThreadRanks(args.worldSize, fixture, 'trainRank', {
     args,
@@ -86,12 +87,16 @@ async function checkParity(args: TrainingArguments): Promise<void> {
       expectClose(assembled[name]![index]!, value, `${name}[${index}]`);
     });
   }
+  return results;
 }
 
 describe('FSDP parity with the unwrapped single-process run (tiny GPT, 10 AdamW steps)', () => {
   for (const worldSize of [1, 2, 3, 4]) {
     it(`full-shard, flattened, W=${worldSize}`, async () => {
-      await checkParity(base(worldSize));
+      const results = await checkParity(base(worldSize));
+      // Its preset reshards after forward: the non-root units are sharded again.
+      for (const result of results)
+        expect(result.statesAfterForward).toEqual(['unsharded', 'sharded', 'sharded']);
     });
   }
   for (const strategy of ['shard-grad-op', 'no-shard'] as const) {
@@ -104,6 +109,15 @@ describe('FSDP parity with the unwrapped single-process run (tiny GPT, 10 AdamW 
       await checkParity(base(2, { strategy, flattenParameters: false }));
     });
   }
+});
+
+describe('a sharding strategy added as a preset (test/support/keep-gathered-recompute.ts)', () => {
+  it('keep-gathered recompute trains like the unwrapped run, W=3, and keeps units gathered after forward', async () => {
+    const results = await checkParity(base(3, { strategy: keepGatheredRecompute, steps: 6 }));
+    // The preset's settings reach the runtime: full-shard would leave the non-root units sharded here.
+    for (const result of results)
+      expect(result.statesAfterForward).toEqual(['unsharded', 'unsharded', 'unsharded']);
+  });
 });
 
 describe('dropout under full-shard', () => {

@@ -1,11 +1,18 @@
-import { type BackendName, initBackend, type Parameter } from '@fsdp-ts/tensor';
+import { type BackendName, initBackend, type Parameter, setNativeMatMul } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 
 /** Every test file runs its suite on each of these. */
 export const backends: BackendName[] = ['cpu', 'wasm'];
 
-export async function useBackend(name: BackendName): Promise<void> {
+/** Each backend with the BLAS matMul kernel on (when a library loads) and off. */
+export const backendSettings: { backend: BackendName; native: boolean }[] = backends.flatMap((backend) => [
+  { backend, native: true },
+  { backend, native: false },
+]);
+
+export async function useBackend(name: BackendName, nativeMatMul = true): Promise<void> {
   await initBackend(name);
+  await setNativeMatMul(nativeMatMul);
   if (tf.getBackend() !== name) throw new Error(`expected backend ${name}, got ${tf.getBackend()}`);
 }
 

@@ -1,8 +1,16 @@
 // @fsdp-ts/tensor: storage, views, Parameter, and the TensorFlow.js bridge.
 
 export { type BackendName, backendLadder, isBackendName } from './bridge/backend-name';
+export { type ComputeInfo, computeInfo, setNativeMatMul } from './bridge/compute-info';
 export { BACKEND_ENVIRONMENT_VARIABLE, currentBackend, initBackend } from './bridge/init-backend';
 export { matMul, registerMatMulGradient } from './bridge/mat-mul';
+export { blasSearchOrder } from './bridge/native/blas-library';
+export {
+  BLAS_LIBRARY_ENVIRONMENT_VARIABLE,
+  BLAS_SWITCH_ENVIRONMENT_VARIABLE,
+  BLAS_THREADS_ENVIRONMENT_VARIABLE,
+} from './bridge/native/blas-settings';
+export type { MatMulInfo } from './bridge/native/native-mat-mul';
 export { nestedGradients } from './bridge/nested-gradients';
 export { readTensorValues } from './bridge/read-tensor-values';
 export { recompute } from './bridge/recompute';

@@ -4,6 +4,7 @@ import {
   initBackend,
   nestedGradients,
   recompute,
+  setNativeMatMul,
   TensorView,
   toTf,
 } from '@fsdp-ts/tensor';
@@ -11,11 +12,21 @@ import * as tf from '@tensorflow/tfjs-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finiteDifferenceGradients, initialValues, parameterShapes, tfLoss } from './reference-model';
 
-const backends: BackendName[] = ['cpu', 'wasm'];
+// Each backend with the BLAS matMul kernel on (when a library loads) and off.
+const settings: { backend: BackendName; native: boolean }[] = [
+  { backend: 'cpu', native: true },
+  { backend: 'cpu', native: false },
+  { backend: 'wasm', native: true },
+  { backend: 'wasm', native: false },
+];
 
-describe.each(backends)('bridge on %s', (backend) => {
+describe.each(settings)('bridge on $backend, native matMul $native', ({ backend, native }) => {
   beforeAll(async () => {
     expect(await initBackend(backend)).toBe(backend);
+    await setNativeMatMul(native);
+  });
+  afterAll(async () => {
+    await setNativeMatMul(true);
   });
 
   it('round-trips views through tfjs for every dtype, strided views included', () => {

@@ -1,3 +1,5 @@
+import { bfloat16Kernels, SIMD_BLOCK } from './bfloat16-simd.js';
+
 /**
  * bfloat16 <-> float32 conversion, round to nearest even. A private copy: this package depends on
  * no other package of the project.
@@ -5,9 +7,15 @@
  * [Note: bfloat16 bits] A bfloat16 is the upper 16 bits of a float32. Rounding adds 0x7fff plus
  * the lowest kept bit before truncating, which rounds ties to even; NaN is kept quiet (never
  * rounded up into infinity).
+ *
+ * The array functions run WebAssembly SIMD kernels block by block (bfloat16-simd.ts) and fall
+ * back to the scalar loops below for short arrays and where SIMD is unavailable.
  */
 const scalarFloat = new Float32Array(1);
 const scalarBits = new Uint32Array(scalarFloat.buffer);
+
+/** Below this many elements the scalar loop beats the copies into wasm memory. */
+const SIMD_MINIMUM = 64;
 
 export function float32ToBfloat16(value: number): number {
   scalarFloat[0] = value;
@@ -26,10 +34,77 @@ function roundBits(bits: number): number {
 
 /** Writes bfloat16 bits of `source[i]` into `target[i]` for i < source.length. */
 export function encodeBfloat16(source: Float32Array, target: Uint16Array): void {
+  const kernels = source.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
+  if (kernels === null) {
+    encodeScalar(source, target, 0, source.length);
+    return;
+  }
+  for (let start = 0; start < source.length; start += SIMD_BLOCK) {
+    const count = Math.min(SIMD_BLOCK, source.length - start);
+    kernels.inputFloats.set(source.subarray(start, start + count));
+    kernels.encode(count);
+    target.set(kernels.outputHalves.subarray(0, count), start);
+  }
+}
+
+/** Writes the float32 value of each bfloat16 in `source` into `target`. */
+export function decodeBfloat16(source: Uint16Array, target: Float32Array): void {
+  const kernels = source.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
+  if (kernels === null) {
+    decodeScalar(source, target, 0, source.length);
+    return;
+  }
+  for (let start = 0; start < source.length; start += SIMD_BLOCK) {
+    const count = Math.min(SIMD_BLOCK, source.length - start);
+    kernels.inputHalves.set(source.subarray(start, start + count));
+    kernels.decode(count);
+    target.set(kernels.outputFloats.subarray(0, count), start);
+  }
+}
+
+/** target[i] += float32 value of the bfloat16 `source[i]`: the fused decode-add of a reduction. */
+export function addBfloat16Into(target: Float32Array, source: Uint16Array): void {
+  const kernels = source.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
+  if (kernels === null) {
+    const bits = new Int32Array(1);
+    const value = new Float32Array(bits.buffer);
+    for (let index = 0; index < source.length; index++) {
+      bits[0] = source[index]! << 16;
+      target[index] = target[index]! + value[0]!;
+    }
+    return;
+  }
+  for (let start = 0; start < source.length; start += SIMD_BLOCK) {
+    const count = Math.min(SIMD_BLOCK, source.length - start);
+    const block = target.subarray(start, start + count);
+    kernels.inputHalves.set(source.subarray(start, start + count));
+    kernels.outputFloats.set(block);
+    kernels.decodeAdd(count);
+    block.set(kernels.outputFloats.subarray(0, count));
+  }
+}
+
+/** Rounds every value of `values` to the nearest bfloat16, in place (still float32). */
+export function roundToBfloat16InPlace(values: Float32Array): void {
+  const kernels = values.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
+  if (kernels === null) {
+    roundScalar(values, 0, values.length);
+    return;
+  }
+  for (let start = 0; start < values.length; start += SIMD_BLOCK) {
+    const count = Math.min(SIMD_BLOCK, values.length - start);
+    const block = values.subarray(start, start + count);
+    kernels.inputFloats.set(block);
+    kernels.round(count);
+    block.set(kernels.outputFloats.subarray(0, count));
+  }
+}
+
+/** The scalar loops (exported for the tests that check the kernels against them). */
+export function encodeScalar(source: Float32Array, target: Uint16Array, start: number, end: number): void {
   // Int32 views and `| 0` keep the loop in int32 arithmetic (Uint32 reads above 2^31 are doubles).
   const bits = new Int32Array(source.buffer, source.byteOffset, source.length);
-  const length = source.length;
-  for (let index = 0; index < length; index++) {
+  for (let index = start; index < end; index++) {
     const value = bits[index]!;
     target[index] =
       (value & 0x7f800000) === 0x7f800000 && (value & 0x007fffff) !== 0
@@ -38,18 +113,14 @@ export function encodeBfloat16(source: Float32Array, target: Uint16Array): void 
   }
 }
 
-/** Writes the float32 value of each bfloat16 in `source` into `target`. */
-export function decodeBfloat16(source: Uint16Array, target: Float32Array): void {
+export function decodeScalar(source: Uint16Array, target: Float32Array, start: number, end: number): void {
   const bits = new Int32Array(target.buffer, target.byteOffset, target.length);
-  const length = source.length;
-  for (let index = 0; index < length; index++) bits[index] = source[index]! << 16;
+  for (let index = start; index < end; index++) bits[index] = source[index]! << 16;
 }
 
-/** Rounds every value of `values` to the nearest bfloat16, in place (still float32). */
-export function roundToBfloat16InPlace(values: Float32Array): void {
+export function roundScalar(values: Float32Array, start: number, end: number): void {
   const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
-  const length = values.length;
-  for (let index = 0; index < length; index++) {
+  for (let index = start; index < end; index++) {
     const value = bits[index]!;
     bits[index] =
       (value & 0x7f800000) === 0x7f800000 && (value & 0x007fffff) !== 0

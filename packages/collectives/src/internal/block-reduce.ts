@@ -1,5 +1,5 @@
 import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../types.js';
-import { decodeBfloat16, encodeBfloat16 } from './bfloat16.js';
+import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from './bfloat16.js';
 import { finishAverage, reduceInto, reducePair } from './reduce-kernels.js';
 
 const BLOCK = 16_384;
@@ -7,9 +7,6 @@ const accumulatorFloat = new Float32Array(BLOCK);
 const scratchFloat = new Float32Array(BLOCK);
 const accumulatorInt = new Int32Array(BLOCK);
 const encoded = new Uint16Array(BLOCK);
-const scratchBits = new Int32Array(scratchFloat.buffer);
-const oneFloat = new Float32Array(1);
-const oneBits = new Int32Array(oneFloat.buffer);
 
 /**
  * Reduces `sources` (equal-length views, in rank order, so every rank that reduces the same
@@ -33,17 +30,6 @@ export function reduceBlocks(
     targets[1] === sources[1]
   ) {
     reducePairInPlace(first as Float32Array, sources[1] as Float32Array, op, size);
-    return;
-  }
-  if (
-    dtype === 'bfloat16' &&
-    (op === 'sum' || op === 'avg') &&
-    sources.length === 2 &&
-    targets.length === 2 &&
-    targets[0] === first &&
-    targets[1] === sources[1]
-  ) {
-    reduceBfloat16PairInPlace(first as Uint16Array, sources[1] as Uint16Array, op === 'avg' ? size : 1);
     return;
   }
   const length = first.length;
@@ -73,7 +59,7 @@ export function reduceBlocks(
       decodeBfloat16((first as Uint16Array).subarray(start, end), accumulator);
       for (let j = 1; j < sources.length; j++) {
         const source = (sources[j] as Uint16Array).subarray(start, end);
-        if (op === 'sum' || op === 'avg') addBfloat16(source, blockLength);
+        if (op === 'sum' || op === 'avg') addBfloat16Into(accumulator, source);
         else {
           decodeBfloat16(source, scratch);
           reduceInto(accumulator, scratch, op);
@@ -109,38 +95,5 @@ function reducePairInPlace(a: Float32Array, b: Float32Array, op: ReduceOp, size:
     const value = op === 'max' ? (x >= y || Number.isNaN(x) ? x : y) : x <= y || Number.isNaN(x) ? x : y;
     a[i] = value;
     b[i] = value;
-  }
-}
-
-/**
- * accumulator[i] += bfloat16 source[i] in one pass: each element is decoded through the scratch
- * block's bits (same index, so it stays in cache) and added at once.
- */
-function addBfloat16(source: Uint16Array, length: number): void {
-  for (let i = 0; i < length; i++) {
-    scratchBits[i] = source[i]! << 16;
-    accumulatorFloat[i] = accumulatorFloat[i]! + scratchFloat[i]!;
-  }
-}
-
-/**
- * The two-rank bfloat16 sum/average all-reduce in one pass: decode both, add in float32, divide,
- * round to nearest-even once (see [Note: bfloat16 bits]) and write the result into both.
- */
-function reduceBfloat16PairInPlace(a: Uint16Array, b: Uint16Array, divisor: number): void {
-  const length = a.length;
-  for (let i = 0; i < length; i++) {
-    oneBits[0] = a[i]! << 16;
-    const x = oneFloat[0]!;
-    oneBits[0] = b[i]! << 16;
-    oneFloat[0] = x + oneFloat[0]!;
-    if (divisor !== 1) oneFloat[0] = oneFloat[0]! / divisor;
-    const bits = oneBits[0]!;
-    const rounded =
-      (bits & 0x7f800000) === 0x7f800000 && (bits & 0x007fffff) !== 0
-        ? (bits >>> 16) | 0x0040
-        : ((bits + 0x7fff + ((bits >>> 16) & 1)) | 0) >>> 16;
-    a[i] = rounded;
-    b[i] = rounded;
   }
 }

@@ -5,37 +5,26 @@
  * always wakes up.
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { findBackend } from './backend-registry.js';
+import type { Engine, EngineInit, EngineModule } from './engine/engine.js';
 import type { MainToWorkerMessage, OpMessage } from './op-message.js';
-import type { ShmInit } from './shm/shm-engine.js';
 import { markFailed, markSucceeded } from './status-word.js';
-import type { TcpInit } from './tcp/tcp-engine.js';
-
-export type CommWorkerInit = ShmInit | TcpInit;
-
-/** What both backends implement inside the worker. */
-export interface Engine {
-  run(op: OpMessage): void | Promise<void>;
-  /** Handles a non-op message (tcp: the peers' endpoints). */
-  control?(message: MainToWorkerMessage): void;
-  close(): void | Promise<void>;
-}
 
 const port = parentPort!;
-const init = workerData as CommWorkerInit;
+const init = workerData as EngineInit;
 const queue: OpMessage[] = [];
 let running = false;
 let current: OpMessage | undefined;
 let destroying = false;
 let engine: Engine;
 
+/** The backend's engine: built-in ones by name, others from the module the main thread named. */
 async function createEngine(): Promise<Engine> {
-  if (init.backend === 'shm') {
-    const { ShmEngine } = await import('./shm/shm-engine.js');
-    const shm = new ShmEngine(init);
-    return { run: (op) => shm.run(op), close: () => undefined };
-  }
-  const { TcpEngine } = await import('./tcp/tcp-engine.js');
-  return new TcpEngine(init, (message) => port.postMessage(message));
+  const module: EngineModule =
+    init.engineModule === undefined
+      ? await findBackend(init.backend).loadEngine!()
+      : ((await import(init.engineModule)) as EngineModule);
+  return module.createEngine(init, { notify: (message) => port.postMessage(message) });
 }
 
 async function drain(): Promise<void> {
@@ -68,7 +57,6 @@ async function shutDown(): Promise<void> {
 const ready = createEngine().then(
   (created) => {
     engine = created;
-    if (init.backend === 'shm') port.postMessage({ type: 'ready' });
   },
   (error: unknown) => port.postMessage({ type: 'init-failed', message: String(error) }),
 );

@@ -1,9 +1,9 @@
 import type { Worker } from 'node:worker_threads';
 import { CollectiveError } from '../errors.js';
-import type { CommWorkerInit } from './comm-worker.js';
+import type { BackendDefinition } from './backend-definition.js';
+import type { EngineInit } from './engine/engine.js';
 import type { MainToWorkerMessage } from './op-message.js';
-import { doorbellSlot } from './shm/shm-control.js';
-import { startWorker } from './start-worker.js';
+import { loadableModule, startWorker } from './start-worker.js';
 import { markFailed, PENDING } from './status-word.js';
 
 type ClientState = 'starting' | 'ready' | 'destroying' | 'destroyed';
@@ -28,7 +28,8 @@ export class CommunicationClient {
 
   private constructor(
     private readonly worker: Worker,
-    private readonly init: CommWorkerInit,
+    private readonly init: EngineInit,
+    private readonly backend: BackendDefinition<never>,
   ) {
     worker.on('message', (reply: WorkerReply) => {
       const waiter =
@@ -45,14 +46,16 @@ export class CommunicationClient {
   }
 
   /** Starts a worker and returns once it answered `readyType` ('ready' or 'listening'). */
-  static async start(
-    init: CommWorkerInit,
+  static async start<Config>(
+    backend: BackendDefinition<Config>,
+    init: EngineInit,
     transferList: readonly (import('node:worker_threads').MessagePort | ArrayBuffer)[],
     readyType: string,
     timeoutMs: number,
   ): Promise<{ client: CommunicationClient; reply: WorkerReply }> {
+    if (backend.engineModule !== undefined) init.engineModule = loadableModule(backend.engineModule);
     const worker = startWorker('comm-worker', { workerData: init, transferList: [...transferList] as never });
-    const client = new CommunicationClient(worker, init);
+    const client = new CommunicationClient(worker, init, backend as BackendDefinition<never>);
     const reply = await client.expect(readyType, timeoutMs);
     return { client, reply };
   }
@@ -110,10 +113,8 @@ export class CommunicationClient {
   async destroy(): Promise<void> {
     if (this.state === 'destroying' || this.state === 'destroyed') return this.exited;
     this.state = 'destroying';
-    if (this.init.backend === 'shm') {
-      Atomics.store(this.init.abort, 0, 1);
-      Atomics.notify(this.init.control, doorbellSlot(this.init.rank));
-    } else Atomics.store(this.init.abort, 0, 1);
+    Atomics.store(this.init.abort, 0, 1);
+    this.backend.abort(this.init);
     const finished = this.expect('destroyed', 10_000).catch(() => undefined);
     this.worker.postMessage({ type: 'destroy' });
     await finished;

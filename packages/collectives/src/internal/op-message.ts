@@ -10,8 +10,10 @@ export interface OpMessage {
   dtype: CollectiveDtype;
   wireDtype: 'float32' | 'bfloat16';
   reduceOp: ReduceOp;
-  /** broadcast: root; send/recv: peer; otherwise -1. */
+  /** broadcast: the root; otherwise -1. */
   root: number;
+  /** send: the destination; recv: the source; otherwise -1. */
+  peer: number;
   /**
    * Elements per rank: allReduce/broadcast/send/recv the buffer's length, allGather the input's,
    * reduceScatter the output's, barrier 0.
@@ -31,7 +33,7 @@ export type MainToWorkerMessage = OpMessage | DestroyMessage | { type: 'connect'
 
 /** Human-readable description of an op for error messages. */
 export function describeOp(
-  op: { kind: string; dtype: string; count: number; reduceOp: string; root: number },
+  op: { kind: string; dtype: string; count: number; reduceOp: string; root: number; peer: number },
   seq?: number,
 ): string {
   const extra =
@@ -40,7 +42,7 @@ export function describeOp(
       : op.kind === 'broadcast'
         ? `, root ${op.root}`
         : op.kind === 'send' || op.kind === 'recv'
-          ? `, peer ${op.root}`
+          ? `, peer ${op.peer}`
           : '';
   const sequence = seq === undefined ? '' : ` #${seq}`;
   return `${op.kind}${sequence} (${op.count} ${op.dtype} elements${extra})`;

@@ -63,22 +63,48 @@ function bundledFromSource(entry: URL, here: string): URL {
   };
   walk(fileURLToPath(new URL('../', entry)));
   const output = join(tmpdir(), `fsdp-ts-comm-worker-${hash.digest('hex').slice(0, 16)}.mjs`);
-  if (!existsSync(output)) {
-    const esbuild = createRequire(here)('esbuild') as {
-      buildSync(options: Record<string, unknown>): { outputFiles: { text: string }[] };
-    };
-    const result = esbuild.buildSync({
-      entryPoints: [fileURLToPath(entry)],
-      bundle: true,
-      format: 'esm',
-      platform: 'node',
-      target: 'node20',
-      write: false,
-      absWorkingDir: directory,
-    });
-    const temporary = `${output}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-    writeFileSync(temporary, result.outputFiles[0]!.text);
-    renameSync(temporary, output);
-  }
+  if (!existsSync(output)) writeAtomically(output, bundle(entry, here, directory));
   return pathToFileURL(output);
+}
+
+function bundle(entry: URL, here: string, directory: string): string {
+  const esbuild = createRequire(here)('esbuild') as {
+    buildSync(options: Record<string, unknown>): { outputFiles: { text: string }[] };
+  };
+  const result = esbuild.buildSync({
+    entryPoints: [fileURLToPath(entry)],
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    write: false,
+    absWorkingDir: directory,
+  });
+  return result.outputFiles[0]!.text;
+}
+
+function writeAtomically(path: string, text: string): void {
+  const temporary = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+  writeFileSync(temporary, text);
+  renameSync(temporary, path);
+}
+
+const loadable = new Map<string, string>();
+
+/**
+ * A URL the communication worker can import for an engine module registered from outside the
+ * package: JavaScript as it is; TypeScript (tests, running from source) bundled with esbuild once
+ * per process into the temp directory, under a hash of the bundle.
+ */
+export function loadableModule(module: URL): string {
+  if (!module.pathname.endsWith('.ts')) return module.href;
+  const known = loadable.get(module.href);
+  if (known !== undefined) return known;
+  const text = bundle(module, moduleUrl(), fileURLToPath(new URL('./', module)));
+  const hash = createHash('sha256').update(text).digest('hex').slice(0, 16);
+  const output = join(tmpdir(), `fsdp-ts-engine-${hash}.mjs`);
+  if (!existsSync(output)) writeAtomically(output, text);
+  const href = pathToFileURL(output).href;
+  loadable.set(module.href, href);
+  return href;
 }

@@ -81,8 +81,22 @@ export function readFailure(status: Int32Array): CollectiveError {
   return error;
 }
 
-function serializeError(error: unknown): SerializedError {
-  if (error instanceof CollectiveError) {
+/**
+ * A CollectiveError of this copy of the package or of another: an engine module registered from
+ * outside is bundled with its own copy of the class, so `instanceof` alone would miss it.
+ */
+function asCollectiveError(error: unknown): CollectiveError | undefined {
+  if (error instanceof CollectiveError) return error;
+  const looksLikeOne =
+    error instanceof Error &&
+    error.name === 'CollectiveError' &&
+    typeof (error as { code?: unknown }).code === 'string';
+  return looksLikeOne ? (error as CollectiveError) : undefined;
+}
+
+function serializeError(thrown: unknown): SerializedError {
+  const error = asCollectiveError(thrown);
+  if (error !== undefined) {
     const result: SerializedError = { message: error.message, code: error.code };
     if (error.op !== undefined) result.op = error.op;
     if (error.rank !== undefined) result.rank = error.rank;
@@ -92,6 +106,6 @@ function serializeError(error: unknown): SerializedError {
     if (error.fix !== undefined) result.fix = error.fix;
     return result;
   }
-  const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  const message = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
   return { message: `Internal error in the communication worker: ${message}`, code: 'closed' };
 }

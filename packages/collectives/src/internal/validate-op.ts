@@ -3,8 +3,11 @@ import type { CollectiveBuffer, CollectiveDtype, CollectiveKind, ReduceOp } from
 
 const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
 
+/** An op, or a group method that validates like one (errors name it). */
+type Caller = CollectiveKind | 'newGroup';
+
 function invalid(
-  kind: CollectiveKind,
+  kind: Caller,
   rank: number,
   message: string,
   expected: unknown,
@@ -23,7 +26,7 @@ function invalid(
 
 /** The dtype of a buffer: Float32Array and Int32Array say it; a Uint16Array must be declared bfloat16. */
 export function resolveDtype(
-  kind: CollectiveKind,
+  kind: Caller,
   rank: number,
   buffer: unknown,
   declared: CollectiveDtype | undefined,
@@ -71,7 +74,7 @@ export function resolveDtype(
 }
 
 export function checkSameDtype(
-  kind: CollectiveKind,
+  kind: Caller,
   rank: number,
   output: CollectiveBuffer,
   input: CollectiveBuffer,
@@ -88,12 +91,7 @@ export function checkSameDtype(
   }
 }
 
-export function checkReduceOp(
-  kind: CollectiveKind,
-  rank: number,
-  op: ReduceOp,
-  dtype: CollectiveDtype,
-): void {
+export function checkReduceOp(kind: Caller, rank: number, op: ReduceOp, dtype: CollectiveDtype): void {
   if (!REDUCE_OPS.includes(op)) {
     throw invalid(
       kind,
@@ -116,12 +114,7 @@ export function checkReduceOp(
   }
 }
 
-export function checkWireDtype(
-  kind: CollectiveKind,
-  rank: number,
-  wire: string,
-  dtype: CollectiveDtype,
-): void {
+export function checkWireDtype(kind: Caller, rank: number, wire: string, dtype: CollectiveDtype): void {
   if (wire !== 'float32' && wire !== 'bfloat16') {
     throw invalid(
       kind,
@@ -145,7 +138,7 @@ export function checkWireDtype(
 }
 
 export function checkLengths(
-  kind: CollectiveKind,
+  kind: Caller,
   rank: number,
   outputLength: number,
   expectedLength: number,
@@ -164,7 +157,7 @@ export function checkLengths(
 }
 
 export function checkRank(
-  kind: CollectiveKind,
+  kind: Caller,
   rank: number,
   value: number,
   size: number,

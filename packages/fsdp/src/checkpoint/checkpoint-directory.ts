@@ -1,7 +1,9 @@
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+import { CheckpointError } from './checkpoint-error';
 import { LATEST_FILE, METADATA_FILE, stepDirectoryName } from './checkpoint-format';
 import { fsyncDirectory, replaceFileAtomically } from './durable-files';
+import { hasMetadataDigest, verifyMetadataDigest } from './metadata-digest';
 
 const STEP_PATTERN = /^step-(\d{8,})$/;
 
@@ -24,17 +26,72 @@ export function listCheckpoints(root: string): CheckpointEntry[] {
   return entries.sort((left, right) => left.step - right.step);
 }
 
+/** Receives the line logged when a damaged `latest` makes a resume use another checkpoint. */
+export type CheckpointLog = (line: string) => void;
+
 /**
- * The checkpoint to resume from under `root`: the one `latest` names when it is complete, else the
- * newest complete step directory, else null (nothing saved yet).
+ * [Note: which checkpoint a root resumes from]
+ * One rule, used by findLatestCheckpoint(root) and loadCheckpoint(root):
+ * 1. `latest` names an intact step directory (metadata.json present and matching its digest):
+ *    that one.
+ * 2. `latest` exists but is damaged (not a step name, or it names a directory that is missing or
+ *    whose metadata.json is missing or fails its digest): the newest intact step directory, and
+ *    one line is logged that names the damaged step and the one used; if there is none, a
+ *    CheckpointError('missing') (never null: something was saved, so starting over would be wrong).
+ * 3. No `latest`: the newest intact step directory (a crash between the rename and the pointer
+ *    update leaves a complete newer step), or null when nothing was saved.
+ * Damage inside data files is not looked for here: loading finds it and fails, naming the file.
  */
-export function findLatestCheckpoint(root: string): string | null {
+export function findLatestCheckpoint(root: string, log: CheckpointLog = defaultLog): string | null {
   const pointer = join(root, LATEST_FILE);
-  if (existsSync(pointer)) {
-    const name = readFileSync(pointer, 'utf8').trim();
-    if (STEP_PATTERN.test(name) && existsSync(join(root, name, METADATA_FILE))) return join(root, name);
+  if (!existsSync(pointer)) return newestIntact(root);
+  const name = readFileSync(pointer, 'utf8').trim();
+  const named = join(root, name);
+  const problem = STEP_PATTERN.test(name) ? checkpointProblem(named) : `it is not a step directory name`;
+  if (problem === null) return named;
+  const fallback = newestIntact(root);
+  if (fallback === null) {
+    throw new CheckpointError(
+      `${pointer} names '${name}', which is damaged (${problem}), and ${root} holds no other intact checkpoint.`,
+      {
+        reason: 'missing',
+        file: pointer,
+        fix: 'restore the checkpoint from a copy, or delete the root to start over.',
+      },
+    );
   }
-  return listCheckpoints(root).at(-1)?.path ?? null;
+  log(
+    `fsdp: ${pointer} names '${name}', which is damaged (${problem}); resuming from ${basename(fallback)} instead, the newest intact checkpoint.`,
+  );
+  return fallback;
+}
+
+/** Why `directory` is not an intact checkpoint, or null when it is one. */
+export function checkpointProblem(directory: string): string | null {
+  if (!existsSync(directory)) return 'the directory is missing';
+  const file = join(directory, METADATA_FILE);
+  if (!existsSync(file)) return `${METADATA_FILE} is missing`;
+  const bytes = readFileSync(file);
+  if (hasMetadataDigest(bytes)) {
+    try {
+      verifyMetadataDigest(file, bytes);
+    } catch {
+      return `${METADATA_FILE} fails its SHA-256 check`;
+    }
+  }
+  return null;
+}
+
+function newestIntact(root: string): string | null {
+  const entries = listCheckpoints(root);
+  for (let index = entries.length - 1; index >= 0; index--) {
+    if (checkpointProblem(entries[index]!.path) === null) return entries[index]!.path;
+  }
+  return null;
+}
+
+function defaultLog(line: string): void {
+  console.warn(line);
 }
 
 /** Points `latest` at the step directory (atomic replace). */

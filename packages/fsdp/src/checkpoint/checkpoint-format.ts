@@ -1,8 +1,11 @@
 import type { FlatParamMetadata } from '@fsdp-ts/flat-param';
 import type { HyperparameterValue } from '@fsdp-ts/optim';
 
-/** Version of the on-disk format (metadata.json `formatVersion`); bumped on any incompatible change. */
-export const CHECKPOINT_FORMAT_VERSION = 1;
+/**
+ * Version of the on-disk format (metadata.json `formatVersion`); bumped on any incompatible change.
+ * 2: metadata.json carries its own digest (see [Note: metadata digest]). Version 1 still loads.
+ */
+export const CHECKPOINT_FORMAT_VERSION = 2;
 export const CHECKPOINT_FORMAT = 'fsdp-ts/checkpoint';
 export const METADATA_FILE = 'metadata.json';
 export const LATEST_FILE = 'latest';
@@ -81,7 +84,7 @@ export interface DataFileEntry {
 
 export interface CheckpointMetadata {
   format: typeof CHECKPOINT_FORMAT;
-  formatVersion: typeof CHECKPOINT_FORMAT_VERSION;
+  formatVersion: typeof CHECKPOINT_FORMAT_VERSION | 1;
   step: number;
   worldSize: number;
   /** World size of the saved layouts (1 for no-shard). */

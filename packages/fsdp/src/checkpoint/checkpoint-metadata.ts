@@ -1,29 +1,24 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseFlatParamMetadata } from '@fsdp-ts/flat-param';
-import { findLatestCheckpoint } from './checkpoint-directory';
+import { type CheckpointLog, findLatestCheckpoint } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
 import {
   CHECKPOINT_FORMAT,
   CHECKPOINT_FORMAT_VERSION,
   type CheckpointMetadata,
-  LATEST_FILE,
   METADATA_FILE,
 } from './checkpoint-format';
+import { hasMetadataDigest, verifyMetadataDigest } from './metadata-digest';
 
 /**
  * The step directory `path` names: itself when it holds metadata.json; else, for a root of
- * checkpoints, the one `latest` names (an error if that one is damaged), else the newest complete
- * one. Throws CheckpointError('missing') when there is none.
+ * checkpoints, the one findLatestCheckpoint picks (see [Note: which checkpoint a root resumes
+ * from]). Throws CheckpointError('missing') when there is none.
  */
-export function resolveCheckpointDirectory(path: string): string {
+export function resolveCheckpointDirectory(path: string, log?: CheckpointLog): string {
   if (existsSync(join(path, METADATA_FILE))) return path;
-  const pointer = join(path, LATEST_FILE);
-  if (existsSync(pointer)) {
-    const named = join(path, readFileSync(pointer, 'utf8').trim());
-    if (existsSync(named) && !existsSync(join(named, METADATA_FILE))) throw missingMetadata(named);
-  }
-  const latest = findLatestCheckpoint(path);
+  const latest = findLatestCheckpoint(path, log);
   if (latest === null) throw missingMetadata(path);
   return latest;
 }
@@ -32,15 +27,24 @@ export function resolveCheckpointDirectory(path: string): string {
 export function readCheckpointMetadata(directory: string): CheckpointMetadata {
   const file = join(directory, METADATA_FILE);
   if (!existsSync(file)) throw missingMetadata(directory);
+  const bytes = readFileSync(file);
+  const digested = hasMetadataDigest(bytes);
+  if (digested) verifyMetadataDigest(file, bytes);
   let metadata: CheckpointMetadata;
   try {
-    metadata = JSON.parse(readFileSync(file, 'utf8')) as CheckpointMetadata;
+    metadata = JSON.parse(bytes.toString('utf8')) as CheckpointMetadata;
   } catch (error) {
     throw corrupt(file, 'is not valid JSON', error);
   }
-  if (metadata?.format !== CHECKPOINT_FORMAT || metadata.formatVersion !== CHECKPOINT_FORMAT_VERSION) {
+  if (metadata?.formatVersion === CHECKPOINT_FORMAT_VERSION && !digested) {
+    throw corrupt(file, 'lacks its metadataSha256 digest (it opens with something else)');
+  }
+  if (
+    metadata?.format !== CHECKPOINT_FORMAT ||
+    (metadata.formatVersion !== CHECKPOINT_FORMAT_VERSION && metadata.formatVersion !== 1)
+  ) {
     throw new CheckpointError(
-      `${file} is not a ${CHECKPOINT_FORMAT} checkpoint of format version ${CHECKPOINT_FORMAT_VERSION}.`,
+      `${file} is not a ${CHECKPOINT_FORMAT} checkpoint of format version 1 or ${CHECKPOINT_FORMAT_VERSION}.`,
       {
         reason: 'corrupt',
         file,

@@ -1,5 +1,6 @@
 import type { OptimizerStateDict, ParameterStateEntry } from '@fsdp-ts/optim';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import type { CheckpointLog } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
 import type { CheckpointMetadata } from './checkpoint-format';
 import { readCheckpointMetadata, resolveCheckpointDirectory } from './checkpoint-metadata';
@@ -8,11 +9,17 @@ import { throwIfAnyRankFailed } from './group-agreement';
 import { type ModelHandle, modelHandles, parameterLocations } from './model-shards';
 import { type CheckpointOptimizer, describeGroups } from './optimizer-state';
 import { executeReads, type PlannedRead } from './verified-range-reader';
+import { verifyOwnedFiles } from './verify-unread-blocks';
 
 export interface LoadCheckpointOptions {
   model: FullyShardedDataParallel;
   /** Receives the saved optimizer state for this rank's shards (and the saved hyperparameters). */
   optimizer?: CheckpointOptimizer;
+  /**
+   * Receives the line logged when `latest` under a root is damaged and an older checkpoint is
+   * loaded instead (default: console.warn).
+   */
+  log?: CheckpointLog;
 }
 
 export interface LoadedCheckpoint {
@@ -47,10 +54,10 @@ export function loadCheckpoint(path: string, options: LoadCheckpointOptions): Lo
   let handles: ModelHandle[] = [];
   let localError: unknown;
   try {
-    directory = resolveCheckpointDirectory(path);
+    directory = resolveCheckpointDirectory(path, options.log);
     metadata = readCheckpointMetadata(directory);
     handles = modelHandles(model);
-    staged = stage(directory, metadata, handles, optimizer);
+    staged = stage(directory, metadata, handles, optimizer, model.group);
   } catch (error) {
     localError = error;
   }
@@ -71,6 +78,7 @@ function stage(
   metadata: CheckpointMetadata,
   handles: readonly ModelHandle[],
   optimizer: CheckpointOptimizer | undefined,
+  group: { rank: number; size: number },
 ): Staged {
   const matched = matchParameters(directory, metadata, handles);
   const reads: PlannedRead[] = [];
@@ -100,7 +108,8 @@ function stage(
       flatState.set(entry, buffers);
     }
   }
-  const bytesRead = executeReads(directory, reads);
+  let bytesRead = executeReads(directory, reads);
+  bytesRead += verifyOwnedFiles(directory, metadata, reads, group.rank, group.size);
   const dict =
     optimizer === undefined ? null : optimizerDict(metadata, optimizer, handles, matched, flatState);
   return { parameters, optimizer: dict, bytesRead };

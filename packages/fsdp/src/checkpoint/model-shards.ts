@@ -20,16 +20,16 @@ export interface ModelHandle {
  * Every unit must be at rest (sharded, or no-shard): not inside forward or backward.
  */
 export function modelHandles(model: FullyShardedDataParallel): ModelHandle[] {
-  const strategy: string = model.options.shardingStrategy;
-  if (strategy === 'hybrid-shard') {
+  const { sharding } = model.options;
+  if (sharding.replicateGroup !== null) {
     throw new CheckpointError('Checkpoints of hybrid-shard models are not supported yet.', {
       reason: 'io',
-      expected: "'full-shard', 'shard-grad-op' or 'no-shard'",
-      actual: strategy,
+      expected: 'a strategy without a replicate group',
+      actual: sharding.name,
       fix: 'save through fullStateDict / shardedStateDict, or wrap with full-shard for checkpointing.',
     });
   }
-  const noShard = strategy === 'no-shard';
+  const noShard = !sharding.shardParameters;
   const result: ModelHandle[] = [];
   for (const unit of model.units) {
     if (!noShard && unit.state !== 'sharded') {

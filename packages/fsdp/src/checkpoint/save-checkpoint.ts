@@ -22,6 +22,7 @@ import {
 } from './checkpoint-format';
 import { fsyncDirectory, writeFileDurably } from './durable-files';
 import { broadcastOutcome, throwIfAnyRankFailed } from './group-agreement';
+import { serializeMetadata } from './metadata-digest';
 import { type ModelHandle, modelHandles, parameterLocations } from './model-shards';
 import {
   type CheckpointOptimizer,
@@ -103,7 +104,7 @@ export function saveCheckpoint(root: string, options: SaveCheckpointOptions): Sa
     let file = join(temporary, METADATA_FILE);
     try {
       const metadata = buildMetadata(model, handles, optimizer, step, extra, temporary, shardWorldSize);
-      writeFileDurably(file, `${JSON.stringify(metadata, null, 1)}\n`);
+      writeFileDurably(file, serializeMetadata(metadata));
       fsyncDirectory(temporary);
       file = join(root, stepDirectoryName(step));
       path = commitStepDirectory(root, temporary, step, nonce);

@@ -4,7 +4,7 @@ import type { Parameter } from '@fsdp-ts/tensor';
 import { FsdpError } from '../errors';
 import type { ResolvedFsdpOptions } from '../options';
 import { selectUnitModules } from '../wrap-policy';
-import { FsdpUnit, type ParameterLocation } from './fsdp-unit';
+import { FsdpUnit, type UnitLocation, type UnitSettings } from './fsdp-unit';
 
 /**
  * Splits the model's parameters into units: one per module the wrap policy selects (its whole
@@ -14,7 +14,7 @@ import { FsdpUnit, type ParameterLocation } from './fsdp-unit';
 export function buildUnits(
   root: Module,
   options: ResolvedFsdpOptions,
-): { units: FsdpUnit[]; locations: Map<Parameter, ParameterLocation>; ignored: Set<Parameter> } {
+): { units: FsdpUnit[]; locations: Map<Parameter, UnitLocation>; ignored: Set<Parameter> } {
   const ignored = new Set<Parameter>();
   for (const module of options.ignoredModules)
     for (const parameter of module.parameters()) ignored.add(parameter);
@@ -42,13 +42,15 @@ export function buildUnits(
     for (const [, parameter] of named) claim(parameter, name);
     return named;
   });
+  // Claim the Parameters that modules outside every unit register, so a Parameter tied between a
+  // unit and the root unit fails here (root.namedParameters() lists a tied Parameter once only).
+  const outside = parametersOutsideUnits(root, new Set(selected.map(([, module]) => module)));
+  for (const parameter of outside) if (!ignored.has(parameter)) claim(parameter, '');
   const rootNamed = root
     .namedParameters()
-    .filter(([, parameter]) => !ignored.has(parameter) && (owner.get(parameter) ?? '') === '');
-  // A parameter tied between a unit and the root appears in both traversals: claim catches it.
-  for (const [, parameter] of rootNamed) claim(parameter, '');
+    .filter(([, parameter]) => !ignored.has(parameter) && outside.has(parameter));
   const { group } = options;
-  const sharded = options.shardingStrategy !== 'no-shard';
+  const sharded = options.sharding.shardParameters;
   const handleOptions = {
     rank: sharded ? group.rank : 0,
     worldSize: sharded ? group.size : 1,
@@ -59,14 +61,20 @@ export function buildUnits(
     if (options.flattenParameters) return [FlatParamHandle.create(named, handleOptions)];
     return distinct(named).map((pair) => FlatParamHandle.create([pair], handleOptions));
   };
+  const settings: UnitSettings = {
+    group,
+    sharding: options.sharding,
+    gatherDtype: options.mixedPrecision?.paramDtype ?? 'float32',
+    reduceDtype: options.mixedPrecision?.reduceDtype ?? 'float32',
+  };
   const units = [
-    new FsdpUnit('', root, true, makeHandles(rootNamed), options.shardingStrategy),
+    new FsdpUnit('', root, true, makeHandles(rootNamed), settings),
     ...selected.map(
       ([name, module], index) =>
-        new FsdpUnit(name, module, false, makeHandles(unitParameters[index]!), options.shardingStrategy),
+        new FsdpUnit(name, module, false, makeHandles(unitParameters[index]!), settings),
     ),
   ];
-  const locations = new Map<Parameter, ParameterLocation>();
+  const locations = new Map<Parameter, UnitLocation>();
   for (const unit of units) {
     for (const handle of unit.handles) {
       handle.parameters.forEach((parameter, index) => {
@@ -85,4 +93,19 @@ function distinct(named: [string, Parameter][]): [string, Parameter][] {
     seen.add(parameter);
     return true;
   });
+}
+
+/** Parameters registered by the modules reached from `root` without entering a unit's module. */
+function parametersOutsideUnits(root: Module, unitModules: ReadonlySet<Module>): Set<Parameter> {
+  const found = new Set<Parameter>();
+  const visited = new Set<Module>();
+  const visit = (module: Module) => {
+    if (visited.has(module) || unitModules.has(module)) return;
+    visited.add(module);
+    // A module's own parameters are the undotted names of its namedParameters().
+    for (const [name, parameter] of module.namedParameters()) if (!name.includes('.')) found.add(parameter);
+    for (const child of module.children()) visit(child);
+  };
+  visit(root);
+  return found;
 }

@@ -4,7 +4,7 @@ import type { Module } from '@fsdp-ts/nn';
 import { bfloat16ToFloat32, float32ToBfloat16, type Parameter } from '@fsdp-ts/tensor';
 import { FsdpError } from '../errors';
 import type { CommunicationDtype } from '../mixed-precision';
-import type { ShardingStrategy } from '../options';
+import { type ReductionSettings, UnitReduction } from './gradient-reduction';
 import { sharedUint16 } from './shared-arrays';
 
 /**
@@ -20,50 +20,67 @@ import { sharedUint16 } from './shared-arrays';
  */
 export type UnitState = 'sharded' | 'gathering' | 'unsharded';
 
+/** What callers outside the runtime see of a unit (read-only; `FullyShardedDataParallel.units`). */
+export interface FsdpUnitView {
+  /** Dotted path of the unit's module ('' for the root). */
+  readonly name: string;
+  readonly module: Module;
+  readonly isRoot: boolean;
+  readonly handles: readonly FlatParamHandle[];
+  readonly state: UnitState;
+  /** 'the root unit' or "unit 'name'", for messages. */
+  readonly label: string;
+}
+
 /** Where a Parameter lives: its unit, the handle holding it, and its index in that handle. */
 export interface ParameterLocation {
-  readonly unit: FsdpUnit;
+  readonly unit: FsdpUnitView;
   readonly handle: FlatParamHandle;
   readonly index: number;
 }
 
-export class FsdpUnit {
-  readonly name: string; // dotted path of the unit's module ('' for the root)
+/** ParameterLocation inside the runtime, with the unit itself. */
+export interface UnitLocation extends ParameterLocation {
+  readonly unit: FsdpUnit;
+}
+
+/** What a unit needs from the options. */
+export interface UnitSettings extends ReductionSettings {
+  /** dtype of this unit's parameter all-gathers in forward and backward. */
+  readonly gatherDtype: CommunicationDtype;
+}
+
+export class FsdpUnit implements FsdpUnitView {
+  readonly name: string;
   readonly module: Module;
   readonly isRoot: boolean;
   readonly handles: readonly FlatParamHandle[];
-  private currentState: UnitState;
-  private gatherWorks: Work[] = [];
+  /** This step's gradient state and reductions (see [Note: unit reduction state]). */
+  readonly reduction: UnitReduction;
+  #state: UnitState = 'sharded';
+  #gatherWorks: Work[] = [];
   /** bfloat16 all-gather outputs to widen into the unsharded buffers (see [Note: mixed precision]). */
-  private widening: [FlatParamHandle, Uint16Array][] = [];
-  /** dtype of this unit's parameter all-gathers in forward and backward. */
-  gatherDtype: CommunicationDtype = 'float32';
-  /** Reduce-scatters (or, for no-shard, all-reduces) issued in this backward. */
-  reductionWorks: Work[] = [];
-  /** Parameters of this unit whose gradient has not arrived yet in this backward. */
-  pendingGradients = 0;
-  /** Whether this unit's gradients have been handed to a reduction in this backward. */
-  reductionStarted = false;
-  /** Whether any gradient was written into the unsharded gradient buffers in this backward. */
-  receivedGradients = false;
+  #widening: [FlatParamHandle, Uint16Array][] = [];
+  readonly #gatherDtype: CommunicationDtype;
 
   constructor(
     name: string,
     module: Module,
     isRoot: boolean,
     handles: FlatParamHandle[],
-    strategy: ShardingStrategy,
+    settings: UnitSettings,
   ) {
     this.name = name;
     this.module = module;
     this.isRoot = isRoot;
     this.handles = handles;
-    this.currentState = 'sharded';
-    if (strategy === 'no-shard') this.unshardLocally();
+    this.#gatherDtype = settings.gatherDtype;
+    this.reduction = new UnitReduction(handles, settings);
+    if (!settings.sharding.shardParameters) this.#unshardLocally();
   }
 
   get state(): UnitState {
-    return this.currentState;
+    return this.#state;
   }
 
   get label(): string {
@@ -78,67 +95,64 @@ export class FsdpUnit {
    * Issues the all-gathers (sharded → gathering), in `dtype` (default `gatherDtype`). Does nothing
    * if already gathering or unsharded.
    */
-  startUnshard(group: ProcessGroup, dtype: CommunicationDtype = this.gatherDtype): void {
-    if (this.currentState !== 'sharded') return;
+  startUnshard(group: ProcessGroup, dtype: CommunicationDtype = this.#gatherDtype): void {
+    if (this.#state !== 'sharded') return;
     for (const handle of this.handles) {
       const output = handle.unshardedBuffer().typedArray() as Float32Array;
       const input = handle.shardedBuffer().typedArray() as Float32Array;
       if (dtype === 'float32') {
-        this.gatherWorks.push(group.allGather(output, input));
+        this.#gatherWorks.push(group.allGather(output, input));
         continue;
       }
       const input16 = float32ToBfloat16(input, sharedUint16(input.length));
       const output16 = sharedUint16(output.length);
-      this.gatherWorks.push(group.allGather(output16, input16, { dtype: 'bfloat16' }));
-      this.widening.push([handle, output16]);
+      this.#gatherWorks.push(group.allGather(output16, input16, { dtype: 'bfloat16' }));
+      this.#widening.push([handle, output16]);
     }
-    this.currentState = 'gathering';
+    this.#state = 'gathering';
   }
 
   /** Waits for the all-gathers and points every Parameter at its full view (→ unsharded). */
-  finishUnshard(group: ProcessGroup, dtype: CommunicationDtype = this.gatherDtype): void {
-    if (this.currentState === 'unsharded') return;
-    if (this.currentState === 'sharded') this.startUnshard(group, dtype);
-    const works = this.gatherWorks;
-    this.gatherWorks = [];
+  finishUnshard(group: ProcessGroup, dtype: CommunicationDtype = this.#gatherDtype): void {
+    if (this.#state === 'unsharded') return;
+    if (this.#state === 'sharded') this.startUnshard(group, dtype);
+    const works = this.#gatherWorks;
+    this.#gatherWorks = [];
     for (const work of works) work.wait();
-    for (const [handle, output16] of this.widening.splice(0)) {
+    for (const [handle, output16] of this.#widening.splice(0)) {
       bfloat16ToFloat32(output16, handle.unshardedBuffer().typedArray() as Float32Array);
     }
     for (const handle of this.handles) handle.useUnshardedViews();
-    this.currentState = 'unsharded';
+    this.#state = 'unsharded';
   }
 
   /** Points every Parameter back at its shard and frees the unsharded buffers (unsharded → sharded). */
   reshard(): void {
-    if (this.currentState === 'gathering') {
+    if (this.#state === 'gathering') {
       // An exception between prefetch and use: finish the collective (every rank issued it) first.
-      for (const work of this.gatherWorks) work.wait();
-      this.gatherWorks = [];
-      this.widening = [];
+      for (const work of this.#gatherWorks) work.wait();
+      this.#gatherWorks = [];
+      this.#widening = [];
       for (const handle of this.handles) handle.freeUnsharded();
-      this.currentState = 'sharded';
+      this.#state = 'sharded';
       return;
     }
-    if (this.currentState !== 'unsharded') {
-      throw new FsdpError(
-        `reshard of ${this.label}: expected state 'unsharded', found '${this.currentState}'.`,
-        {
-          code: 'wrong-state',
-          expected: 'unsharded',
-          actual: this.currentState,
-        },
-      );
+    if (this.#state !== 'unsharded') {
+      throw new FsdpError(`reshard of ${this.label}: expected state 'unsharded', found '${this.#state}'.`, {
+        code: 'wrong-state',
+        expected: 'unsharded',
+        actual: this.#state,
+      });
     }
     for (const handle of this.handles) {
       handle.useShardedViews();
       handle.freeUnsharded();
     }
-    this.currentState = 'sharded';
+    this.#state = 'sharded';
   }
 
   /** no-shard: the unsharded buffers are this rank's full copies; the shard storages are not needed. */
-  private unshardLocally(): void {
+  #unshardLocally(): void {
     for (const handle of this.handles) {
       handle.unshardedBuffer().typedArray().set(handle.shardedBuffer().typedArray());
       handle.useUnshardedViews();
@@ -147,6 +161,6 @@ export class FsdpUnit {
       handle.shardedStorage.free();
       handle.shardedGradStorage.free();
     }
-    this.currentState = 'unsharded';
+    this.#state = 'unsharded';
   }
 }

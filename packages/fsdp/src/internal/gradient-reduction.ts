@@ -3,175 +3,221 @@ import type { FlatParamHandle } from '@fsdp-ts/flat-param';
 import { bfloat16ToFloat32, float32ToBfloat16, readTensorValues } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import type { CommunicationDtype } from '../mixed-precision';
-import type { ShardingStrategy } from '../options';
-import type { FsdpUnit, ParameterLocation } from './fsdp-unit';
-import { sharedUint16 } from './shared-arrays';
+import type { ShardingSettings } from '../sharding-strategy';
+import { sharedFloat32, sharedUint16 } from './shared-arrays';
 
 /** How a unit's gradients are reduced (from the options). */
 export interface ReductionSettings {
   readonly group: ProcessGroup;
-  readonly strategy: ShardingStrategy;
+  readonly sharding: ShardingSettings;
   /** 'bfloat16': reduce in bfloat16 (see [Note: mixed precision]). */
   readonly reduceDtype: CommunicationDtype;
-  /** 'hybrid-shard': the reduced shard is then averaged over this group. */
-  readonly replicateGroup: ProcessGroup | null;
 }
 
 /**
  * [Note: gradient flow]
- * 1. Autograd hands each trainable Parameter's full gradient to `writeGradient`, which adds it
- *    into the unit's unsharded flat gradient buffer (allocated zeroed on first use in a step).
- * 2. When a unit has all its gradients, `startReduction` issues one reduce-scatter (average) per
- *    handle into the sharded gradient buffer (no-shard: one all-reduce of the flat gradient) and
- *    returns at once: the transfer overlaps the rest of backward.
+ * 1. Autograd hands each trainable Parameter's full gradient to `write`, which adds it into the
+ *    unit's unsharded flat gradient buffer (allocated zeroed on first use in a step).
+ * 2. When a unit has all its gradients, `start` issues one reduce-scatter (average) per handle
+ *    into the sharded gradient buffer (gradientReduction 'all-reduce': one all-reduce of the flat
+ *    gradient) and returns at once: the transfer overlaps the rest of backward.
  *    With reduceDtype 'bfloat16' the input is rounded into a bfloat16 copy and the output widened
- *    after the wait; under 'hybrid-shard' the output is then all-reduced over the replica group.
- * 3. After backward, `finishReduction` waits, adds into gradients the user kept from earlier
- *    steps (accumulation without zeroGrad), frees the unsharded gradient buffers and points every
+ *    after the wait; with a replicate group (hybrid) the output is then all-reduced over it.
+ * 3. After backward, `finish` waits, adds into gradients the user kept from earlier steps
+ *    (accumulation without zeroGrad), frees the unsharded gradient buffers and points every
  *    trainable Parameter's `grad` at its sharded gradient view.
+ *
+ * [Note: unit reduction state]
+ * One UnitReduction per unit owns everything a unit's gradients go through in one step: the
+ * gradients still expected, whether the reduction was issued, the Works in flight and the
+ * buffers they write. Only its methods change it: beginStep → write/gradientArrived* → start →
+ * finish (or keepUnreduced under noSync, or abort after a failure).
  */
-const scratchBuffers = new WeakMap<FlatParamHandle, Float32Array>();
-const accumulating = new WeakMap<FlatParamHandle, boolean>();
-/** bfloat16 reductions in flight: the bfloat16 output and the float32 array it widens into. */
-const pendingWidening = new WeakMap<FlatParamHandle, { output: Uint16Array; target: Float32Array }>();
-/** The reduced float32 output of the last reduction of each handle (for the replica all-reduce). */
-const reducedOutputs = new WeakMap<FlatParamHandle, Float32Array>();
+export class UnitReduction {
+  readonly #handles: readonly FlatParamHandle[];
+  readonly #settings: ReductionSettings;
+  /** Reduce-scatters (or all-reduces) issued in this backward. */
+  #works: Work[] = [];
+  /** Trainable Parameters whose (tapped) gradient has not arrived yet in this backward. */
+  #pendingGradients = 0;
+  /** This step's gradients were handed to a reduction (or the step ended without one). */
+  #started = false;
+  /** A gradient was written into the unsharded gradient buffers in this backward. */
+  #received = false;
+  /** Per handle: the shard-sized float32 output a reduction writes when kept gradients are added to. */
+  readonly #scratch = new Map<FlatParamHandle, Float32Array>();
+  /** Handles whose reduced output is added into gradients kept from earlier steps. */
+  readonly #accumulating = new Set<FlatParamHandle>();
+  /** bfloat16 reductions in flight: the bfloat16 output and the float32 array it widens into. */
+  #widening: { output: Uint16Array; target: Float32Array }[] = [];
+  /** The float32 output of each handle's last reduction (for the replica all-reduce). */
+  readonly #reducedOutputs = new Map<FlatParamHandle, Float32Array>();
 
-export function writeGradient(
-  location: ParameterLocation,
-  gradient: tf.Tensor,
-  strategy: ShardingStrategy,
-): void {
-  const { handle, index, unit } = location;
-  if (strategy === 'no-shard' && !unit.receivedGradients) resetKeptGradients(unit);
-  handle.unshardedGradBuffer();
-  unit.receivedGradients = true;
-  const target = handle.unshardedGradView(index)!.typedArray() as Float32Array;
-  const values = readTensorValues(gradient);
-  for (let element = 0; element < target.length; element++) target[element]! += values[element]!;
-}
+  constructor(handles: readonly FlatParamHandle[], settings: ReductionSettings) {
+    this.#handles = handles;
+    this.#settings = settings;
+  }
 
-/** no-shard keeps its flat gradient across steps; start from zero if the user dropped the grads. */
-function resetKeptGradients(unit: FsdpUnit): void {
-  for (const handle of unit.handles) {
-    const wasAllocated = handle.unshardedGradStorage.isAllocated;
-    const buffer = handle.unshardedGradBuffer();
-    const kept =
-      wasAllocated &&
-      handle.parameters.every(
-        (parameter, index) => !parameter.requiresGrad || parameter.grad === handle.unshardedGradView(index),
-      );
-    if (!kept) {
-      buffer.fill(0);
-      handle.parameters.forEach((parameter, index) => {
-        if (parameter.requiresGrad) parameter.grad = handle.unshardedGradView(index);
-      });
-    }
+  /** A backward starts: `trainable` gradients are expected through taps. */
+  beginStep(trainable: number): void {
+    this.#pendingGradients = trainable;
+    this.#started = false;
   }
-}
 
-export function startReduction(unit: FsdpUnit, settings: ReductionSettings): void {
-  if (unit.reductionStarted) return;
-  unit.reductionStarted = true;
-  if (!unit.receivedGradients) return;
-  const { strategy } = settings;
-  for (const handle of unit.handles) {
-    if (!handle.unshardedGradStorage.isAllocated) continue;
-    const input = handle.unshardedGradBuffer().typedArray() as Float32Array;
-    if (strategy === 'no-shard') {
-      unit.reductionWorks.push(reduce(handle, settings, input, input, 'allReduce'));
-      continue;
-    }
-    const keep = handle.parameters.some(
-      (parameter, index) => parameter.requiresGrad && handle.isGradientPresent(index),
-    );
-    accumulating.set(handle, keep);
-    const output = keep ? scratchFor(handle) : (handle.shardedGradBuffer().typedArray() as Float32Array);
-    unit.reductionWorks.push(reduce(handle, settings, output, input, 'reduceScatter'));
+  /** Adds one Parameter's full gradient into its handle's unsharded gradient buffer. */
+  write(handle: FlatParamHandle, index: number, gradient: tf.Tensor): void {
+    if (!this.#settings.sharding.shardParameters && !this.#received) this.#resetKeptGradients();
+    handle.unshardedGradBuffer();
+    this.#received = true;
+    const target = handle.unshardedGradView(index)!.typedArray() as Float32Array;
+    const values = readTensorValues(gradient);
+    for (let element = 0; element < target.length; element++) target[element]! += values[element]!;
   }
-}
 
-/** Issues one reduction (average) of `input` into `output`, in the settings' reduce dtype. */
-function reduce(
-  handle: FlatParamHandle,
-  settings: ReductionSettings,
-  output: Float32Array,
-  input: Float32Array,
-  kind: 'allReduce' | 'reduceScatter',
-): Work {
-  reducedOutputs.set(handle, output);
-  const { group } = settings;
-  if (settings.reduceDtype === 'float32') {
-    return kind === 'allReduce'
-      ? group.allReduce(input, { op: 'avg' })
-      : group.reduceScatter(output, input, { op: 'avg' });
+  /** One tapped gradient arrived; true when it was the last one this unit expected. */
+  gradientArrived(): boolean {
+    this.#pendingGradients -= 1;
+    return this.#pendingGradients === 0;
   }
-  const input16 = float32ToBfloat16(input, sharedUint16(input.length));
-  const options = { op: 'avg', dtype: 'bfloat16' } as const;
-  if (kind === 'allReduce') {
-    pendingWidening.set(handle, { output: input16, target: output });
-    return group.allReduce(input16, options);
-  }
-  const output16 = sharedUint16(output.length);
-  pendingWidening.set(handle, { output: output16, target: output });
-  return group.reduceScatter(output16, input16, options);
-}
 
-export function finishReduction(unit: FsdpUnit, settings: ReductionSettings): void {
-  const works = unit.reductionWorks;
-  unit.reductionWorks = [];
-  for (const work of works) work.wait();
-  for (const handle of unit.handles) {
-    const pending = pendingWidening.get(handle);
-    if (pending === undefined) continue;
-    pendingWidening.delete(handle);
-    bfloat16ToFloat32(pending.output, pending.target);
-  }
-  if (settings.strategy !== 'no-shard' && unit.receivedGradients) {
-    const replicateGroup = settings.replicateGroup;
-    if (replicateGroup !== null && replicateGroup.size > 1) {
-      const replicaWorks: Work[] = [];
-      for (const handle of unit.handles) {
-        const output = reducedOutputs.get(handle);
-        if (!handle.unshardedGradStorage.isAllocated || output === undefined) continue;
-        replicaWorks.push(replicateGroup.allReduce(output, { op: 'avg' }));
-      }
-      for (const work of replicaWorks) work.wait();
-    }
-    for (const handle of unit.handles) {
+  /** Issues this step's reductions (once per step; nothing if no gradient arrived). */
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    if (!this.#received) return;
+    for (const handle of this.#handles) {
       if (!handle.unshardedGradStorage.isAllocated) continue;
-      if (accumulating.get(handle) === true) addScratchIntoShard(handle);
-      handle.freeUnshardedGrad();
-      handle.setGradientsPresent(true);
+      const input = handle.unshardedGradBuffer().typedArray() as Float32Array;
+      if (this.#settings.sharding.gradientReduction === 'all-reduce') {
+        this.#works.push(this.#reduce(handle, input, input, 'allReduce'));
+        continue;
+      }
+      const keep = handle.parameters.some(
+        (parameter, index) => parameter.requiresGrad && handle.isGradientPresent(index),
+      );
+      if (keep) this.#accumulating.add(handle);
+      else this.#accumulating.delete(handle);
+      const output = keep
+        ? this.#scratchFor(handle)
+        : (handle.shardedGradBuffer().typedArray() as Float32Array);
+      this.#works.push(this.#reduce(handle, input, output, 'reduceScatter'));
     }
   }
-  unit.reductionStarted = false;
-  unit.receivedGradients = false;
-}
 
-function scratchFor(handle: FlatParamHandle): Float32Array {
-  let scratch = scratchBuffers.get(handle);
-  if (scratch === undefined) {
-    scratch = new Float32Array(
-      new SharedArrayBuffer(Math.max(4, handle.layout.shardNumel * 4)),
-      0,
-      handle.layout.shardNumel,
-    );
-    scratchBuffers.set(handle, scratch);
+  /** Waits for the reductions, then points every trainable Parameter's `grad` at its reduced gradient. */
+  finish(): void {
+    this.#waitAll();
+    for (const { output, target } of this.#widening.splice(0)) bfloat16ToFloat32(output, target);
+    const { sharding } = this.#settings;
+    if (sharding.shardParameters && this.#received) {
+      const replicateGroup = sharding.replicateGroup;
+      if (replicateGroup !== null && replicateGroup.size > 1) {
+        const replicaWorks: Work[] = [];
+        for (const handle of this.#handles) {
+          const output = this.#reducedOutputs.get(handle);
+          if (!handle.unshardedGradStorage.isAllocated || output === undefined) continue;
+          replicaWorks.push(replicateGroup.allReduce(output, { op: 'avg' }));
+        }
+        for (const work of replicaWorks) work.wait();
+      }
+      for (const handle of this.#handles) {
+        if (!handle.unshardedGradStorage.isAllocated) continue;
+        if (this.#accumulating.has(handle)) this.#addScratchIntoShard(handle);
+        handle.freeUnshardedGrad();
+        handle.setGradientsPresent(true);
+      }
+    }
+    this.#started = false;
+    this.#received = false;
   }
-  return scratch;
-}
 
-/** Kept gradients: grad += reduced; dropped ones: grad = reduced (per parameter range). */
-function addScratchIntoShard(handle: FlatParamHandle): void {
-  const scratch = scratchFor(handle);
-  const shard = handle.shardedGradBuffer().typedArray() as Float32Array;
-  handle.intersections.forEach((intersection, index) => {
-    if (!handle.parameters[index]!.requiresGrad || intersection.length === 0) return;
-    const start = intersection.offsetInShard;
-    const end = start + intersection.length;
-    if (handle.isGradientPresent(index))
-      for (let element = start; element < end; element++) shard[element]! += scratch[element]!;
-    else shard.set(scratch.subarray(start, end), start);
-  });
+  /** noSync: the step ends with its gradients unreduced; the unsharded buffers keep accumulating. */
+  keepUnreduced(): void {
+    this.#started = false;
+    this.#received = false;
+  }
+
+  /** After a failed step: waits for what was issued (every rank issued it) and drops unreduced gradients. */
+  abort(): void {
+    this.#waitAll();
+    this.#widening = [];
+    this.#started = false;
+    this.#received = false;
+    if (!this.#settings.sharding.shardParameters) return;
+    for (const handle of this.#handles)
+      if (handle.unshardedGradStorage.isAllocated) handle.freeUnshardedGrad();
+  }
+
+  #waitAll(): void {
+    const works = this.#works;
+    this.#works = [];
+    for (const work of works) work.wait();
+  }
+
+  /** Issues one reduction (average) of `input` into `output`, in the settings' reduce dtype. */
+  #reduce(
+    handle: FlatParamHandle,
+    input: Float32Array,
+    output: Float32Array,
+    kind: 'allReduce' | 'reduceScatter',
+  ): Work {
+    this.#reducedOutputs.set(handle, output);
+    const { group } = this.#settings;
+    if (this.#settings.reduceDtype === 'float32') {
+      return kind === 'allReduce'
+        ? group.allReduce(input, { op: 'avg' })
+        : group.reduceScatter(output, input, { op: 'avg' });
+    }
+    const input16 = float32ToBfloat16(input, sharedUint16(input.length));
+    const options = { op: 'avg', dtype: 'bfloat16' } as const;
+    if (kind === 'allReduce') {
+      this.#widening.push({ output: input16, target: output });
+      return group.allReduce(input16, options);
+    }
+    const output16 = sharedUint16(output.length);
+    this.#widening.push({ output: output16, target: output });
+    return group.reduceScatter(output16, input16, options);
+  }
+
+  /** Replicated parameters keep their flat gradient across steps; start from zero if the user dropped the grads. */
+  #resetKeptGradients(): void {
+    for (const handle of this.#handles) {
+      const wasAllocated = handle.unshardedGradStorage.isAllocated;
+      const buffer = handle.unshardedGradBuffer();
+      const kept =
+        wasAllocated &&
+        handle.parameters.every(
+          (parameter, index) => !parameter.requiresGrad || parameter.grad === handle.unshardedGradView(index),
+        );
+      if (!kept) {
+        buffer.fill(0);
+        handle.parameters.forEach((parameter, index) => {
+          if (parameter.requiresGrad) parameter.grad = handle.unshardedGradView(index);
+        });
+      }
+    }
+  }
+
+  #scratchFor(handle: FlatParamHandle): Float32Array {
+    let scratch = this.#scratch.get(handle);
+    if (scratch === undefined) {
+      scratch = sharedFloat32(handle.layout.shardNumel);
+      this.#scratch.set(handle, scratch);
+    }
+    return scratch;
+  }
+
+  /** Kept gradients: grad += reduced; dropped ones: grad = reduced (per parameter range). */
+  #addScratchIntoShard(handle: FlatParamHandle): void {
+    const scratch = this.#scratchFor(handle);
+    const shard = handle.shardedGradBuffer().typedArray() as Float32Array;
+    handle.intersections.forEach((intersection, index) => {
+      if (!handle.parameters[index]!.requiresGrad || intersection.length === 0) return;
+      const start = intersection.offsetInShard;
+      const end = start + intersection.length;
+      if (handle.isGradientPresent(index))
+        for (let element = start; element < end; element++) shard[element]! += scratch[element]!;
+      else shard.set(scratch.subarray(start, end), start);
+    });
+  }
 }

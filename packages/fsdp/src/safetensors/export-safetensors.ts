@@ -4,6 +4,7 @@ import { CheckpointError } from '../checkpoint/checkpoint-error';
 import { fsyncDirectory } from '../checkpoint/durable-files';
 import { broadcastOutcome } from '../checkpoint/group-agreement';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import { fsdpRuntime } from '../internal/wrapper-runtime';
 import { encodeHeader } from './safetensors-header';
 
 export interface ExportSafetensorsOptions {
@@ -22,7 +23,7 @@ export function exportSafetensors(
   options: ExportSafetensorsOptions = {},
 ): { bytes: number } {
   const group = model.group;
-  const tensors = model.units.flatMap((unit) =>
+  const tensors = model[fsdpRuntime].units.flatMap((unit) =>
     unit.handles.flatMap((handle) =>
       handle.layout.parameters.flatMap((parameter) =>
         parameter.names.map((name) => ({ name, shape: parameter.shape })),
@@ -50,7 +51,7 @@ export function exportSafetensors(
     descriptor = openSync(temporary, 'w');
     writeAll(descriptor, header);
   });
-  for (const unit of model.units) {
+  for (const unit of model[fsdpRuntime].units) {
     const wasSharded = unit.state === 'sharded';
     if (wasSharded) unit.finishUnshard(group, 'float32');
     try {

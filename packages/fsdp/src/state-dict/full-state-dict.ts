@@ -1,6 +1,7 @@
 import type { StateDict } from '@fsdp-ts/nn';
 import { TensorView } from '@fsdp-ts/tensor';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import { fsdpRuntime } from '../internal/wrapper-runtime';
 import { checkNames } from './check-names';
 import { float32Values, localPart, parameterEntries } from './named-parameters';
 
@@ -26,7 +27,7 @@ export function fullStateDict(
   const keep = !(options.rank0Only ?? false) || model.group.rank === 0;
   const entries = parameterEntries(model);
   const dict: StateDict = {};
-  for (const unit of model.units) {
+  for (const unit of model[fsdpRuntime].units) {
     const gather = unit.state === 'sharded';
     if (gather) unit.finishUnshard(model.group, 'float32');
     try {

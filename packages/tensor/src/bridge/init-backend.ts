@@ -8,6 +8,7 @@ import {
   tfjsBackendNames,
 } from './backend-name';
 import { registerMatMulGradient } from './mat-mul';
+import { nativeMatMul } from './native/native-mat-mul';
 import { registerSharedIdentity } from './shared-identity-kernel';
 import { registerUnsortedSegmentSum } from './unsorted-segment-sum-kernel';
 
@@ -28,6 +29,10 @@ export function currentBackend(): BackendName | null {
  * → wasm → cpu (the first that loads). A forced backend that cannot load is an error that says
  * how to install it; the ladder skips rungs that are not installed. Calling again with another
  * backend switches (tests run both cpu and wasm in one process).
+ *
+ * On wasm and cpu, tf.matMul then runs OpenBLAS's cblas_sgemm when a library loads (see
+ * [Note: BLAS search order]; `FSDP_BLAS=off` disables it), else the backend's own kernel and one
+ * printed line says how to get the native one. `computeInfo()` reports which is active.
  */
 export async function initBackend(preferred?: BackendName): Promise<BackendName> {
   const forced = preferred ?? readEnvironmentChoice();
@@ -63,10 +68,10 @@ function readEnvironmentChoice(): BackendName | undefined {
 
 let supportRegistered = false;
 
-/** Gradients (tfjs-core alone registers none; the @tensorflow/tfjs bundle does) and our fixes. */
+/** Gradients (tfjs-core alone registers none: [Note: gradient registration]) and our fixes. */
 async function registerTrainingSupport(): Promise<void> {
   if (supportRegistered) return;
-  await import('@tensorflow/tfjs');
+  await import('#register-all-gradients');
   registerMatMulGradient();
   supportRegistered = true;
 }
@@ -105,6 +110,7 @@ async function activate(name: BackendName, forced: boolean): Promise<boolean> {
     registerUnsortedSegmentSum('wasm');
     registerSharedIdentity('wasm');
   }
+  await nativeMatMul.activate(tfjsName);
   current = name;
   return true;
 }

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
+import { nativeMatMul } from './native/native-mat-mul';
 
 /**
  * [Note: backward-friendly matMul]
@@ -19,8 +20,12 @@ function transposeLastTwo(tensor: tf.Tensor): tf.Tensor {
   return tf.transpose(tensor, order);
 }
 
-/** Plain product of a and b with optional transposes done explicitly (copies), never by flags. */
+/**
+ * a · b with optional transposes: by flags when the BLAS kernel runs (they cost nothing there),
+ * else done explicitly (copies), since the backend's flagged paths are the slow ones.
+ */
 function product(a: tf.Tensor, b: tf.Tensor, transposeA: boolean, transposeB: boolean): tf.Tensor {
+  if (nativeMatMul.isActive(tf.getBackend())) return tf.matMul(a, b, transposeA, transposeB);
   return tf.matMul(transposeA ? transposeLastTwo(a) : a, transposeB ? transposeLastTwo(b) : b);
 }
 

@@ -1,35 +1,27 @@
 import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
-import { CollectiveError } from '../../errors.js';
 import type { CollectiveBuffer } from '../../types.js';
 import { reduceBlocks } from '../block-reduce.js';
+import type { EngineContext, EngineInit } from '../engine/engine.js';
+import { EngineBase } from '../engine/engine-base.js';
+import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import { describeOp, type OpMessage } from '../op-message.js';
 import { segmentBounds } from '../segments.js';
 import { COMPLETION_WAKE, doorbellSlot, finishedSlot } from './shm-control.js';
 
-export interface ShmInit {
+export interface ShmInit extends EngineInit {
   backend: 'shm';
-  rank: number;
-  size: number;
   control: Int32Array;
   /** Indexed by peer rank in this group; null for this rank. */
   ports: (MessagePort | null)[];
-  /** Slot 0 becomes 1 when the main thread destroys the group. */
-  abort: Int32Array;
 }
 
-/** What a rank posts to every peer when it starts a collective (and to one peer for send). */
-interface PeerMessage {
-  kind: OpMessage['kind'] | 'ack';
-  seq: number;
-  dtype: OpMessage['dtype'];
-  reduceOp: OpMessage['reduceOp'];
-  root: number;
-  count: number;
-  input: CollectiveBuffer | null;
-  output: CollectiveBuffer | null;
-  /** For 'ack' of a send the receiver refused: why. */
-  refusal?: string;
-}
+/**
+ * What a rank posts to every peer when it starts a collective (and to one peer for send): the
+ * op's header and its buffers; or, for a send, the receiver's acknowledgement.
+ */
+type PeerMessage =
+  | { type: 'op'; header: OpHeader; input: CollectiveBuffer | null; output: CollectiveBuffer | null }
+  | { type: 'ack'; seq: number; refusal?: string };
 
 const WAIT_SLICE_MS = 100;
 
@@ -38,48 +30,40 @@ const WAIT_SLICE_MS = 100;
  * op's header and its buffers, which are views over SharedArrayBuffers), check that every rank
  * called the same op, then each rank computes its own slice directly in the peers' memory and
  * all wait until everyone is done, so no buffer is handed back while a peer still touches it.
+ * The transport blocks the thread (Atomics.wait), so it checks each op's deadline itself.
  */
-export class ShmEngine {
-  private seq = 0;
-  private readonly sendSeq: number[];
-  private readonly recvSeq: number[];
-  private broken: CollectiveError | undefined;
-
-  constructor(private readonly init: ShmInit) {
-    this.sendSeq = new Array<number>(init.size).fill(0);
-    this.recvSeq = new Array<number>(init.size).fill(0);
-  }
-
-  run(op: OpMessage): void {
-    if (this.broken !== undefined) throw this.brokenError(op);
+export class ShmEngine extends EngineBase<ShmInit> {
+  protected override execute(op: OpMessage, seq: number): void {
     const deadline = Date.now() + op.timeoutMs;
-    try {
-      if (op.kind === 'send') this.send(op, deadline);
-      else if (op.kind === 'recv') this.recv(op, deadline);
-      else this.collective(op, deadline);
-    } catch (error) {
-      if (!(error instanceof CollectiveError) || error.code !== 'mismatch') {
-        this.broken =
-          error instanceof CollectiveError ? error : new CollectiveError(String(error), { code: 'closed' });
-      }
-      throw error;
-    }
+    // shm has no wire: wireDtype is ignored, so it is not part of what ranks must agree on.
+    const header: OpHeader = { ...this.header(op, seq), wireDtype: 'float32' };
+    if (op.kind === 'send') this.send(op, header, deadline);
+    else if (op.kind === 'recv') this.recv(op, header, deadline);
+    else this.collective(op, header, deadline);
   }
 
-  private collective(op: OpMessage, deadline: number): void {
+  /** Nothing to close: peers blocked on this rank wake up on their own deadlines. */
+  protected override closeTransport(): void {}
+
+  override close(): void {}
+
+  private collective(op: OpMessage, header: OpHeader, deadline: number): void {
     const { rank, size } = this.init;
-    const seq = ++this.seq;
-    const mine = this.messageOf(op, seq);
+    const mine = { type: 'op' as const, header, input: op.input, output: op.output };
     for (let peer = 0; peer < size; peer++) if (peer !== rank) this.post(peer, mine);
-    const all: PeerMessage[] = [];
+    const all: OpPost[] = [];
     for (let peer = 0; peer < size; peer++)
-      all.push(peer === rank ? mine : this.receive(peer, deadline, op, seq));
-    for (let peer = 0; peer < size; peer++) this.checkSame(op, seq, mine, all[peer]!, peer);
+      all.push(peer === rank ? mine : this.receiveOp(peer, deadline, op, header));
+    this.checkHeaders(
+      op,
+      header,
+      all.map((message, peer) => (peer === rank ? null : message.header)),
+    );
     this.compute(op, all);
-    this.finish(op, seq, deadline);
+    this.finish(op, header.seq, deadline);
   }
 
-  private compute(op: OpMessage, all: PeerMessage[]): void {
+  private compute(op: OpMessage, all: OpPost[]): void {
     const { rank, size } = this.init;
     const count = op.count;
     if (op.kind === 'allReduce') {
@@ -114,75 +98,34 @@ export class ShmEngine {
     }
   }
 
-  private send(op: OpMessage, deadline: number): void {
-    const peer = op.root;
-    const seq = ++this.sendSeq[peer]!;
-    this.post(peer, { ...this.messageOf(op, seq), output: null });
-    const ack = this.receive(peer, deadline, op, seq);
-    if (ack.kind !== 'ack' || ack.seq !== seq) {
-      throw this.mismatch(op, seq, peer, `${describeOp(ack, ack.seq)}`);
+  private send(op: OpMessage, header: OpHeader, deadline: number): void {
+    const peer = op.peer;
+    this.post(peer, { type: 'op', header, input: op.input, output: null });
+    const ack = this.receive(peer, deadline, op, header.seq);
+    if (ack.type !== 'ack' || ack.seq !== header.seq) {
+      const theirs = ack.type === 'op' ? ack.header : `an acknowledgement of send #${ack.seq}`;
+      throw this.mismatch(op, header, theirs, peer);
     }
-    if (ack.refusal !== undefined) throw this.mismatch(op, seq, peer, ack.refusal);
+    if (ack.refusal !== undefined) throw this.mismatch(op, header, ack.refusal, peer);
   }
 
-  private recv(op: OpMessage, deadline: number): void {
-    const peer = op.root;
-    const seq = ++this.recvSeq[peer]!;
-    const message = this.receive(peer, deadline, op, seq);
-    const fits =
-      message.kind === 'send' &&
-      message.seq === seq &&
-      message.count === op.count &&
-      message.dtype === op.dtype;
-    if (!fits) {
-      const theirs = `${describeOp({ ...message, root: this.init.rank }, message.seq)}`;
-      const refusal = `rank ${this.init.rank} expected ${describeOp({ ...op, kind: 'send', root: this.init.rank }, seq)}`;
-      if (message.kind === 'send')
-        this.post(peer, { ...message, kind: 'ack', input: null, output: null, refusal });
-      throw this.mismatch(op, seq, peer, theirs);
+  private recv(op: OpMessage, header: OpHeader, deadline: number): void {
+    const peer = op.peer;
+    const message = this.receiveOp(peer, deadline, op, header);
+    const expected = expectedSendHeader(header, this.init.rank);
+    if (!sameOp(expected, message.header)) {
+      const refusal = `rank ${this.init.rank} expected ${describeOp(expected, expected.seq)}`;
+      if (message.header.kind === 'send') this.post(peer, { type: 'ack', seq: message.header.seq, refusal });
+      throw this.mismatch(op, header, message.header, peer);
     }
     op.output!.set(message.input! as never);
-    this.post(peer, { ...message, kind: 'ack', input: null, output: null });
+    this.post(peer, { type: 'ack', seq: message.header.seq });
   }
 
-  private messageOf(op: OpMessage, seq: number): PeerMessage {
-    return {
-      kind: op.kind,
-      seq,
-      dtype: op.dtype,
-      reduceOp: op.reduceOp,
-      root: op.root,
-      count: op.count,
-      input: op.input,
-      output: op.output,
-    };
-  }
-
-  private checkSame(op: OpMessage, seq: number, mine: PeerMessage, theirs: PeerMessage, peer: number): void {
-    const same =
-      theirs.kind === mine.kind &&
-      theirs.seq === mine.seq &&
-      theirs.dtype === mine.dtype &&
-      theirs.count === mine.count &&
-      theirs.root === mine.root &&
-      (mine.kind !== 'allReduce' && mine.kind !== 'reduceScatter' ? true : theirs.reduceOp === mine.reduceOp);
-    if (!same) throw this.mismatch(op, seq, peer, describeOp(theirs, theirs.seq));
-  }
-
-  private mismatch(op: OpMessage, seq: number, peer: number, theirs: string): CollectiveError {
-    const ours = describeOp(op, seq);
-    return new CollectiveError(
-      `Mismatched collective on rank ${this.init.rank}: it called ${ours} but rank ${peer} called ${theirs}.`,
-      {
-        code: 'mismatch',
-        op: op.kind,
-        rank: this.init.rank,
-        peer,
-        expected: ours,
-        actual: theirs,
-        fix: 'every rank of a group must issue the same ops, in the same order, with the same sizes, dtypes, reductions and roots.',
-      },
-    );
+  private receiveOp(peer: number, deadline: number, op: OpMessage, header: OpHeader): OpPost {
+    const message = this.receive(peer, deadline, op, header.seq);
+    if (message.type === 'op') return message;
+    throw this.mismatch(op, header, `an acknowledgement of send #${message.seq}`, peer);
   }
 
   private post(peer: number, message: PeerMessage): void {
@@ -212,45 +155,19 @@ export class ShmEngine {
     peer: number,
     what: string,
   ): void {
-    const { rank, control, abort } = this.init;
-    if (Atomics.load(abort, 0) !== 0) {
-      throw new CollectiveError(
-        `${describeOp(op, seq)} on rank ${rank} was cancelled: the group was destroyed.`,
-        {
-          code: 'closed',
-          op: op.kind,
-          rank,
-        },
-      );
-    }
+    const { control, abort } = this.init;
+    if (Atomics.load(abort, 0) !== 0) throw this.cancelledError(op, seq);
     const remaining = deadline - Date.now();
-    if (remaining <= 0) {
-      throw new CollectiveError(
-        `${describeOp(op, seq)} on rank ${rank} timed out after ${op.timeoutMs} ms waiting for rank ${peer} to ${what}.`,
-        {
-          code: 'timeout',
-          op: op.kind,
-          rank,
-          peer,
-          fix: `check whether rank ${peer} died, stalled or issued a different sequence of ops; raise timeoutMs if it is just slow.`,
-        },
-      );
-    }
+    if (remaining <= 0) throw this.timeoutError(op, seq, peer, ` to ${what}`);
     Atomics.wait(control, slot, seen, Math.min(remaining, WAIT_SLICE_MS));
   }
+}
 
-  private brokenError(op: OpMessage): CollectiveError {
-    const cause = this.broken!;
-    return new CollectiveError(
-      `${describeOp(op)} on rank ${this.init.rank} cannot run: the group failed earlier (${cause.message}).`,
-      {
-        code: cause.code === 'timeout' ? 'peer-lost' : cause.code,
-        op: op.kind,
-        rank: this.init.rank,
-        ...(cause.peer === undefined ? {} : { peer: cause.peer }),
-        cause,
-        fix: 'destroy this group and restart the job (or the group).',
-      },
-    );
-  }
+type OpPost = Extract<PeerMessage, { type: 'op' }>;
+
+/** The shm backend's engine module entry (see engine.ts): ready as soon as it exists. */
+export function createEngine(init: EngineInit, context: EngineContext): ShmEngine {
+  const engine = new ShmEngine(init as ShmInit);
+  context.notify({ type: 'ready' });
+  return engine;
 }

@@ -1,5 +1,6 @@
 import { CollectiveError } from '../../errors.js';
 import type { CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
+import type { OpHeader } from '../engine/op-header.js';
 
 /**
  * [Note: op header] Before any payload, every op puts a fixed 32-byte little-endian header on
@@ -9,7 +10,8 @@ import type { CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
  *   8  u32 sequence number (per group for collectives, per peer and direction for send/recv)
  *   12 i32 root (broadcast) or -1
  *   16 f64 element count
- *   24 u32 reserved (0) x 2
+ *   24 i32 peer (send: destination, recv: source) or -1
+ *   28 u32 reserved (0)
  * A rank compares every header it receives with its own op before moving data: a difference
  * fails the op on every rank with code 'mismatch' and no payload is sent, so the streams stay
  * aligned; bytes that are not a header fail with code 'malformed-frame'.
@@ -31,15 +33,7 @@ const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
 const WIRES: readonly ('float32' | 'bfloat16')[] = ['float32', 'bfloat16'];
 const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
 
-export interface OpHeader {
-  kind: CollectiveKind;
-  dtype: CollectiveDtype;
-  wireDtype: 'float32' | 'bfloat16';
-  reduceOp: ReduceOp;
-  seq: number;
-  root: number;
-  count: number;
-}
+export type { OpHeader };
 
 export function encodeHeader(header: OpHeader): Buffer {
   const bytes = Buffer.alloc(HEADER_BYTES);
@@ -51,6 +45,7 @@ export function encodeHeader(header: OpHeader): Buffer {
   bytes.writeUInt32LE(header.seq >>> 0, 8);
   bytes.writeInt32LE(header.root, 12);
   bytes.writeDoubleLE(header.count, 16);
+  bytes.writeInt32LE(header.peer, 24);
   return bytes;
 }
 
@@ -75,21 +70,16 @@ export function decodeHeader(bytes: Uint8Array, peer: number): OpHeader {
   if (wireDtype === undefined) throw malformed(`unknown wire dtype ${view.readUInt8(6)}`);
   if (reduceOp === undefined) throw malformed(`unknown reduction ${view.readUInt8(7)}`);
   if (!Number.isSafeInteger(count) || count < 0) throw malformed(`element count ${count}`);
-  if (view.readUInt32LE(24) !== 0 || view.readUInt32LE(28) !== 0)
-    throw malformed('reserved bytes are not zero');
-  return { kind, dtype, wireDtype, reduceOp, seq: view.readUInt32LE(8), root: view.readInt32LE(12), count };
-}
-
-/** Whether two headers describe the same op (the reduction only matters for reducing ops). */
-export function sameOp(mine: OpHeader, theirs: OpHeader): boolean {
-  const reduces = mine.kind === 'allReduce' || mine.kind === 'reduceScatter';
-  return (
-    mine.kind === theirs.kind &&
-    mine.dtype === theirs.dtype &&
-    mine.wireDtype === theirs.wireDtype &&
-    (!reduces || mine.reduceOp === theirs.reduceOp) &&
-    mine.seq === theirs.seq &&
-    mine.root === theirs.root &&
-    mine.count === theirs.count
-  );
+  if (view.readUInt32LE(28) !== 0) throw malformed('reserved bytes are not zero');
+  const seq = view.readUInt32LE(8);
+  return {
+    kind,
+    dtype,
+    wireDtype,
+    reduceOp,
+    seq,
+    root: view.readInt32LE(12),
+    peer: view.readInt32LE(24),
+    count,
+  };
 }

@@ -1,5 +1,5 @@
 import type { ReduceOp } from '../../types.js';
-import { decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
+import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
 import { reduceInto } from '../reduce-kernels.js';
 import type { PeerLink } from './peer-link.js';
 
@@ -120,10 +120,14 @@ function runStep(
     const incoming = typedView(work, step.wire, buffer, byteOffset, length);
     const target = work.subarray(position, position + length);
     if (step.wire === 'bfloat16') {
-      const floats = scratch.floats(length);
-      decodeBfloat16(incoming as Uint16Array, floats);
-      if (step.mode === 'reduce') reduceInto(target as Float32Array, floats, plan.reduceOp);
-      else (target as Float32Array).set(floats);
+      if (step.mode === 'copy') decodeBfloat16(incoming as Uint16Array, target as Float32Array);
+      else if (plan.reduceOp === 'sum' || plan.reduceOp === 'avg')
+        addBfloat16Into(target as Float32Array, incoming as Uint16Array);
+      else {
+        const floats = scratch.floats(length);
+        decodeBfloat16(incoming as Uint16Array, floats);
+        reduceInto(target as Float32Array, floats, plan.reduceOp);
+      }
     } else if (step.mode === 'reduce')
       reduceInto(target as Float32Array | Int32Array, incoming as Float32Array | Int32Array, plan.reduceOp);
     else target.set(incoming as never);

@@ -1,8 +1,11 @@
 import { CollectiveError } from '../../errors.js';
 import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
-import { describeOp, type MainToWorkerMessage, type OpMessage } from '../op-message.js';
+import type { EngineContext, EngineInit } from '../engine/engine.js';
+import { EngineBase } from '../engine/engine-base.js';
+import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
+import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
 import { directAllReduce } from './direct-all-reduce.js';
-import { decodeHeader, encodeHeader, HEADER_BYTES, type OpHeader, sameOp } from './frame-header.js';
+import { decodeHeader, encodeHeader, HEADER_BYTES } from './frame-header.js';
 import { PeerLink } from './peer-link.js';
 import { type RingPlan, RingScratch, runRing, type Wire, type WorkArray } from './ring.js';
 import {
@@ -14,15 +17,12 @@ import {
 } from './ring-plans.js';
 import { connectPeers, PeerAcceptor } from './tcp-connections.js';
 
-export interface TcpInit {
+export interface TcpInit extends EngineInit {
   backend: 'tcp';
-  rank: number;
-  size: number;
   key: string;
   secret: string;
   host: string;
   timeoutMs: number;
-  abort: Int32Array;
 }
 
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */
@@ -31,36 +31,28 @@ export const DIRECT_ALL_REDUCE_BYTES = 64 * 1024;
 /** See [Note: breaking the group]. */
 const PEER_LOSS_CLOSE_DELAY_MS = 1_000;
 
-type EngineState = 'listening' | 'connecting' | 'ready' | 'broken' | 'closed';
+type EngineState = 'listening' | 'connecting' | 'ready' | 'closed';
 
 /**
  * The tcp backend inside a rank's communication worker: a full mesh of authenticated node:net
  * connections ([Note: tcp mesh]), op headers on every connection ([Note: op header]), ring
  * schedules for bulk data ([Note: ring all-reduce]) and a direct exchange for small all-reduces.
- * Any failure other than a mismatch breaks the group: the engine closes every connection, so
- * peers blocked on this rank fail at once instead of waiting for their timeout.
+ * Sequencing, header comparison and the broken-group state come from the engine base
+ * ([Note: engine base]); every byte goes through the PeerLinks ([Note: peer link]).
  */
-export class TcpEngine {
+export class TcpEngine extends EngineBase<TcpInit> {
   private state: EngineState = 'listening';
   private acceptor: PeerAcceptor | undefined;
   private readonly links: (PeerLink | null)[];
   private readonly scratch = new RingScratch();
-  private seq = 0;
-  private readonly sendSeq: number[];
-  private readonly recvSeq: number[];
-  private broken: CollectiveError | undefined;
   private workFloats = new Float32Array(0);
   private workInts = new Int32Array(0);
-  /** Fails the running op with the error that broke the group (before its sockets report closing). */
-  private failRunning: ((error: CollectiveError) => void) | undefined;
+  private readonly notify: (message: unknown) => void;
 
-  constructor(
-    private readonly init: TcpInit,
-    private readonly notify: (message: unknown) => void,
-  ) {
+  constructor(init: TcpInit, context: EngineContext) {
+    super(init);
+    this.notify = (message) => context.notify(message);
     this.links = new Array<PeerLink | null>(init.size).fill(null);
-    this.sendSeq = new Array<number>(init.size).fill(0);
-    this.recvSeq = new Array<number>(init.size).fill(0);
     void PeerAcceptor.listen(init).then(
       (acceptor) => {
         this.acceptor = acceptor;
@@ -71,7 +63,7 @@ export class TcpEngine {
     );
   }
 
-  control(message: MainToWorkerMessage): void {
+  override control(message: MainToWorkerMessage): void {
     if (message.type !== 'connect') return;
     void this.connect(message.endpoints);
   }
@@ -85,9 +77,7 @@ export class TcpEngine {
         connectPeers(endpoints, this.init),
       ]);
       for (const [peer, socket] of [...accepted, ...connected]) {
-        this.links[peer] = new PeerLink(peer, socket, (_link, error) =>
-          this.breakGroup(error, PEER_LOSS_CLOSE_DELAY_MS),
-        );
+        this.links[peer] = new PeerLink(peer, socket, (_link, error) => this.peerLost(error));
       }
       // Every peer is in: stop listening, so nothing else can even attempt the handshake.
       this.acceptor!.server.close();
@@ -98,47 +88,34 @@ export class TcpEngine {
     }
   }
 
-  async run(op: OpMessage): Promise<void> {
-    const seq =
-      op.kind === 'send'
-        ? ++this.sendSeq[op.root]!
-        : op.kind === 'recv'
-          ? ++this.recvSeq[op.root]!
-          : ++this.seq;
-    if (this.broken !== undefined) throw this.brokenError(op, seq);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(this.timeoutError(op, seq)), op.timeoutMs);
-      this.failRunning = reject;
-    });
-    try {
-      await Promise.race([this.execute(op, seq), timeout]);
-    } catch (error) {
-      const failure = this.describeFailure(error, op, seq);
-      if (failure.code !== 'mismatch') this.breakGroup(failure, 0);
-      throw failure;
-    } finally {
-      clearTimeout(timer);
-      this.failRunning = undefined;
-    }
-  }
-
   close(): void {
     this.state = 'closed';
     for (const link of this.links) link?.close();
     this.acceptor?.server.close();
   }
 
-  private async execute(op: OpMessage, seq: number): Promise<void> {
-    const header: OpHeader = {
-      kind: op.kind,
-      dtype: op.dtype,
-      wireDtype: op.wireDtype,
-      reduceOp: op.reduceOp,
-      seq,
-      root: op.root,
-      count: op.count,
-    };
+  protected override closeTransport(): void {
+    if (this.state === 'closed') return;
+    for (const link of this.links) link?.close();
+  }
+
+  protected override waitingOn(): number | undefined {
+    const peer = this.links.findIndex((link) => link?.isReading() === true);
+    return peer >= 0 ? peer : undefined;
+  }
+
+  /**
+   * [Note: breaking the group] After a failure every link is closed, so peers blocked on this rank
+   * fail at once. When the failure is a lost peer, closing waits a moment: in the full mesh every
+   * rank sees the dead peer's connection close itself, and should blame it rather than this rank.
+   */
+  private peerLost(error: CollectiveError): void {
+    this.markBroken(error);
+    setTimeout(() => this.closeTransport(), PEER_LOSS_CLOSE_DELAY_MS).unref();
+  }
+
+  protected override async execute(op: OpMessage, seq: number): Promise<void> {
+    const header = this.header(op, seq);
     if (op.kind === 'send') return this.send(op, header);
     if (op.kind === 'recv') return this.recv(op, header);
     await this.exchangeHeaders(op, header);
@@ -250,11 +227,9 @@ export class TcpEngine {
     const encoded = encodeHeader(header);
     for (const link of this.links) link?.write(encoded);
     const received = await Promise.all(
-      this.links.map((link) => (link === null ? Promise.resolve(header) : this.readHeader(link))),
+      this.links.map((link) => (link === null ? Promise.resolve(null) : this.readHeader(link))),
     );
-    received.forEach((theirs, peer) => {
-      if (!sameOp(header, theirs)) throw this.mismatch(op, header, theirs, peer);
-    });
+    this.checkHeaders(op, header, received);
   }
 
   private async readHeader(link: PeerLink): Promise<OpHeader> {
@@ -268,7 +243,7 @@ export class TcpEngine {
   }
 
   private async send(op: OpMessage, header: OpHeader): Promise<void> {
-    const link = this.links[op.root]!;
+    const link = this.links[op.peer]!;
     link.write(encodeHeader(header));
     const input = op.input!;
     link.write(new Uint8Array(input.buffer, input.byteOffset, input.byteLength));
@@ -276,16 +251,16 @@ export class TcpEngine {
   }
 
   private async recv(op: OpMessage, header: OpHeader): Promise<void> {
-    const link = this.links[op.root]!;
+    const link = this.links[op.peer]!;
     const theirs = await this.readHeader(link);
-    const expected = { ...header, kind: 'send' as const, root: this.init.rank };
+    const expected = expectedSendHeader(header, this.init.rank);
     if (!sameOp(expected, theirs)) {
       // The sender's payload is already on its way; the stream can no longer be trusted.
-      throw new CollectiveError(this.mismatch(op, expected, theirs, op.root).message, {
+      throw new CollectiveError(this.mismatch(op, expected, theirs, op.peer).message, {
         code: 'malformed-frame',
         op: op.kind,
         rank: this.init.rank,
-        peer: op.root,
+        peer: op.peer,
       });
     }
     const output = op.output!;
@@ -296,94 +271,9 @@ export class TcpEngine {
       filled += chunk.length;
     });
   }
+}
 
-  private mismatch(op: OpMessage, mine: OpHeader, theirs: OpHeader, peer: number): CollectiveError {
-    const ours = describeOp(mine, mine.seq);
-    const other = describeOp(theirs, theirs.seq);
-    return new CollectiveError(
-      `Mismatched collective on rank ${this.init.rank}: it called ${ours} but rank ${peer} called ${other}.`,
-      {
-        code: 'mismatch',
-        op: op.kind,
-        rank: this.init.rank,
-        peer,
-        expected: ours,
-        actual: other,
-        fix: 'every rank of a group must issue the same ops, in the same order, with the same sizes, dtypes, reductions and roots.',
-      },
-    );
-  }
-
-  private timeoutError(op: OpMessage, seq: number): CollectiveError {
-    const waitingOn = this.links.findIndex((link) => link?.isReading() === true);
-    const peer = waitingOn >= 0 ? waitingOn : undefined;
-    const who = peer === undefined ? 'its peers' : `rank ${peer}`;
-    return new CollectiveError(
-      `${describeOp(op, seq)} on rank ${this.init.rank} timed out after ${op.timeoutMs} ms waiting for ${who}.`,
-      {
-        code: 'timeout',
-        op: op.kind,
-        rank: this.init.rank,
-        ...(peer === undefined ? {} : { peer }),
-        fix: `check whether ${who} died, stalled or issued a different sequence of ops; raise timeoutMs if it is just slow.`,
-      },
-    );
-  }
-
-  private describeFailure(error: unknown, op: OpMessage, seq: number): CollectiveError {
-    if (error instanceof CollectiveError && error.op !== undefined) return error;
-    if (error instanceof CollectiveError) {
-      const peer = error.peer === undefined ? '' : ` (peer rank ${error.peer})`;
-      return new CollectiveError(
-        `${describeOp(op, seq)} on rank ${this.init.rank} failed${peer}: ${error.message}`,
-        {
-          code: error.code,
-          op: op.kind,
-          rank: this.init.rank,
-          ...(error.peer === undefined ? {} : { peer: error.peer }),
-          cause: error,
-          fix:
-            error.fix ??
-            'a peer died or the network failed; restart the job (fsdp-run --max-restarts does it).',
-        },
-      );
-    }
-    return new CollectiveError(`${describeOp(op, seq)} on rank ${this.init.rank} failed: ${String(error)}`, {
-      code: 'closed',
-      op: op.kind,
-      rank: this.init.rank,
-      cause: error,
-    });
-  }
-
-  /**
-   * [Note: breaking the group] After a failure every link is closed, so peers blocked on this rank
-   * fail at once. When the failure is a lost peer, closing waits a moment: in the full mesh every
-   * rank sees the dead peer's connection close itself, and should blame it rather than this rank.
-   */
-  private breakGroup(error: CollectiveError, closeDelayMs: number): void {
-    if (this.state === 'closed') return;
-    if (this.broken === undefined) {
-      this.broken = error;
-      this.state = 'broken';
-      this.failRunning?.(error);
-    }
-    if (closeDelayMs === 0) for (const link of this.links) link?.close();
-    else setTimeout(() => this.breakGroup(error, 0), closeDelayMs).unref();
-  }
-
-  private brokenError(op: OpMessage, seq: number): CollectiveError {
-    const cause = this.broken!;
-    return new CollectiveError(
-      `${describeOp(op, seq)} on rank ${this.init.rank} cannot run: the group failed earlier (${cause.message}).`,
-      {
-        code: cause.code === 'timeout' ? 'peer-lost' : cause.code,
-        op: op.kind,
-        rank: this.init.rank,
-        ...(cause.peer === undefined ? {} : { peer: cause.peer }),
-        cause,
-        fix: 'destroy this group and restart the job (or the group).',
-      },
-    );
-  }
+/** The tcp backend's engine module entry (see engine.ts). */
+export function createEngine(init: EngineInit, context: EngineContext): TcpEngine {
+  return new TcpEngine(init as TcpInit, context);
 }

@@ -1,0 +1,186 @@
+import { CollectiveError } from '../../errors.js';
+import { describeOp, type MainToWorkerMessage, type OpMessage } from '../op-message.js';
+import type { Engine, EngineInit } from './engine.js';
+import { headerOf, type OpHeader, sameOp } from './op-header.js';
+
+/**
+ * [Note: engine base] What every backend shares inside the communication worker, so a backend is
+ * its transport and its schedules only:
+ * - sequencing: one counter for collectives, one per peer and direction for send/recv;
+ * - header checks: `checkHeaders` compares this rank's OpHeader with every peer's before any
+ *   payload moves; a difference fails the op with code 'mismatch' and leaves the group usable;
+ * - the broken-group state: any other failure breaks the group once (`breakGroup`), fails the
+ *   running op at once, asks the transport to close (`closeTransport`, so peers blocked on this
+ *   rank fail too), and every later op fails with the cause;
+ * - timeouts: an op that has not finished after its `timeoutMs` fails with code 'timeout'
+ *   naming the peer the transport says it waits on (`waitingOn`). A backend whose transport
+ *   blocks the thread checks its own deadline (the timer cannot fire while it blocks).
+ */
+export abstract class EngineBase<Init extends EngineInit = EngineInit> implements Engine {
+  private collectiveSeq = 0;
+  private readonly sendSeq: number[];
+  private readonly recvSeq: number[];
+  private broken: CollectiveError | undefined;
+  /** Fails the running op with the error that broke the group (before its transport reports it). */
+  private failRunning: ((error: CollectiveError) => void) | undefined;
+
+  constructor(protected readonly init: Init) {
+    this.sendSeq = new Array<number>(init.size).fill(0);
+    this.recvSeq = new Array<number>(init.size).fill(0);
+  }
+
+  /** Runs the op's schedule on this backend's transport; `seq` is the op's sequence number. */
+  protected abstract execute(op: OpMessage, seq: number): void | Promise<void>;
+
+  /** Closes every connection of the transport, so peers blocked on this rank fail at once. */
+  protected abstract closeTransport(): void;
+
+  /** The peer the running op waits on, for timeout messages; undefined if unknown. */
+  protected waitingOn(): number | undefined {
+    return undefined;
+  }
+
+  control?(message: MainToWorkerMessage): void;
+
+  abstract close(): void | Promise<void>;
+
+  async run(op: OpMessage): Promise<void> {
+    const seq = this.nextSeq(op);
+    if (this.broken !== undefined) throw this.brokenError(op, seq);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(this.timeoutError(op, seq, this.waitingOn())), op.timeoutMs);
+      this.failRunning = reject;
+    });
+    try {
+      await Promise.race([this.execute(op, seq), timeout]);
+    } catch (error) {
+      const failure = this.describeFailure(error, op, seq);
+      if (failure.code !== 'mismatch') this.breakGroup(failure);
+      throw failure;
+    } finally {
+      clearTimeout(timer);
+      this.failRunning = undefined;
+    }
+  }
+
+  /** This op's header as every rank must state it. */
+  protected header(op: OpMessage, seq: number): OpHeader {
+    return headerOf(op, seq);
+  }
+
+  /** Throws the 'mismatch' error for the first peer whose header differs from `mine`. */
+  protected checkHeaders(op: OpMessage, mine: OpHeader, received: readonly (OpHeader | null)[]): void {
+    received.forEach((theirs, peer) => {
+      if (theirs !== null && !sameOp(mine, theirs)) throw this.mismatch(op, mine, theirs, peer);
+    });
+  }
+
+  protected mismatch(
+    op: OpMessage,
+    mine: OpHeader,
+    theirs: OpHeader | string,
+    peer: number,
+  ): CollectiveError {
+    const ours = describeOp(mine, mine.seq);
+    const other = typeof theirs === 'string' ? theirs : describeOp(theirs, theirs.seq);
+    return new CollectiveError(
+      `Mismatched collective on rank ${this.init.rank}: it called ${ours} but rank ${peer} called ${other}.`,
+      {
+        code: 'mismatch',
+        op: op.kind,
+        rank: this.init.rank,
+        peer,
+        expected: ours,
+        actual: other,
+        fix: 'every rank of a group must issue the same ops, in the same order, with the same sizes, dtypes, reductions and roots.',
+      },
+    );
+  }
+
+  protected timeoutError(op: OpMessage, seq: number, peer: number | undefined, what = ''): CollectiveError {
+    const who = peer === undefined ? 'its peers' : `rank ${peer}`;
+    return new CollectiveError(
+      `${describeOp(op, seq)} on rank ${this.init.rank} timed out after ${op.timeoutMs} ms waiting for ${who}${what}.`,
+      {
+        code: 'timeout',
+        op: op.kind,
+        rank: this.init.rank,
+        ...(peer === undefined ? {} : { peer }),
+        fix: `check whether ${who} died, stalled or issued a different sequence of ops; raise timeoutMs if it is just slow.`,
+      },
+    );
+  }
+
+  /** The error a cancelled op fails with once the main thread destroyed the group. */
+  protected cancelledError(op: OpMessage, seq: number): CollectiveError {
+    return new CollectiveError(
+      `${describeOp(op, seq)} on rank ${this.init.rank} was cancelled: the group was destroyed.`,
+      { code: 'closed', op: op.kind, rank: this.init.rank },
+    );
+  }
+
+  /** Marks the group broken (once) and fails the running op; the transport stays open. */
+  protected markBroken(error: CollectiveError): void {
+    if (this.broken !== undefined) return;
+    this.broken = error;
+    this.failRunning?.(error);
+  }
+
+  /** [Note: engine base] Breaks the group and closes the transport. */
+  protected breakGroup(error: CollectiveError): void {
+    this.markBroken(error);
+    this.closeTransport();
+  }
+
+  protected isBroken(): boolean {
+    return this.broken !== undefined;
+  }
+
+  private nextSeq(op: OpMessage): number {
+    if (op.kind === 'send') return ++this.sendSeq[op.peer]!;
+    if (op.kind === 'recv') return ++this.recvSeq[op.peer]!;
+    return ++this.collectiveSeq;
+  }
+
+  private describeFailure(error: unknown, op: OpMessage, seq: number): CollectiveError {
+    if (error instanceof CollectiveError && error.op !== undefined) return error;
+    if (error instanceof CollectiveError) {
+      const peer = error.peer === undefined ? '' : ` (peer rank ${error.peer})`;
+      return new CollectiveError(
+        `${describeOp(op, seq)} on rank ${this.init.rank} failed${peer}: ${error.message}`,
+        {
+          code: error.code,
+          op: op.kind,
+          rank: this.init.rank,
+          ...(error.peer === undefined ? {} : { peer: error.peer }),
+          cause: error,
+          fix:
+            error.fix ??
+            'a peer died or the network failed; restart the job (fsdp-run --max-restarts does it).',
+        },
+      );
+    }
+    return new CollectiveError(`${describeOp(op, seq)} on rank ${this.init.rank} failed: ${String(error)}`, {
+      code: 'closed',
+      op: op.kind,
+      rank: this.init.rank,
+      cause: error,
+    });
+  }
+
+  private brokenError(op: OpMessage, seq: number): CollectiveError {
+    const cause = this.broken!;
+    return new CollectiveError(
+      `${describeOp(op, seq)} on rank ${this.init.rank} cannot run: the group failed earlier (${cause.message}).`,
+      {
+        code: cause.code === 'timeout' ? 'peer-lost' : cause.code,
+        op: op.kind,
+        rank: this.init.rank,
+        ...(cause.peer === undefined ? {} : { peer: cause.peer }),
+        cause,
+        fix: 'destroy this group and restart the job (or the group).',
+      },
+    );
+  }
+}

@@ -1,0 +1,35 @@
+import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
+
+/** What every backend's worker-side init carries (workerData of the communication worker). */
+export interface EngineInit {
+  /** The backend's registered name. */
+  backend: string;
+  rank: number;
+  size: number;
+  /** Slot 0 becomes 1 when the main thread destroys the group. */
+  abort: Int32Array;
+  /**
+   * A module exporting `createEngine` for backends registered from outside the package (see
+   * backend-registry.ts); built-in backends leave it out and are found by name.
+   */
+  engineModule?: string;
+}
+
+/** What the communication worker gives an engine. */
+export interface EngineContext {
+  /** Posts a message to the main thread ('listening', 'ready', 'init-failed', ...). */
+  notify(message: unknown): void;
+}
+
+/** A backend inside the communication worker: runs one op at a time, in issue order. */
+export interface Engine {
+  run(op: OpMessage): Promise<void>;
+  /** Handles a non-op message from the main thread (tcp: the peers' endpoints). */
+  control?(message: MainToWorkerMessage): void;
+  close(): void | Promise<void>;
+}
+
+/** What a backend's engine module exports. */
+export interface EngineModule {
+  createEngine(init: EngineInit, context: EngineContext): Engine;
+}

@@ -1,0 +1,131 @@
+import { readEnvironment } from '../../environment/read-environment.js';
+import { resolveSocketAddress } from '../../environment/socket-address.js';
+import { CollectiveError } from '../../errors.js';
+import { openRendezvousStore } from '../../store/open-rendezvous-store.js';
+import type { Store } from '../../store/store.js';
+import type { BackendDefinition, GroupSetup } from '../backend-definition.js';
+import { CommunicationClient } from '../communication-client.js';
+import type { TcpInit } from './tcp-engine.js';
+
+/** The tcp backend's settings: how ranks find each other and authenticate. */
+export interface TcpConfig {
+  /** The rendezvous store; undefined for a group of one. */
+  store: Store | undefined;
+  /** The job secret the data sockets authenticate with. */
+  secret: string;
+  /** Address this rank's data sockets listen on and peers connect to. */
+  host: string;
+}
+
+/**
+ * tcp: processes on one or several hosts, an authenticated node:net full mesh formed through the
+ * rendezvous store ([Note: tcp mesh]).
+ */
+export const tcpBackend: BackendDefinition<TcpConfig> = {
+  name: 'tcp',
+
+  async configure(options, identity, owned) {
+    let store = options.store;
+    let secret = options.secret ?? process.env.FSDP_JOB_SECRET;
+    let host = options.host ?? '127.0.0.1';
+    if (identity.size > 1 && store === undefined) {
+      // env://: the store at MASTER_ADDR:MASTER_PORT (started here by rank 0 unless the launcher
+      // runs it, FSDP_AGENT_STORE=1), the job secret, the data address and this attempt's keys.
+      const environment = readEnvironment();
+      if (environment.worldSize !== identity.size || environment.rank !== identity.rank) {
+        throw new CollectiveError(
+          `initProcessGroup: rank ${identity.rank} of ${identity.size} disagrees with the environment (rank ${environment.rank} of ${environment.worldSize}).`,
+          {
+            code: 'invalid-argument',
+            rank: identity.rank,
+            fix: 'pass an explicit store with explicit rank and size, or neither.',
+          },
+        );
+      }
+      identity.timeoutMs = options.timeoutMs ?? environment.timeoutMs ?? identity.timeoutMs;
+      secret = options.secret ?? environment.secret;
+      host =
+        options.host ??
+        (await resolveSocketAddress({
+          masterAddr: environment.masterAddr,
+          masterPort: environment.masterPort,
+          socketIfname: environment.socketIfname,
+          socketAddr: environment.socketAddr,
+        }));
+      const rendezvous = await openRendezvousStore(
+        { ...environment, secret },
+        { timeoutMs: identity.timeoutMs },
+      );
+      owned.push(rendezvous);
+      store = rendezvous.store;
+    }
+    if (identity.size > 1 && (store === undefined || secret === undefined)) {
+      throw new CollectiveError(
+        `The tcp backend with ${identity.size} ranks needs a store and a job secret.`,
+        {
+          code: 'invalid-argument',
+          rank: identity.rank,
+          expected: 'store and secret',
+          actual: { store: store !== undefined, secret: secret !== undefined },
+          fix: 'run under fsdp-run (which sets MASTER_ADDR, MASTER_PORT and FSDP_JOB_SECRET), or pass { store, secret }.',
+        },
+      );
+    }
+    return { store, secret: secret ?? '', host };
+  },
+
+  async start(setup) {
+    const abort = new Int32Array(new SharedArrayBuffer(4));
+    const init: TcpInit = {
+      backend: 'tcp',
+      rank: setup.rank,
+      size: setup.size,
+      key: setup.key,
+      secret: setup.config.secret,
+      host: setup.config.host,
+      timeoutMs: setup.timeoutMs,
+      abort,
+    };
+    const { client, reply } = await CommunicationClient.start(
+      tcpBackend,
+      init,
+      [],
+      'listening',
+      setup.timeoutMs,
+    );
+    try {
+      const endpoints = await exchangeEndpoints(setup, `${setup.config.host}:${reply.port}`);
+      const ready = client.expect('ready', setup.timeoutMs);
+      client.post({ type: 'connect', endpoints });
+      await ready;
+      client.markReady();
+      return client;
+    } catch (error) {
+      await client.destroy();
+      throw error;
+    }
+  },
+
+  loadEngine: () => import('./tcp-engine.js'),
+
+  abort() {
+    // Closing the sockets (the worker's close()) wakes everything; nothing blocks the thread.
+  },
+};
+
+/** Publishes this rank's data endpoint in the store and reads every peer's ('' for this rank). */
+async function exchangeEndpoints(setup: GroupSetup<TcpConfig>, mine: string): Promise<string[]> {
+  const endpoints: string[] = [];
+  if (setup.size === 1) return endpoints;
+  const store = setup.config.store!;
+  await store.set(`${setup.key}/endpoint/${setup.rank}`, mine);
+  const decoder = new TextDecoder();
+  for (let peer = 0; peer < setup.size; peer++) {
+    endpoints.push(
+      peer === setup.rank
+        ? ''
+        : decoder.decode(await store.get(`${setup.key}/endpoint/${peer}`, { timeoutMs: setup.timeoutMs })),
+    );
+  }
+  return endpoints;
+}

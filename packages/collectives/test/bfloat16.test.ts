@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import {
+  addBfloat16Into,
+  decodeBfloat16,
+  decodeScalar,
+  encodeBfloat16,
+  encodeScalar,
+  roundScalar,
+  roundToBfloat16InPlace,
+} from '../src/internal/bfloat16.js';
+import { bfloat16Kernels } from '../src/internal/bfloat16-simd.js';
+
+/** float32 bit patterns covering every class: zeros, subnormals, ties, infinities, quiet and signalling NaNs. */
+function interestingFloats(length: number, seed: number): Float32Array {
+  const values = new Float32Array(length);
+  const bits = new Uint32Array(values.buffer);
+  let state = seed;
+  const special = [0, 0x80000000, 1, 0x00008000, 0x00018000, 0x3f808000, 0x3f818000, 0x7f7fffff, 0x7f800000];
+  const more = [0xff800000, 0x7f800001, 0x7fc00000, 0xffffffff, 0x7fbfffff, 0x3f807fff, 0xbf80ffff];
+  const fixed = [...special, ...more];
+  for (let index = 0; index < length; index++) {
+    state = (Math.imul(state, 1_664_525) + 1_013_904_223) >>> 0;
+    bits[index] = index < fixed.length ? fixed[index]! : state;
+  }
+  return values;
+}
+
+const bitsOf = (values: Float32Array) => Array.from(new Uint32Array(values.slice().buffer));
+
+describe('bfloat16 conversion', () => {
+  it('has WebAssembly SIMD kernels on this runtime', () => {
+    expect(bfloat16Kernels()).not.toBeNull();
+  });
+
+  // Lengths around the SIMD block (16384) and the 8-lane width, at unaligned element offsets.
+  for (const [length, offset] of [
+    [0, 0],
+    [1, 0],
+    [63, 1],
+    [64, 0],
+    [1001, 3],
+    [16_384, 0],
+    [16_391, 5],
+    [40_000, 2],
+  ] as const) {
+    it(`encode, decode, round and decode-add agree with the scalar loops bit for bit (${length} at +${offset})`, () => {
+      const source = interestingFloats(length + offset, length + 7).subarray(offset);
+      const encoded = new Uint16Array(length + offset).subarray(offset);
+      const expected = new Uint16Array(length);
+      encodeBfloat16(source, encoded);
+      encodeScalar(source, expected, 0, length);
+      expect(Array.from(encoded)).toEqual(Array.from(expected));
+
+      const decoded = new Float32Array(length + offset).subarray(offset);
+      const decodedExpected = new Float32Array(length);
+      decodeBfloat16(encoded, decoded);
+      decodeScalar(encoded, decodedExpected, 0, length);
+      expect(bitsOf(decoded)).toEqual(bitsOf(decodedExpected));
+
+      const rounded = source.slice();
+      const roundedExpected = source.slice();
+      roundToBfloat16InPlace(rounded);
+      roundScalar(roundedExpected, 0, length);
+      expect(bitsOf(rounded)).toEqual(bitsOf(roundedExpected));
+
+      const accumulator = interestingFloats(length, 99).map((value) => (Number.isFinite(value) ? value : 1));
+      const sum = accumulator.slice();
+      addBfloat16Into(sum, encoded);
+      const sumExpected = accumulator.map((value, index) => Math.fround(value + decodedExpected[index]!));
+      expect(bitsOf(sum)).toEqual(bitsOf(sumExpected));
+    });
+  }
+
+  it('decodes every one of the 2^16 bfloat16 patterns exactly and encodes them back unchanged', () => {
+    const patterns = new Uint16Array(1 << 16).map((_, index) => index);
+    const floats = new Float32Array(patterns.length);
+    decodeBfloat16(patterns, floats);
+    const words = new Uint32Array(floats.buffer);
+    for (let index = 0; index < patterns.length; index++) expect(words[index]).toBe((index << 16) >>> 0);
+    const back = new Uint16Array(patterns.length);
+    encodeBfloat16(floats, back);
+    // Signalling NaNs come back quiet (bit 6 set); everything else round-trips.
+    const expected = patterns.map((bits) =>
+      (bits & 0x7f80) === 0x7f80 && (bits & 0x7f) !== 0 ? bits | 0x40 : bits,
+    );
+    expect(Array.from(back)).toEqual(Array.from(expected));
+  });
+});

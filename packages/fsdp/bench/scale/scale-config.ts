@@ -1,0 +1,64 @@
+/** Shapes, requests and results of `npm run bench:scale` (scale-bench.ts drives, scale-rank.ts runs). */
+import type { GPTConfig } from '@fsdp-ts/nn';
+
+export type ScaleStrategy = 'single' | 'no-shard' | 'full-shard';
+
+/** GPT-2 shapes with a byte-level vocabulary (256) and 64 positions. */
+export const scaleModels = {
+  '10M': { vocabSize: 256, dModel: 384, nLayers: 6, nHeads: 6, seqLen: 64, seed: 0 },
+  '100M': { vocabSize: 256, dModel: 768, nLayers: 14, nHeads: 12, seqLen: 64, seed: 0 },
+  '350M': { vocabSize: 256, dModel: 1024, nLayers: 28, nHeads: 16, seqLen: 64, seed: 0 },
+  '1.3B': { vocabSize: 256, dModel: 2048, nLayers: 26, nHeads: 16, seqLen: 64, seed: 0 },
+} satisfies Record<string, GPTConfig>;
+export type ScaleModelName = keyof typeof scaleModels;
+
+/** Parameters of nn's GPT (tied embeddings): embeddings, per block 12d² + 13d, final LayerNorm. */
+export function gptParameterCount(config: GPTConfig): number {
+  const d = config.dModel;
+  return config.vocabSize * d + config.seqLen * d + config.nLayers * (12 * d * d + 13 * d) + 2 * d;
+}
+
+/** Elements of one TransformerBlock (the largest unit) and of the root unit (embeddings + final norm). */
+export function gptUnitSizes(config: GPTConfig): { block: number; root: number } {
+  const d = config.dModel;
+  return { block: 12 * d * d + 13 * d, root: config.vocabSize * d + config.seqLen * d + 2 * d };
+}
+
+export interface ScaleRunRequest {
+  model: ScaleModelName;
+  config: GPTConfig;
+  strategy: ScaleStrategy;
+  worldSize: number;
+  /** --memory-per-rank in bytes, or none. */
+  capBytes?: number;
+  batch: number;
+  seqLen: number;
+  warmupSteps: number;
+  measuredSteps: number;
+  checkpointDirectory?: string;
+  /** Each rank writes `<output>.rank<R>.json`. */
+  output: string;
+}
+
+export interface ScaleRankResult {
+  rank: number;
+  /** RSS after initBackend: Node + tfjs + the wasm module, before any model. */
+  runtimeRssBytes: number;
+  peakRssBytes: number;
+  /** FSDP's own estimate (parameters + gradients + Adam state + gathered units); none for 'single'. */
+  estimateBytes: number | undefined;
+  parameters: number;
+  initMs: number;
+  wrapMs: number;
+  scriptStartMs: number;
+  firstStepAtMs: number;
+  steps: {
+    loss: number;
+    stepMs: number;
+    computeMs: number;
+    allGatherWaitMs: number;
+    reductionWaitMs: number;
+    optimizerMs: number;
+  }[];
+  checkpoint: { saveMs: number; loadMs: number; bytes: number } | undefined;
+}

@@ -1,0 +1,7 @@
+// @fsdp-ts/layers: sharded data-parallel training of tf.LayersModel across processes and hosts.
+export { LayersError, type LayersErrorCode, type LayersErrorDetails } from './errors';
+export type { InitialWeights } from './internal/check-replicas';
+export type { OptimizerFactory, OptimizerName, OptimizerOptions } from './internal/resolve-optimizer';
+export { ShardedTrainer } from './sharded-trainer';
+export type { ShardedFitArgs, ShardedTrainerOptions } from './sharded-trainer-options';
+export { type ShardedTrainerStrategy, shardedTrainerStrategies } from './strategy';

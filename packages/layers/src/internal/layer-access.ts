@@ -1,0 +1,46 @@
+import type { Scalar, Variable } from '@tensorflow/tfjs-core';
+import type * as tfl from '@tensorflow/tfjs-layers';
+import type { LayerVariable } from '@tensorflow/tfjs-layers';
+
+/**
+ * The parts of tfjs-layers objects this package reads that its typings keep protected. Every use
+ * goes through these accessors, so a tfjs-layers upgrade that renames them breaks here, in one file.
+ */
+export interface BatchNormalizationInternals {
+  axis: number;
+  momentum: number;
+  epsilon: number;
+  gamma: LayerVariable | null | undefined;
+  beta: LayerVariable | null | undefined;
+  movingMean: LayerVariable;
+  movingVariance: LayerVariable;
+}
+
+export function batchNormalizationInternals(layer: tfl.layers.Layer): BatchNormalizationInternals {
+  return layer as unknown as BatchNormalizationInternals;
+}
+
+/** Every layer of the model, nested models flattened, each once, in depth-first order. */
+export function allLayers(model: tfl.LayersModel): tfl.layers.Layer[] {
+  const seen = new Set<tfl.layers.Layer>();
+  const visit = (layers: readonly tfl.layers.Layer[]): void => {
+    for (const layer of layers) {
+      if (seen.has(layer)) continue;
+      seen.add(layer);
+      const nested = (layer as unknown as { layers?: tfl.layers.Layer[] }).layers;
+      if (Array.isArray(nested)) visit(nested);
+    }
+  };
+  visit(model.layers);
+  return [...seen];
+}
+
+/** The regularization penalties model.fit adds to the loss (`calculateLosses` is protected in the typings). */
+export function regularizationLosses(model: tfl.LayersModel): Scalar[] {
+  return (model as unknown as { calculateLosses(): Scalar[] }).calculateLosses();
+}
+
+/** The tf.Variable behind a LayerVariable (`read()` returns it; its typings say Tensor). */
+export function backingVariable(variable: LayerVariable): Variable {
+  return variable.read() as Variable;
+}

@@ -1,0 +1,52 @@
+import type { ProcessGroup } from '@fsdp-ts/collectives';
+import * as tf from '@tensorflow/tfjs-core';
+import type { LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
+import { allReduceSumInPlace } from './all-reduce-sum';
+import type { CompiledObjective } from './compiled-objective';
+import { backingVariable, regularizationLosses } from './layer-access';
+import { sharedFloat32 } from './shared-float32';
+
+export interface LocalGradients {
+  gradients: Map<LayerVariable, tf.Tensor>;
+  /** [loss, ...metrics] of the global batch, identical on every rank. */
+  values: number[];
+}
+
+/**
+ * [Note: loss scaling]
+ * model.fit minimizes mean(loss over the batch) + regularization. Rank r holds n_r of the N
+ * samples of the global batch, so it differentiates mean_r · n_r / N + regularization / W: the
+ * sum over ranks of these is exactly model.fit's objective, hence summing the ranks' gradients
+ * (all-reduce or reduce-scatter with op 'sum') gives model.fit's gradient even when the slices
+ * are unequal (the last batch of an epoch). Metrics are averaged the same way (n_r / N weights).
+ */
+export function computeLocalGradients(
+  model: LayersModel,
+  objective: CompiledObjective,
+  group: ProcessGroup,
+  x: tf.Tensor,
+  y: tf.Tensor,
+  localCount: number,
+  globalCount: number,
+  variables: readonly LayerVariable[],
+): LocalGradients {
+  const share = localCount / globalCount;
+  const local = sharedFloat32(1 + objective.metrics.length);
+  const { value, grads } = tf.variableGrads(() => {
+    const output = model.apply(x, { training: true }) as tf.Tensor;
+    const perSample = objective.loss(y, output);
+    let loss = tf.mul(tf.mean(perSample), share) as tf.Scalar;
+    objective.metrics.forEach((metric, index) => {
+      local[1 + index] = (tf.mean(metric(y, output)).dataSync()[0] ?? 0) * share;
+    });
+    for (const penalty of regularizationLosses(model)) loss = tf.add(loss, tf.div(penalty, group.size));
+    return loss;
+  }, variables.map(backingVariable));
+  local[0] = value.dataSync()[0] ?? 0;
+  value.dispose();
+  allReduceSumInPlace(group, local);
+  const byName = new Map(variables.map((variable) => [backingVariable(variable).name, variable] as const));
+  const gradients = new Map<LayerVariable, tf.Tensor>();
+  for (const [name, gradient] of Object.entries(grads)) gradients.set(byName.get(name)!, gradient);
+  return { gradients, values: [...local] };
+}

@@ -1,0 +1,141 @@
+import type { ProcessGroup, Work } from '@fsdp-ts/collectives';
+import { FlatParamHandle } from '@fsdp-ts/flat-param';
+import { Parameter } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
+import type { LayerVariable } from '@tensorflow/tfjs-layers';
+import type { StrategySettings } from '../strategy';
+import { backingVariable } from './layer-access';
+
+/**
+ * Consecutive trainable weights of a model flattened into one FlatParamHandle: one collective per
+ * bucket per step instead of one per weight. The tfjs variables stay the model's weights; the
+ * bucket owns the flat copies the collectives and the optimizer work on, and writes the updated
+ * values back into the variables after each step.
+ *
+ * [Note: one step of a bucket]
+ * 1. `loadGradients`: the local gradients (tfjs tensors, loss already scaled by this rank's share
+ *    of the global batch) are copied into the unsharded flat gradient.
+ * 2. `startReduction`: all-reduce (sum) of the flat gradient, or reduce-scatter (sum) into the
+ *    sharded gradient. Summing is averaging: see [Note: loss scaling] in train-step.ts.
+ * 3. `finishReduction`: wait; with an optimizer on shards, this rank's part is declared present
+ *    in the sharded gradient (copied there after an all-reduce), and the full gradient is freed
+ *    when the strategy does not keep it.
+ * 4. The optimizer steps every Parameter (full-shape views or 1-D shard views).
+ * 5. `startGather`/`writeBack`: with an optimizer on shards, the shards are all-gathered into the
+ *    unsharded buffer; then every variable is assigned its new value, as model.fit's optimizer
+ *    does (tf.Variable.assign: layer constraints are not applied, as in model.fit).
+ */
+export class WeightBucket {
+  readonly handle: FlatParamHandle;
+  readonly variables: readonly LayerVariable[];
+  private pending: Work | null = null;
+
+  constructor(
+    variables: readonly LayerVariable[],
+    readonly parameters: readonly Parameter[],
+    private readonly group: ProcessGroup,
+    private readonly settings: StrategySettings,
+  ) {
+    this.variables = variables;
+    const named = variables.map((variable, index) => [variable.name, parameters[index]!] as const);
+    this.handle = FlatParamHandle.create(named, { rank: group.rank, worldSize: group.size });
+    if (!settings.optimizerOnShard) {
+      this.gatherShards();
+      this.handle.unshardedGradBuffer();
+      this.handle.useUnshardedViews();
+    }
+  }
+
+  static fromVariables(
+    variables: readonly LayerVariable[],
+    group: ProcessGroup,
+    settings: StrategySettings,
+  ): WeightBucket {
+    const parameters = variables.map((variable) =>
+      Parameter.fromArray(variable.read().dataSync() as Float32Array, variable.read().shape, {
+        name: variable.name,
+      }),
+    );
+    return new WeightBucket(variables, parameters, group, settings);
+  }
+
+  /** Elements of the padded flat buffer (all ranks' shards). */
+  get paddedNumel(): number {
+    return this.handle.layout.paddedNumel;
+  }
+
+  loadGradients(gradients: ReadonlyMap<LayerVariable, tf.Tensor>): void {
+    const flat = this.handle.unshardedGradBuffer().typedArray() as Float32Array;
+    flat.fill(0);
+    this.handle.layout.parameters.forEach((entry, index) => {
+      const gradient = gradients.get(this.variables[index]!);
+      if (gradient !== undefined) flat.set(gradient.dataSync() as Float32Array, entry.offset);
+    });
+  }
+
+  startReduction(): void {
+    const flat = this.handle.unshardedGradBuffer().typedArray() as Float32Array;
+    if (this.group.size === 1) return;
+    this.pending =
+      this.settings.gradientReduction === 'all-reduce'
+        ? this.group.allReduce(flat, { op: 'sum' })
+        : this.group.reduceScatter(this.handle.shardedGradBuffer().typedArray() as Float32Array, flat, {
+            op: 'sum',
+          });
+  }
+
+  finishReduction(): void {
+    this.pending?.wait();
+    this.pending = null;
+    if (!this.settings.optimizerOnShard) return;
+    const reducedInSharded = this.settings.gradientReduction === 'reduce-scatter' && this.group.size > 1;
+    if (!reducedInSharded) {
+      const shardNumel = this.handle.layout.shardNumel;
+      const start = this.group.rank * shardNumel;
+      const full = this.handle.unshardedGradBuffer().typedArray();
+      (this.handle.shardedGradBuffer().typedArray() as Float32Array).set(
+        full.subarray(start, start + shardNumel),
+      );
+    }
+    if (!this.settings.keepUnshardedBuffers) this.handle.freeUnshardedGrad();
+    this.handle.setGradientsPresent(true);
+  }
+
+  /** After the optimizer step: all-gathers the shards (when sharded) and assigns every variable. */
+  writeBack(): void {
+    if (this.settings.optimizerOnShard) this.gatherShards();
+    const flat = this.handle.unshardedBuffer().typedArray() as Float32Array;
+    this.handle.layout.parameters.forEach((entry, index) => {
+      const variable = backingVariable(this.variables[index]!);
+      tf.tidy(() => {
+        variable.assign(
+          tf.tensor(flat.slice(entry.offset, entry.offset + entry.numel), variable.shape, 'float32'),
+        );
+      });
+    });
+    if (this.settings.optimizerOnShard && !this.settings.keepUnshardedBuffers) this.handle.freeUnsharded();
+  }
+
+  /** The full flat parameter (all-gathered if needed); what `save` and checkpoints read. */
+  fullValues(): Float32Array {
+    if (this.settings.optimizerOnShard) this.gatherShards();
+    const values = (this.handle.unshardedBuffer().typedArray() as Float32Array).slice();
+    if (this.settings.optimizerOnShard && !this.settings.keepUnshardedBuffers) this.handle.freeUnsharded();
+    return values;
+  }
+
+  /** Bytes this bucket holds now: its flat buffers (allocated ones only). */
+  allocatedBytes(): number {
+    const { shardedStorage, unshardedStorage, shardedGradStorage, unshardedGradStorage } = this.handle;
+    return [shardedStorage, unshardedStorage, shardedGradStorage, unshardedGradStorage]
+      .filter((storage) => storage.isAllocated)
+      .reduce((sum, storage) => sum + storage.numel * 4, 0);
+  }
+
+  private gatherShards(): void {
+    const output = this.handle.unshardedBuffer().typedArray() as Float32Array;
+    const input = this.handle.shardedBuffer().typedArray() as Float32Array;
+    if (this.group.size === 1) output.set(input);
+    else this.group.allGather(output, input).wait();
+  }
+}

@@ -1,0 +1,323 @@
+import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
+import type { Parameter } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
+import type { History, LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
+import { LayersError } from './errors';
+import { allReduceSumInPlace } from './internal/all-reduce-sum';
+import { broadcastWeights } from './internal/broadcast-weights';
+import { createCallbackList } from './internal/callbacks';
+import { checkReplicas } from './internal/check-replicas';
+import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
+import { WeightedMeans } from './internal/epoch-logs';
+import { resolveSaveTarget } from './internal/file-save-handler';
+import { batchRanges, epochOrder, localRange } from './internal/global-batches';
+import { allLayers } from './internal/layer-access';
+import { resolveOptimizer } from './internal/resolve-optimizer';
+import { sharedFloat32 } from './internal/shared-float32';
+import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
+import { computeLocalGradients } from './internal/train-step';
+import { checkSampleCounts, splitValidation } from './internal/validate-data';
+import { WeightBucket } from './internal/weight-bucket';
+import type { ShardedFitArgs, ShardedTrainerOptions } from './sharded-trainer-options';
+import { resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
+
+type TrainerState = 'idle' | 'fitting';
+
+const defaultBucketSizeBytes = 25 * 1024 * 1024;
+
+/**
+ * Trains a tf.LayersModel on every rank of a process group, like model.fit on the global batch:
+ * each rank computes the gradient of its slice of every global batch, the gradients are summed
+ * across ranks through flat buckets (all-reduce or reduce-scatter, see ShardedTrainerStrategy),
+ * an @fsdp-ts/optim optimizer steps the full weights or this rank's shard, and the new values are
+ * written into the model's variables, so after every step every rank's model holds the same
+ * weights and `model.predict`, `model.save` work as usual.
+ */
+export class ShardedTrainer {
+  readonly model: LayersModel;
+  readonly group: ProcessGroup;
+  readonly strategy: ShardedTrainerStrategy;
+  /** One Parameter per trainable weight (named as the weight), in the model's order. */
+  readonly parameters: readonly Parameter[];
+  readonly optimizer: Optimizer<BaseOptions>;
+  private readonly settings: StrategySettings;
+  private readonly buckets: WeightBucket[];
+  private readonly objective: CompiledObjective;
+  private readonly trainable: readonly LayerVariable[];
+  private readonly hasBatchNorm: boolean;
+  private readonly log: (line: string) => void;
+  private state: TrainerState = 'idle';
+
+  constructor(model: LayersModel, options: ShardedTrainerOptions) {
+    this.model = model;
+    this.group = options.group;
+    this.strategy = options.strategy ?? 'shard-gradients';
+    this.settings = resolveStrategy(this.strategy);
+    this.log = options.log ?? ((line) => console.log(line));
+    if (options.loss !== undefined) {
+      model.compile({
+        optimizer: 'sgd',
+        loss: options.loss,
+        ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+      });
+    }
+    this.objective = compiledObjective(model);
+    for (const weight of model.weights) {
+      if (weight.dtype !== 'float32') {
+        throw new LayersError(
+          `Weight ${weight.name} has dtype ${weight.dtype}; ShardedTrainer trains float32 weights.`,
+          {
+            code: 'unsupported-model',
+            weight: weight.name,
+            expected: 'float32',
+            actual: weight.dtype,
+            fix: 'build the model with float32 weights (the tfjs default).',
+          },
+        );
+      }
+    }
+    const initialWeights = options.initialWeights ?? 'broadcast';
+    checkReplicas(this.group, model.weights, initialWeights);
+    if (initialWeights === 'broadcast') broadcastWeights(this.group, model.weights);
+    this.trainable = model.trainableWeights;
+    if (this.trainable.length === 0) {
+      throw new LayersError('The model has no trainable weights.', {
+        code: 'unsupported-model',
+        expected: 'at least one trainable weight',
+        actual: 0,
+        fix: 'build the model (model.build or one predict) and set trainable: true on the layers to train.',
+      });
+    }
+    this.buckets = bucketize(this.trainable, options.bucketSizeBytes ?? defaultBucketSizeBytes).map(
+      (variables) => WeightBucket.fromVariables(variables, this.group, this.settings),
+    );
+    this.parameters = this.buckets.flatMap((bucket) => bucket.parameters);
+    this.optimizer = resolveOptimizer(options.optimizer, options.optimizerOptions ?? {}, [
+      ...this.parameters,
+    ]);
+    this.hasBatchNorm = allLayers(model).some((layer) => layer.getClassName() === 'BatchNormalization');
+  }
+
+  /** Trains like model.fit(x, y, args) on the global batches; every rank passes the same x and y. */
+  async fit(x: tf.Tensor, y: tf.Tensor, args: ShardedFitArgs = {}): Promise<History> {
+    this.expectIdle('fit');
+    const batchSize = args.batchSize ?? 32;
+    const epochs = args.epochs ?? 1;
+    const { train, validation } = splitValidation(x, y, args);
+    checkSampleCounts(this.group, train.x, train.y, batchSize, this.hasBatchNorm);
+    const sampleCount = train.x.shape[0]!;
+    const seed = this.agreeOnSeed(args.shuffleSeed);
+    const { list, history } = createCallbackList(args.callbacks);
+    const names = this.objective.names;
+    list.setModel(this.model);
+    list.setParams({
+      epochs,
+      initialEpoch: args.initialEpoch ?? 0,
+      samples: sampleCount,
+      batchSize,
+      verbose: args.verbose ?? 1,
+      doValidation: validation !== null,
+      metrics: validation === null ? names : [...names, ...names.map((name) => `val_${name}`)],
+    });
+    this.state = 'fitting';
+    const restoreBatchNorm = synchronizeBatchNorm(this.model, this.group);
+    this.model.stopTraining = false;
+    try {
+      await list.onTrainBegin();
+      for (let epoch = args.initialEpoch ?? 0; epoch < epochs; epoch++) {
+        const started = performance.now();
+        await list.onEpochBegin(epoch);
+        const order = epochOrder(sampleCount, args.shuffle ?? true, seed, epoch);
+        const means = new WeightedMeans();
+        const ranges = batchRanges(sampleCount, batchSize);
+        for (const [batchIndex, range] of ranges.entries()) {
+          const count = range.end - range.start;
+          await list.onBatchBegin(batchIndex, { batch: batchIndex, size: count });
+          const values = this.trainBatch(train.x, train.y, order.subarray(range.start, range.end));
+          means.add(names, values, count);
+          const batchLogs: Record<string, number> = { batch: batchIndex, size: count };
+          names.forEach((name, index) => {
+            batchLogs[name] = values[index]!;
+          });
+          await list.onBatchEnd(batchIndex, batchLogs);
+        }
+        const epochLogs = means.means();
+        if (validation !== null)
+          Object.assign(epochLogs, this.evaluateLogs(validation.x, validation.y, batchSize, 'val_'));
+        await list.onEpochEnd(epoch, epochLogs);
+        if (args.verbose !== 0 && this.group.rank === 0)
+          this.log(progressLine(epoch, epochs, started, epochLogs));
+        if (this.agreeToStop()) break;
+      }
+      await list.onTrainEnd();
+    } finally {
+      restoreBatchNorm();
+      this.state = 'idle';
+    }
+    return history;
+  }
+
+  /**
+   * Loss and metrics of the model on (x, y), computed across ranks (each evaluates its slice of
+   * every batch), as model.evaluate's values; the same on every rank.
+   */
+  evaluate(x: tf.Tensor, y: tf.Tensor, args: { batchSize?: number } = {}): Record<string, number> {
+    checkSampleCounts(this.group, x, y, args.batchSize ?? 32, false);
+    return this.evaluateLogs(x, y, args.batchSize ?? 32, '');
+  }
+
+  /**
+   * Saves the model in the ordinary tfjs format from rank 0 (loadable by tf.loadLayersModel with no
+   * fsdp-ts code); every rank must call it. Every rank's model holds the full, identical weights
+   * after each step, so nothing is gathered. `file://dir` works without tfjs-node too (model.json +
+   * weights.bin, tfjs-node's layout). Resolves with the save result on rank 0, null elsewhere.
+   */
+  async save(handlerOrUrl: tf.io.IOHandler | string): Promise<tf.io.SaveResult | null> {
+    this.expectIdle('save');
+    const result = this.group.rank === 0 ? await this.model.save(resolveSaveTarget(handlerOrUrl)) : null;
+    await this.group.barrier();
+    return result;
+  }
+
+  /** Bytes this rank holds for training now: the model's weights, the flat buffers, the optimizer state. */
+  memory(): { weights: number; flatBuffers: number; optimizerState: number; total: number } {
+    const weights = this.model.weights.reduce((sum, weight) => sum + weight.read().size * 4, 0);
+    const flatBuffers = this.buckets.reduce((sum, bucket) => sum + bucket.allocatedBytes(), 0);
+    const state = this.optimizer.stateDict().state;
+    const optimizerState = Object.values(state).reduce(
+      (sum, entry) =>
+        sum + Object.values(entry.buffers).reduce((bytes, buffer) => bytes + buffer.byteLength, 0),
+      0,
+    );
+    return { weights, flatBuffers, optimizerState, total: weights + flatBuffers + optimizerState };
+  }
+
+  /** The full flat values of every bucket (gathered when sharded), for checkpoints. */
+  bucketValues(): Float32Array[] {
+    return this.buckets.map((bucket) => bucket.fullValues());
+  }
+
+  /** The flat buckets (layouts and handles), for checkpoints. */
+  get weightBuckets(): readonly WeightBucket[] {
+    return this.buckets;
+  }
+
+  private trainBatch(x: tf.Tensor, y: tf.Tensor, indices: Int32Array): number[] {
+    const local = localRange(indices.length, this.group.rank, this.group.size);
+    const localIndices = indices.subarray(local.start, local.end);
+    let values: number[];
+    if (localIndices.length === 0) {
+      const zeros = sharedFloat32(this.objective.names.length);
+      allReduceSumInPlace(this.group, zeros);
+      values = [...zeros];
+      for (const bucket of this.buckets) bucket.loadGradients(new Map());
+    } else {
+      const [xs, ys] = tf.tidy(() => {
+        const rows = tf.tensor1d(localIndices, 'int32');
+        return [tf.gather(x, rows), tf.gather(y, rows)];
+      });
+      const result = computeLocalGradients(
+        this.model,
+        this.objective,
+        this.group,
+        xs!,
+        ys!,
+        localIndices.length,
+        indices.length,
+        this.trainable,
+      );
+      tf.dispose([xs!, ys!]);
+      for (const bucket of this.buckets) bucket.loadGradients(result.gradients);
+      tf.dispose([...result.gradients.values()]);
+      values = result.values;
+    }
+    for (const bucket of this.buckets) bucket.startReduction();
+    for (const bucket of this.buckets) bucket.finishReduction();
+    this.optimizer.step();
+    for (const bucket of this.buckets) bucket.writeBack();
+    return values;
+  }
+
+  private evaluateLogs(
+    x: tf.Tensor,
+    y: tf.Tensor,
+    batchSize: number,
+    prefix: string,
+  ): Record<string, number> {
+    const means = new WeightedMeans();
+    for (const range of batchRanges(x.shape[0]!, batchSize)) {
+      const count = range.end - range.start;
+      const local = localRange(count, this.group.rank, this.group.size);
+      const values = sharedFloat32(this.objective.names.length);
+      const localCount = local.end - local.start;
+      if (localCount > 0) {
+        tf.tidy(() => {
+          const xs = tf.slice(x, range.start + local.start, localCount);
+          const ys = tf.slice(y, range.start + local.start, localCount);
+          const output = this.model.apply(xs, { training: false }) as tf.Tensor;
+          const share = localCount / count;
+          values[0] = (tf.mean(this.objective.loss(ys, output)).dataSync()[0] ?? 0) * share;
+          this.objective.metrics.forEach((metric, index) => {
+            values[1 + index] = (tf.mean(metric(ys, output)).dataSync()[0] ?? 0) * share;
+          });
+        });
+      }
+      allReduceSumInPlace(this.group, values);
+      means.add(this.objective.names, [...values], count);
+    }
+    return means.means(prefix);
+  }
+
+  private agreeOnSeed(requested: number | undefined): number {
+    const seed = new Int32Array(new SharedArrayBuffer(4));
+    seed[0] = requested ?? Math.floor(Math.random() * 2 ** 31);
+    if (this.group.size > 1) this.group.broadcast(seed, { root: 0 }).wait();
+    return seed[0]!;
+  }
+
+  /** Every rank stops if any rank's callbacks asked to (model.stopTraining), so all stop at the same epoch. */
+  private agreeToStop(): boolean {
+    const flag = new Int32Array(new SharedArrayBuffer(4));
+    flag[0] = this.model.stopTraining ? 1 : 0;
+    if (this.group.size > 1) this.group.allReduce(flag, { op: 'max' }).wait();
+    return flag[0] === 1;
+  }
+
+  private expectIdle(method: string): void {
+    if (this.state !== 'idle') {
+      throw new LayersError(`ShardedTrainer.${method}() was called while the trainer is ${this.state}.`, {
+        code: 'invalid-option',
+        expected: 'idle',
+        actual: this.state,
+        fix: `await the running fit() before calling ${method}().`,
+      });
+    }
+  }
+}
+
+function bucketize(variables: readonly LayerVariable[], bucketSizeBytes: number): LayerVariable[][] {
+  const buckets: LayerVariable[][] = [];
+  let current: LayerVariable[] = [];
+  let bytes = 0;
+  for (const variable of variables) {
+    const size = variable.read().size * 4;
+    if (current.length > 0 && bytes + size > bucketSizeBytes) {
+      buckets.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(variable);
+    bytes += size;
+  }
+  if (current.length > 0) buckets.push(current);
+  return buckets;
+}
+
+function progressLine(epoch: number, epochs: number, started: number, logs: Record<string, number>): string {
+  const seconds = ((performance.now() - started) / 1000).toFixed(2);
+  const values = Object.entries(logs)
+    .map(([name, value]) => `${name}=${value.toPrecision(4)}`)
+    .join(' ');
+  return `Epoch ${epoch + 1}/${epochs} · ${seconds} s · ${values}`;
+}

@@ -1,0 +1,75 @@
+import { spawnThreadRanks } from '@fsdp-ts/collectives';
+import { describe, expect, it } from 'vitest';
+import type { ModelKind } from './fixtures/models';
+import {
+  type OptimizerKind,
+  type ParityArguments,
+  type ParityCase,
+  type RunResult,
+  trainReference,
+} from './fixtures/parity-run';
+
+const fixture = new URL('./fixtures/parity-run.ts', import.meta.url);
+
+const models: ModelKind[] = ['mlp', 'cnn'];
+const optimizers: OptimizerKind[] = ['sgd', 'adam'];
+const strategies = ['replicate', 'shard-optimizer', 'shard-gradients'] as const;
+const cases: ParityCase[] = models.flatMap((model) =>
+  optimizers.flatMap((optimizer) => strategies.map((strategy) => ({ model, optimizer, strategy }))),
+);
+
+// 12 samples per global batch: split 6+6 over 2 ranks and 4+4+4 over 3.
+const base: Omit<ParityArguments, 'cases'> = { steps: 5, globalBatch: 12, backend: 'cpu' };
+
+// Stated tolerance: 1e-5 relative; values smaller than 1e-2 are compared at that scale (1e-7
+// absolute), since only the summation order differs (sums of per-rank partial gradients, and of
+// per-rank batch-norm statistics, vs one sum over the global batch).
+function expectClose(actual: number, expected: number, what: string): void {
+  expect(Math.abs(actual - expected), `${what}: ${actual} vs ${expected}`).toBeLessThanOrEqual(
+    1e-5 * Math.max(Math.abs(expected), 1e-2),
+  );
+}
+
+function expectParity(result: RunResult, reference: RunResult, label: string): void {
+  expect(result.losses).toHaveLength(reference.losses.length);
+  result.losses.forEach((loss, step) => {
+    expectClose(loss, reference.losses[step]!, `${label} loss of step ${step}`);
+  });
+  expect(result.weights).toHaveLength(reference.weights.length);
+  result.weights.forEach((values, weight) => {
+    values.forEach((value, index) => {
+      expectClose(value, reference.weights[weight]![index]!, `${label} weight ${weight}[${index}]`);
+    });
+  });
+}
+
+describe('ShardedTrainer parity with single-process model.fit (5 steps, same global batches)', () => {
+  const references = new Map<string, RunResult>();
+  const referenceFor = async (parity: ParityCase): Promise<RunResult> => {
+    const key = `${parity.model}/${parity.optimizer}`;
+    if (!references.has(key)) references.set(key, await trainReference({ ...base, cases }, parity));
+    return references.get(key)!;
+  };
+
+  for (const worldSize of [2, 3]) {
+    it(`W=${worldSize}: MLP and CNN with batch norm, SGD and Adam, every strategy`, async () => {
+      const args: ParityArguments = { ...base, cases };
+      const ranks = (await spawnThreadRanks(worldSize, fixture, 'trainRank', {
+        args,
+        timeoutMs: 150_000,
+      })) as RunResult[][];
+      for (const [index, parity] of cases.entries()) {
+        const reference = await referenceFor(parity);
+        // The losses actually move (the test would not notice a trainer that never steps otherwise).
+        expect(reference.losses[0]).not.toBeCloseTo(reference.losses[4]!, 3);
+        for (const [rank, results] of ranks.entries()) {
+          expectParity(
+            results[index]!,
+            reference,
+            `W=${worldSize} rank ${rank} ${parity.model}/${parity.optimizer}/${parity.strategy}`,
+          );
+        }
+      }
+    });
+  }
+});

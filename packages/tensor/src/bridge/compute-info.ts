@@ -1,0 +1,39 @@
+import * as tf from '@tensorflow/tfjs-core';
+import type { BackendName } from './backend-name';
+import { currentBackend } from './init-backend';
+import { type MatMulInfo, nativeMatMul } from './native/native-mat-mul';
+
+export interface ComputeInfo extends MatMulInfo {
+  /** The backend picked by initBackend, or null before it ran. */
+  backend: BackendName | null;
+  /** One line for logs and benchmark tables, e.g. "wasm, matMul: OpenBLAS 0.3.21 (1 thread)". */
+  summary: string;
+}
+
+/** What computes on this process: the backend and which matMul kernel it runs. */
+export function computeInfo(): ComputeInfo {
+  const backend = currentBackend();
+  const info = nativeMatMul.info(tf.getBackend());
+  return { backend, ...info, summary: summarise(backend, info) };
+}
+
+/**
+ * Turns the BLAS matMul kernels on or off for the active backend and every later `initBackend`
+ * (overriding `FSDP_BLAS`). For comparisons and tests; initBackend applies the environment's
+ * choice on its own.
+ */
+export async function setNativeMatMul(enabled: boolean): Promise<ComputeInfo> {
+  await nativeMatMul.setEnabled(enabled);
+  return computeInfo();
+}
+
+function summarise(backend: BackendName | null, info: MatMulInfo): string {
+  const name = backend ?? 'no backend';
+  if (info.matMul === 'blas') {
+    const version = info.blasConfig?.split(' ').slice(0, 2).join(' ') ?? info.blasLibrary;
+    const threads =
+      info.blasThreads === null ? '' : ` (${info.blasThreads} thread${info.blasThreads === 1 ? '' : 's'})`;
+    return `${name}, matMul: ${version}${threads}`;
+  }
+  return `${name}, matMul: ${name}'s own kernel (${info.reason})`;
+}

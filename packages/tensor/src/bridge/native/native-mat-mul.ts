@@ -1,0 +1,137 @@
+import * as tf from '@tensorflow/tfjs-core';
+import { type BlasLoadResult, blasSearchOrder, loadBlas } from './blas-library';
+import { cpuBlasMatMul, wasmBlasMatMul } from './blas-mat-mul-kernels';
+import {
+  BLAS_LIBRARY_ENVIRONMENT_VARIABLE,
+  BLAS_SWITCH_ENVIRONMENT_VARIABLE,
+  type BlasSettings,
+  readBlasSettings,
+} from './blas-settings';
+
+/** What runs `tf.matMul` on the active backend. */
+export interface MatMulInfo {
+  /** 'blas': cblas_sgemm through koffi; 'backend': the backend's own kernel. */
+  matMul: 'blas' | 'backend';
+  /** The library that loaded (name or path), or null. */
+  blasLibrary: string | null;
+  /** `openblas_get_config()`, e.g. "OpenBLAS 0.3.21 ... Zen MAX_THREADS=64", or null. */
+  blasConfig: string | null;
+  /** BLAS threads per process, or null when no library is loaded. */
+  blasThreads: number | null;
+  /** Why matMul is 'backend', or null when it is 'blas'. */
+  reason: string | null;
+}
+
+/** The backends whose BatchMatMul can be replaced: their tensors live in JS-reachable memory. */
+const blasBackends = {
+  wasm: wasmBlasMatMul,
+  cpu: cpuBlasMatMul,
+} as const;
+type BlasBackend = keyof typeof blasBackends;
+
+function isBlasBackend(name: string): name is BlasBackend {
+  return name === 'wasm' || name === 'cpu';
+}
+
+export const INSTALL_HINT = 'apt-get install libopenblas0-pthread';
+
+/**
+ * The one owner of native matMul state in this process: the settings, the loaded library, and
+ * which backends currently run the BLAS kernel (with the kernel each replaced, to restore it).
+ */
+class NativeMatMul {
+  #settings: BlasSettings | null = null;
+  #enabled: boolean | null = null;
+  #load: BlasLoadResult | null = null;
+  readonly #replaced = new Map<BlasBackend, tf.KernelConfig>();
+  #noticePrinted = false;
+
+  /** Called by initBackend after `backend` became active: installs or explains. */
+  async activate(backend: string): Promise<void> {
+    this.#settings ??= readBlasSettings();
+    this.#enabled ??= this.#settings.enabled;
+    if (!isBlasBackend(backend)) return;
+    if (!this.#enabled) {
+      this.#uninstall(backend);
+      return;
+    }
+    const load = await this.#loadOnce();
+    if (load.loaded) this.#install(backend);
+    else this.#printNotice(load);
+  }
+
+  /** Turns native matMul on or off for the active backend and every later initBackend. */
+  async setEnabled(enabled: boolean): Promise<MatMulInfo> {
+    this.#settings ??= readBlasSettings();
+    this.#enabled = enabled;
+    await this.activate(tf.getBackend());
+    return this.info(tf.getBackend());
+  }
+
+  /** True when `backend`'s BatchMatMul is the BLAS kernel (transpose flags then cost nothing). */
+  isActive(backend: string): boolean {
+    return isBlasBackend(backend) && this.#replaced.has(backend);
+  }
+
+  info(backend: string): MatMulInfo {
+    const library = this.#load?.loaded === true ? this.#load.library : null;
+    const common = {
+      blasLibrary: library?.path ?? null,
+      blasConfig: library?.config ?? null,
+      blasThreads: library?.threads ?? null,
+    };
+    if (this.isActive(backend)) return { matMul: 'blas', ...common, reason: null };
+    let reason: string;
+    if (!isBlasBackend(backend)) reason = `the ${backend} backend has its own native matMul`;
+    else if (this.#enabled === false)
+      reason = `disabled (${BLAS_SWITCH_ENVIRONMENT_VARIABLE}=off or setNativeMatMul(false))`;
+    else if (this.#load?.loaded === false) reason = `no BLAS library loaded: ${this.#load.reason}`;
+    else reason = 'initBackend() has not run';
+    return { matMul: 'backend', ...common, reason };
+  }
+
+  async #loadOnce(): Promise<BlasLoadResult> {
+    if (this.#load === null) {
+      const settings = this.#settings!;
+      this.#load = await loadBlas(
+        settings.library === null ? blasSearchOrder : [settings.library],
+        settings.threads,
+      );
+    }
+    return this.#load;
+  }
+
+  #install(backend: BlasBackend): void {
+    if (this.#replaced.has(backend) || this.#load?.loaded !== true) return;
+    const original = tf.getKernel('BatchMatMul', backend);
+    if (original === undefined) return;
+    tf.unregisterKernel('BatchMatMul', backend);
+    tf.registerKernel({
+      ...original,
+      kernelFunc: blasBackends[backend](this.#load.library, original.kernelFunc),
+    });
+    this.#replaced.set(backend, original);
+  }
+
+  #uninstall(backend: BlasBackend): void {
+    const original = this.#replaced.get(backend);
+    if (original === undefined) return;
+    tf.unregisterKernel('BatchMatMul', backend);
+    tf.registerKernel(original);
+    this.#replaced.delete(backend);
+  }
+
+  #printNotice(load: Extract<BlasLoadResult, { loaded: false }>): void {
+    if (this.#noticePrinted) return;
+    this.#noticePrinted = true;
+    const which =
+      this.#settings?.library === null
+        ? 'no OpenBLAS found'
+        : `${BLAS_LIBRARY_ENVIRONMENT_VARIABLE}=${this.#settings?.library} did not load`;
+    console.warn(
+      `fsdp-ts: ${which}, so tfjs's own matMul runs (3-9x slower on CPU). Fix: \`${INSTALL_HINT}\` (Debian/Ubuntu) or set ${BLAS_LIBRARY_ENVIRONMENT_VARIABLE} to a CBLAS library; ${BLAS_SWITCH_ENVIRONMENT_VARIABLE}=off silences this. (${load.reason.slice(0, 160)})`,
+    );
+  }
+}
+
+export const nativeMatMul = new NativeMatMul();
