@@ -83,7 +83,13 @@ function plan(): PlannedRun[] {
   }
   if (models.includes('1.3B'))
     runs.push({ model: '1.3B', strategy: 'full-shard', worldSize: 4, capBytes: 6 * GiB });
-  return runs;
+  const only = process.env.BENCH_SCALE_ONLY?.split(',');
+  return only === undefined ? runs : runs.filter((run) => only.includes(runKey(run)));
+}
+
+/** '350M/full-shard/4' or '350M/full-shard/4/cap'. */
+function runKey(run: PlannedRun): string {
+  return `${run.model}/${run.strategy}/${run.worldSize}${run.capBytes === undefined ? '' : '/cap'}`;
 }
 
 /** Predicted peak bytes per rank: the runtime, plus the larger of building the whole model and training it. */
