@@ -175,3 +175,15 @@ describe.each(backends)('layers on %s', (backend) => {
     expect(worstRelativeError(fast.gradient, reference.gradient, 1e-5, 1e-2).ratio).toBeLessThanOrEqual(1);
   });
 });
+
+describe('Linear with an input of the wrong width', () => {
+  it('names the layer, the width given and the width expected', async () => {
+    await useBackend('cpu');
+    const layer = new Linear(8, 8);
+    const input = tf.ones([6, 7]);
+    expect(() => layer.forward(input)).toThrow(
+      /^Linear\(8 → 8\): the input's last dimension is 7, expected 8 \(input shape \[6, 7\]\)\. Fix: .*Linear\(7, 8\)/,
+    );
+    input.dispose();
+  });
+});
