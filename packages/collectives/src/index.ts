@@ -16,6 +16,11 @@ export {
 } from './auth/job-secret.js';
 export { SecureChannel } from './auth/secure-channel.js';
 export {
+  RESTART_SIGNAL,
+  restartRequested,
+  restartRequestedLocally,
+} from './elastic/restart-request.js';
+export {
   type ProcessEnvironment,
   readEnvironment,
   slurmDefaultMasterPort,
@@ -35,6 +40,7 @@ export {
   initProcessGroup,
   newGroup,
 } from './init-process-group.js';
+export { fsdpRunCommand } from './launcher/fsdp-run-command.js';
 export { ProcessGroup } from './process-group.js';
 export {
   type SpawnThreadRanksOptions,

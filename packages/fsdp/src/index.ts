@@ -22,6 +22,7 @@ export {
   loadCheckpoint,
 } from './checkpoint/load-checkpoint';
 export type { CheckpointOptimizer } from './checkpoint/optimizer-state';
+export { type ResumePoint, resumeOrStart } from './checkpoint/resume-or-start';
 export {
   type SaveCheckpointOptions,
   type SavedCheckpoint,
