@@ -3,6 +3,8 @@ import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import type { History, LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
+import { loadShardedCheckpoint } from './checkpoint/load-sharded-checkpoint';
+import { type CheckpointSource, saveShardedCheckpoint } from './checkpoint/save-sharded-checkpoint';
 import { LayersError } from './errors';
 import { allReduceSumInPlace } from './internal/all-reduce-sum';
 import { broadcastWeights } from './internal/broadcast-weights';
@@ -180,6 +182,40 @@ export class ShardedTrainer {
     return result;
   }
 
+  /**
+   * Writes a checkpoint to `directory` (shared by all ranks): the model in the tfjs format, and
+   * each rank's optimizer state. Loads at any world size and strategy. Every rank must call it.
+   */
+  async saveCheckpoint(directory: string): Promise<void> {
+    this.expectIdle('saveCheckpoint');
+    await saveShardedCheckpoint(directory, this.checkpointSource());
+  }
+
+  /** Loads a checkpoint written by saveCheckpoint (any world size or strategy). Every rank must call it. */
+  async loadCheckpoint(directory: string): Promise<void> {
+    this.expectIdle('loadCheckpoint');
+    // The optimizer state is checked against the views it steps (full-shape under 'replicate').
+    for (const bucket of this.buckets) bucket.beforeStep();
+    try {
+      loadShardedCheckpoint(directory, this.checkpointSource());
+    } finally {
+      for (const bucket of this.buckets) bucket.releaseStepViews();
+    }
+    for (const bucket of this.buckets) bucket.reloadFromVariables();
+    await this.group.barrier();
+  }
+
+  private checkpointSource(): CheckpointSource {
+    return {
+      model: this.model,
+      group: this.group,
+      strategy: this.strategy,
+      optimizer: this.optimizer,
+      parameters: this.parameters,
+      pieces: this.buckets.flatMap((bucket) => bucket.optimizerPieces()),
+    };
+  }
+
   /** Bytes this rank holds for training now: the model's weights, the flat buffers, the optimizer state. */
   memory(): { weights: number; flatBuffers: number; optimizerState: number; total: number } {
     const weights = this.model.weights.reduce((sum, weight) => sum + weight.read().size * 4, 0);
@@ -191,16 +227,6 @@ export class ShardedTrainer {
       0,
     );
     return { weights, flatBuffers, optimizerState, total: weights + flatBuffers + optimizerState };
-  }
-
-  /** The full flat values of every bucket (gathered when sharded), for checkpoints. */
-  bucketValues(): Float32Array[] {
-    return this.buckets.map((bucket) => bucket.fullValues());
-  }
-
-  /** The flat buckets (layouts and handles), for checkpoints. */
-  get weightBuckets(): readonly WeightBucket[] {
-    return this.buckets;
   }
 
   private trainBatch(x: tf.Tensor, y: tf.Tensor, indices: Int32Array): number[] {
@@ -234,6 +260,7 @@ export class ShardedTrainer {
     }
     for (const bucket of this.buckets) bucket.startReduction();
     for (const bucket of this.buckets) bucket.finishReduction();
+    for (const bucket of this.buckets) bucket.beforeStep();
     this.optimizer.step();
     for (const bucket of this.buckets) bucket.writeBack();
     return values;
