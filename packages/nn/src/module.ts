@@ -1,6 +1,13 @@
 import { type Parameter, shapesEqual, type TensorView } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import { NnError, StateDictError, type StateDictShapeMismatch } from './errors';
+import {
+  addForwardHook,
+  type ForwardHook,
+  type ForwardPreHook,
+  type ForwardWrapper,
+  type RemovableHandle,
+} from './forward-hooks';
 import { parameterTensor } from './parameter-scope';
 
 /** A state dict: dotted names to views, in registration order. */
@@ -40,6 +47,21 @@ export abstract class Module {
 
   /** The module's computation. Subclasses declare their own signature. */
   abstract forward(...inputs: never[]): unknown;
+
+  /** Runs `hook` before every call of this instance's forward (see [Note: forward hooks]). */
+  registerForwardPreHook(hook: ForwardPreHook): RemovableHandle {
+    return addForwardHook(this, 'pre', hook);
+  }
+
+  /** Runs `hook` after every call of this instance's forward (see [Note: forward hooks]). */
+  registerForwardHook(hook: ForwardHook): RemovableHandle {
+    return addForwardHook(this, 'post', hook);
+  }
+
+  /** Runs every call of this instance's forward through `wrapper` (see [Note: forward hooks]). */
+  registerForwardWrapper(wrapper: ForwardWrapper): RemovableHandle {
+    return addForwardHook(this, 'wrappers', wrapper);
+  }
 
   registerParameter<P extends Parameter>(name: string, parameter: P): P {
     this.checkName(name);
@@ -192,8 +214,15 @@ export abstract class Module {
     return { missingKeys, unexpectedKeys };
   }
 
-  /** Every (dotted name, Parameter) registration path, tied Parameters under each of their names. */
-  private allParameterPaths(): [string, Parameter][] {
+  /**
+   * Every (dotted name, Parameter) registration path: a tied Parameter under each of its names,
+   * in registration order, depth first (PyTorch's `named_parameters(remove_duplicate=False)`).
+   */
+  namedParameterPaths(prefix = ''): [string, Parameter][] {
+    return this.allParameterPaths(prefix);
+  }
+
+  private allParameterPaths(root = ''): [string, Parameter][] {
     const result: [string, Parameter][] = [];
     const visit = (prefix: string, module: Module, path: Set<Module>) => {
       if (path.has(module)) return;
@@ -201,7 +230,7 @@ export abstract class Module {
       const inner = new Set(path).add(module);
       for (const [name, child] of module.ownChildren) visit(join(prefix, name), child, inner);
     };
-    visit('', this, new Set());
+    visit(root, this, new Set());
     return result;
   }
 
