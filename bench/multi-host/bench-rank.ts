@@ -72,7 +72,7 @@ function trainingTokensPerSecond(group: ProcessGroup): Spread {
     );
     group.barrier().wait();
     const start = performance.now();
-    backward(model, () => crossEntropy(model.forward(input) as tf.Tensor, targets));
+    backward(model, () => crossEntropy(model.forward(input), targets));
     optimizer.step();
     optimizer.zeroGrad();
     group.barrier().wait();

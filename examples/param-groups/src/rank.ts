@@ -8,7 +8,6 @@ import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
 import { FullyShardedDataParallel } from '@fsdp-ts/fsdp';
 import { Linear } from '@fsdp-ts/nn';
 import { initBackend } from '@fsdp-ts/tensor';
-import type * as tf from '@tensorflow/tfjs-core';
 import { parseExampleOptions } from './options';
 import { TaggerModel } from './tagger-model';
 import { groupNames, train } from './training';
@@ -41,7 +40,7 @@ try {
   const sameObjects = before.length > 0 && before.every((parameter, index) => parameter === after[index]);
   const local = train(
     model,
-    (tokens) => model.forward(tokens) as tf.Tensor,
+    (tokens) => model.forward(tokens),
     model.module,
     options.steps,
     rank * options.batch,

@@ -3,7 +3,7 @@ import type { Batch, Continue, Score } from './task';
 
 /** Anything with the GPT's forward: tokens [B, T] int32 → logits [B, T, V]. */
 export interface LanguageModel {
-  forward(tokens: tf.Tensor): unknown;
+  forward(tokens: tf.Tensor): tf.Tensor;
 }
 
 /**
@@ -38,7 +38,7 @@ export function greedyContinue(model: LanguageModel): Continue {
       const width = length + produced;
       const next = tf.tidy(() => {
         const tokens = tf.tensor2d(rows.flat(), [rows.length, width], 'int32');
-        const logits = model.forward(tokens) as tf.Tensor;
+        const logits = model.forward(tokens);
         const last = tf.slice(logits, [0, width - 1, 0], [rows.length, 1, logits.shape[2]!]);
         return tf.argMax(tf.reshape(last, [rows.length, logits.shape[2]!]), 1);
       });
@@ -58,7 +58,7 @@ export function scoreBatch(model: LanguageModel): Score {
     if (batch.batch === 0) return { loss: 0, correct: 0, counted: 0 };
     const [loss, predictions] = tf.tidy(() => {
       const tokens = tf.tensor2d(batch.tokens, [batch.batch, batch.seqLen], 'int32');
-      const logits = model.forward(tokens) as tf.Tensor;
+      const logits = model.forward(tokens);
       return [maskedCrossEntropy(logits, batch), tf.argMax(logits, 2)] as const;
     });
     const predicted = predictions.dataSync();

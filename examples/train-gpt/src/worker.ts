@@ -116,7 +116,7 @@ async function main(): Promise<void> {
       const begin = performance.now();
       const lr = optimizer.paramGroups[0]!.lr;
       const tokens = tf.tensor2d(batch.tokens, [batch.batch, batch.seqLen], 'int32');
-      const localLoss = backward(model, () => maskedCrossEntropy(model.forward(tokens) as tf.Tensor, batch));
+      const localLoss = backward(model, () => maskedCrossEntropy(model.forward(tokens), batch));
       tokens.dispose();
       optimizer.step();
       optimizer.zeroGrad();

@@ -1,14 +1,19 @@
 /**
  * `npm run bench:collectives`: bus bandwidth of every op, float32 and bfloat16 (and float32 with
- * bfloat16 on the wire), 256 KiB to 64 MiB, world sizes 2 and 4, on the shm and tcp backends;
- * plus single-core memcpy and a bidirectional raw-socket transfer measured in the same run.
- * Options: --quick (256 KiB, 4 MiB, 16 MiB only), --backends shm,tcp, --worlds 2,4.
+ * bfloat16 on the wire), 256 KiB to 64 MiB, world sizes 2 and 3, on the shm and tcp backends;
+ * plus single-core memcpy, bfloat16 conversion throughput and a bidirectional raw-socket
+ * transfer measured in the same run; then the tcp float32 all-reduce against PyTorch gloo
+ * (bench/gloo-all-reduce.py, when /usr/bin/python3 imports torch), interleaved tcp, gloo, tcp,
+ * gloo; then every target with met / NOT met and the load average.
+ * Options: --quick (256 KiB, 4 MiB, 16 MiB only), --backends shm,tcp, --worlds 2,3, --no-gloo.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '../src/index.js';
+import { decodeBfloat16, encodeBfloat16 } from '../src/internal/bfloat16.js';
 import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
+import { type GlooRow, glooUnavailable, runGloo } from './gloo.js';
 import type { RawSocketResult } from './raw-socket.js';
 import type { SweepConfig, SweepRow } from './sweep.js';
 
@@ -17,7 +22,7 @@ const flag = (name: string) => argv.includes(name);
 const listOption = (name: string, fallback: string) => (argv[argv.indexOf(name) + 1] ?? fallback).split(',');
 const quick = flag('--quick');
 const backends = argv.includes('--backends') ? listOption('--backends', 'shm,tcp') : ['shm', 'tcp'];
-const worlds = (argv.includes('--worlds') ? listOption('--worlds', '2,4') : ['2', '4']).map(Number);
+const worlds = (argv.includes('--worlds') ? listOption('--worlds', '2,3') : ['2', '3']).map(Number);
 const MiB = 1 << 20;
 const config: SweepConfig = {
   ops: ['allReduce', 'allGather', 'reduceScatter', 'broadcast'],
@@ -69,10 +74,10 @@ async function shm(worldSize: number): Promise<BackendRows> {
   return { backend: 'shm', worldSize, rows: results[0]! };
 }
 
-async function tcp(worldSize: number): Promise<BackendRows> {
+async function tcp(worldSize: number, sweep: SweepConfig = config): Promise<BackendRows> {
   const run = await runWithLauncher(worldSize, new URL('./tcp-rank.ts', import.meta.url), [], {
     timeoutMs: 1_800_000,
-    env: { FSDP_BENCH_CONFIG: JSON.stringify(config) },
+    env: { FSDP_BENCH_CONFIG: JSON.stringify(sweep) },
   });
   const result = run.results.get(0) as { rows: SweepRow[]; rawSocket?: RawSocketResult } | undefined;
   if (run.code !== 0 || result === undefined)
@@ -84,11 +89,42 @@ function formatBytes(bytes: number): string {
   return bytes >= MiB ? `${(bytes / MiB).toFixed(0)} MiB` : `${(bytes / 1024).toFixed(0)} KiB`;
 }
 
+/** bfloat16 encode and decode of 4 Mi elements on this thread, G elements/s. */
+function conversion(): { encode: ReturnType<typeof stats>; decode: ReturnType<typeof stats> } {
+  const elements = 4 << 20;
+  const floats = new Float32Array(elements).map((_, index) => (index % 13) - 6 + index * 1e-7);
+  const halves = new Uint16Array(elements);
+  const encode: number[] = [];
+  const decode: number[] = [];
+  for (let iteration = 0; iteration < 13; iteration++) {
+    let start = performance.now();
+    encodeBfloat16(floats, halves);
+    const encodeMs = performance.now() - start;
+    start = performance.now();
+    decodeBfloat16(halves, floats);
+    const decodeMs = performance.now() - start;
+    if (iteration >= 3) {
+      encode.push(elements / encodeMs / 1e6);
+      decode.push(elements / decodeMs / 1e6);
+    }
+  }
+  return { encode: stats(encode), decode: stats(decode) };
+}
+
+const uptime = () =>
+  `load average ${loadavg()
+    .map((value) => value.toFixed(1))
+    .join(' ')}`;
 const startedAt = new Date().toISOString();
 const loadBefore = loadavg()[0]!;
+console.log(`Started ${startedAt}, ${uptime()} on ${cpus().length} cores (shared with other agents).`);
 const copy = memcpy();
 console.log(
   `single-core memcpy (64 MiB Uint8Array.set): median ${copy.median.toFixed(2)} GB/s [${copy.worst.toFixed(2)} .. ${copy.best.toFixed(2)}]`,
+);
+const converted = conversion();
+console.log(
+  `bfloat16 conversion, 4 Mi elements: encode median ${converted.encode.median.toFixed(2)} G elements/s [${converted.encode.worst.toFixed(2)} .. ${converted.encode.best.toFixed(2)}], decode ${converted.decode.median.toFixed(2)} [${converted.decode.worst.toFixed(2)} .. ${converted.decode.best.toFixed(2)}]`,
 );
 const measured: BackendRows[] = [];
 for (const backend of backends) {
@@ -102,49 +138,140 @@ for (const backend of backends) {
       );
     }
     console.log(`\n${backend} world size ${worldSize}: busbw GB/s (median [min .. max]), ms per op (median)`);
-    console.log(`${'op'.padEnd(14)}${'variant'.padEnd(15)}${'size'.padStart(8)}${'ms'.padStart(10)}  busbw`);
+    console.log(
+      `${'op'.padEnd(14)}${'variant'.padEnd(15)}${'size'.padStart(8)}${'ms'.padStart(10)}  ${'busbw'.padEnd(24)}worker CPU / op time`,
+    );
     for (const row of result.rows) {
+      const busbw = `${row.busbw.toFixed(2)} [${row.busbwWorst.toFixed(2)} .. ${row.busbwBest.toFixed(2)}]`;
+      const share = row.workerCpuShare === undefined ? '' : `${(row.workerCpuShare * 100).toFixed(0)}%`;
       console.log(
-        `${row.op.padEnd(14)}${row.variant.padEnd(15)}${formatBytes(row.bytes).padStart(8)}${row.medianMs.toFixed(2).padStart(10)}  ${row.busbw.toFixed(2)} [${row.busbwWorst.toFixed(2)} .. ${row.busbwBest.toFixed(2)}]`,
+        `${row.op.padEnd(14)}${row.variant.padEnd(15)}${formatBytes(row.bytes).padStart(8)}${row.medianMs.toFixed(2).padStart(10)}  ${busbw.padEnd(24)}${share}`,
       );
     }
   }
 }
 
-// Targets (world size 2, 16 MiB float32).
+// tcp float32 all-reduce against PyTorch gloo, interleaved: tcp, gloo, tcp, gloo per world size.
+const glooSizes = quick ? [MiB, 16 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
+const glooWhyNot = flag('--no-gloo') ? 'skipped (--no-gloo)' : glooUnavailable();
+interface GlooComparison {
+  worldSize: number;
+  bytes: number;
+  tcpMs: number[];
+  glooMs: number[];
+}
+const comparisons: GlooComparison[] = [];
+if (glooWhyNot === undefined && backends.includes('tcp')) {
+  for (const worldSize of worlds) {
+    const byBytes = new Map<number, GlooComparison>(
+      glooSizes.map((bytes) => [bytes, { worldSize, bytes, tcpMs: [], glooMs: [] }]),
+    );
+    for (let round = 0; round < 2; round++) {
+      const ours = await tcp(worldSize, {
+        ops: ['allReduce'],
+        variants: ['float32'],
+        sizes: glooSizes,
+        iterations: 5,
+        warmup: 2,
+      });
+      for (const row of ours.rows) byBytes.get(row.bytes)?.tcpMs.push(row.medianMs);
+      const theirs: GlooRow[] = runGloo(worldSize, glooSizes, 5, 2);
+      for (const row of theirs) byBytes.get(row.bytes)?.glooMs.push(stats(row.ms).median);
+    }
+    comparisons.push(...byBytes.values());
+  }
+  console.log(
+    `\ntcp vs gloo float32 all-reduce (ms per op, median of 5 after 2 warm-ups, two interleaved rounds each; ${uptime()})`,
+  );
+  console.log(
+    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(18)}${'gloo ms'.padStart(18)}  gloo/tcp`,
+  );
+  for (const row of comparisons) {
+    const format = (values: number[]) => values.map((value) => value.toFixed(1)).join(', ');
+    const ratio = stats(row.glooMs).median / stats(row.tcpMs).median;
+    console.log(
+      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(18)}${format(row.glooMs).padStart(18)}  ${ratio.toFixed(2)}`,
+    );
+  }
+} else console.log(`\ntcp vs gloo: not run: ${glooWhyNot ?? 'tcp not benchmarked'}`);
+
+// Targets (issue 15 and the collectives issue): world size 2, 16 MiB unless stated.
 const pick = (backend: string, op: string, variant: string) =>
   measured
     .find((result) => result.backend === backend && result.worldSize === 2)
     ?.rows.find((row) => row.op === op && row.variant === variant && row.bytes === 16 * MiB);
 const raw = measured.find((result) => result.rawSocket !== undefined)?.rawSocket?.perDirection.median;
-const targets: Record<string, unknown>[] = [];
+interface Target {
+  target: string;
+  figure: string;
+  met: boolean | undefined;
+}
+const targets: Target[] = [];
+for (const [name, rate] of [
+  ['encode', converted.encode.median],
+  ['decode', converted.decode.median],
+] as const)
+  targets.push({
+    target: `bfloat16 ${name} >= 1 G elements/s`,
+    figure: `${rate.toFixed(2)} G/s`,
+    met: rate >= 1,
+  });
 for (const op of ['allReduce', 'allGather', 'reduceScatter']) {
+  const shmRow = pick('shm', op, 'float32');
+  targets.push({
+    target: `shm ${op} float32 busbw >= 6 GB/s`,
+    figure: shmRow === undefined ? 'not measured' : `${shmRow.busbw.toFixed(2)} GB/s`,
+    met: shmRow === undefined ? undefined : shmRow.busbw >= 6,
+  });
+}
+for (const op of ['allGather', 'reduceScatter']) {
   const tcpRow = pick('tcp', op, 'float32');
   const wireRow = pick('tcp', op, 'f32/bf16-wire');
-  const shmRow = pick('shm', op, 'float32');
-  if (tcpRow !== undefined && raw !== undefined)
-    targets.push({
-      target: `tcp ${op} >= 80% raw socket`,
-      busbw: tcpRow.busbw,
-      ratio: tcpRow.busbw / raw,
-      met: tcpRow.busbw >= 0.8 * raw,
-    });
-  if (tcpRow !== undefined && wireRow !== undefined)
-    targets.push({
-      target: `tcp ${op} bf16 wire >= 1.6x f32`,
-      busbw: wireRow.busbw,
-      ratio: wireRow.busbw / tcpRow.busbw,
-      met: wireRow.busbw >= 1.6 * tcpRow.busbw,
-    });
-  if (shmRow !== undefined)
-    targets.push({ target: `shm ${op} >= 6 GB/s`, busbw: shmRow.busbw, met: shmRow.busbw >= 6 });
+  const ratio = tcpRow !== undefined && wireRow !== undefined ? wireRow.busbw / tcpRow.busbw : undefined;
+  targets.push({
+    target: `tcp ${op} bf16 wire >= 1.3x float32`,
+    figure: ratio === undefined ? 'not measured' : `${ratio.toFixed(2)}x`,
+    met: ratio === undefined ? undefined : ratio >= 1.3,
+  });
 }
-console.log('\nTargets (world size 2, 16 MiB):');
+for (const op of ['allReduce', 'allGather', 'reduceScatter']) {
+  const tcpRow = pick('tcp', op, 'float32');
+  const ratio = tcpRow !== undefined && raw !== undefined ? tcpRow.busbw / raw : undefined;
+  targets.push({
+    target: `tcp ${op} float32 >= 0.8x raw socket`,
+    figure: ratio === undefined ? 'not measured' : `${ratio.toFixed(2)}x`,
+    met: ratio === undefined ? undefined : ratio >= 0.8,
+  });
+}
+for (const worldSize of worlds) {
+  for (const bytes of glooSizes) {
+    const row = comparisons.find((item) => item.worldSize === worldSize && item.bytes === bytes);
+    const ratio = row === undefined ? undefined : stats(row.glooMs).median / stats(row.tcpMs).median;
+    targets.push({
+      target: `tcp float32 allReduce >= gloo, W=${worldSize} ${formatBytes(bytes)}`,
+      figure:
+        ratio === undefined
+          ? `not measured (${glooWhyNot ?? 'no tcp'})`
+          : `gloo/tcp time ${ratio.toFixed(2)}`,
+      met: ratio === undefined ? undefined : ratio >= 1,
+    });
+  }
+}
+const shares = measured
+  .filter((result) => result.backend === 'tcp' && result.worldSize === 2)
+  .flatMap((result) => result.rows.filter((row) => row.bytes === 16 * MiB && row.variant === 'float32'));
+targets.push({
+  target: 'communication worker CPU share (tcp, W=2, 16 MiB float32; reported, no target)',
+  figure:
+    shares.length === 0
+      ? 'not measured'
+      : shares.map((row) => `${row.op} ${((row.workerCpuShare ?? Number.NaN) * 100).toFixed(0)}%`).join(', '),
+  met: undefined,
+});
+console.log(`\nTargets (${uptime()}):`);
 for (const target of targets) {
-  const ratio = typeof target.ratio === 'number' ? ` (ratio ${target.ratio.toFixed(2)})` : '';
-  console.log(
-    `  ${target.met ? 'met    ' : 'NOT met'} ${target.target}: ${(target.busbw as number).toFixed(2)} GB/s${ratio}`,
-  );
+  const verdict = target.met === undefined ? 'n/a    ' : target.met ? 'met    ' : 'NOT met';
+  console.log(`  ${verdict} ${target.target}: ${target.figure}`);
 }
 const loadAfter = loadavg()[0]!;
 console.log(
@@ -155,6 +282,6 @@ mkdirSync(resultsDirectory, { recursive: true });
 const file = `${resultsDirectory}collectives${quick ? '-quick' : ''}.json`;
 writeFileSync(
   file,
-  `${JSON.stringify({ startedAt, machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, measured, targets }, null, 2)}\n`,
+  `${JSON.stringify({ startedAt, machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, conversion: converted, measured, comparisons, targets }, null, 2)}\n`,
 );
 console.log(`Wrote ${file}`);

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { allocateShared, type CollectiveBuffer, type ProcessGroup, type Work } from '../src/index.js';
 
 export type BenchOp = 'allReduce' | 'allGather' | 'reduceScatter' | 'broadcast';
@@ -27,6 +28,30 @@ export interface SweepRow {
   busbw: number;
   busbwBest: number;
   busbwWorst: number;
+  /**
+   * CPU milliseconds per op spent by this rank's threads other than the main thread (the
+   * communication worker, plus V8's helper threads), and that as a share of the op's wall time;
+   * the main thread waits in Atomics.wait meanwhile. tcp only (shm ranks share one process);
+   * undefined where /proc is unavailable.
+   */
+  workerCpuMs?: number;
+  workerCpuShare?: number;
+}
+
+/** CPU milliseconds of the calling thread (Linux /proc, 10 ms ticks), or undefined elsewhere. */
+function threadCpuMs(): number | undefined {
+  try {
+    const fields = readFileSync('/proc/thread-self/stat', 'utf8').split(') ')[1]!.split(' ');
+    // Fields 14 and 15 of stat (utime, stime), counted after the ") " that ends the name.
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
+function processCpuMs(): number {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1000;
 }
 
 /** nccl-tests: all-reduce x 2(n-1)/n, all-gather and reduce-scatter x (n-1)/n, broadcast x 1. */
@@ -81,13 +106,22 @@ export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
           issue = () => group.reduceScatter(output, input, options);
         }
         const times: number[] = [];
+        let cpuStart = { process: 0, main: undefined as number | undefined };
         for (let iteration = 0; iteration < config.warmup + config.iterations; iteration++) {
           group.barrier().wait();
+          if (iteration === config.warmup) cpuStart = { process: processCpuMs(), main: threadCpuMs() };
           const start = performance.now();
           issue().wait();
           const elapsed = performance.now() - start;
           if (iteration >= config.warmup) times.push(elapsed);
         }
+        const mainEnd = threadCpuMs();
+        // Barriers between timed ops are counted too: they cost the worker little CPU.
+        // Only a tcp rank is a process of its own; shm ranks share one process.
+        const workerCpuMs =
+          group.backend !== 'tcp' || mainEnd === undefined || cpuStart.main === undefined
+            ? undefined
+            : (processCpuMs() - cpuStart.process - (mainEnd - cpuStart.main)) / config.iterations;
         const factor = busFactor(op, size);
         const measuredBytes = total * elementBytes;
         const gbps = (ms: number) => (measuredBytes / (ms / 1000) / 1e9) * factor;
@@ -105,6 +139,12 @@ export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
           busbw: gbps(medianMs),
           busbwBest: gbps(minMs),
           busbwWorst: gbps(maxMs),
+          ...(workerCpuMs === undefined
+            ? {}
+            : {
+                workerCpuMs,
+                workerCpuShare: workerCpuMs / (times.reduce((a, b) => a + b, 0) / times.length),
+              }),
         });
       }
     }

@@ -16,6 +16,11 @@ export {
 } from './auth/job-secret.js';
 export { SecureChannel } from './auth/secure-channel.js';
 export {
+  RESTART_SIGNAL,
+  restartRequested,
+  restartRequestedLocally,
+} from './elastic/restart-request.js';
+export {
   type ProcessEnvironment,
   readEnvironment,
   slurmDefaultMasterPort,

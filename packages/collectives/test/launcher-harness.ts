@@ -4,9 +4,8 @@
  * `launch([...fsdp-run arguments])`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -24,7 +23,10 @@ let bundledPath: string | undefined;
 
 export function bundleLauncher(): Promise<string> {
   launcherBundle ??= (async () => {
-    const outfile = join(mkdtempSync(join(tmpdir(), 'fsdp-run-bundle-')), 'fsdp-run.mjs');
+    // Under the package's node_modules, so the external zeromq (a native addon) resolves from it.
+    const cache = join(packageRoot, 'node_modules', '.cache');
+    mkdirSync(cache, { recursive: true });
+    const outfile = join(mkdtempSync(join(cache, 'fsdp-run-bundle-')), 'fsdp-run.mjs');
     await build({
       entryPoints: [join(packageRoot, 'src/bin/fsdp-run.ts')],
       outfile,
@@ -35,6 +37,7 @@ export function bundleLauncher(): Promise<string> {
       banner: {
         js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
       },
+      external: ['zeromq'],
       logLevel: 'silent',
     });
     bundledPath = outfile;

@@ -45,6 +45,43 @@ describe('parseLaunchArguments', () => {
     });
   });
 
+  it('--nnodes MIN:MAX makes an elastic job; N stays fixed; a bad range is refused', () => {
+    const options = parseLaunchArguments(
+      [
+        '--nproc-per-node',
+        '2',
+        '--nnodes',
+        '2:4',
+        '--master-port',
+        '29500',
+        '--heartbeat-timeout',
+        '5',
+        'a.js',
+      ],
+      {},
+    );
+    expect(options).toMatchObject({ nnodes: 4, nodeRank: 0 });
+    expect(options.elastic).toEqual({
+      minNodes: 2,
+      maxNodes: 4,
+      heartbeatTimeoutSeconds: 5,
+      restartGraceSeconds: 30,
+      lastCallSeconds: 1,
+      joinTimeoutSeconds: 300,
+    });
+    const fixed = parseLaunchArguments(
+      ['--nproc-per-node', '1', '--nnodes', '2', '--master-port', '1', 'a.js'],
+      {},
+    );
+    expect(fixed.elastic).toBeUndefined();
+    expect(() => parseLaunchArguments(['--nproc-per-node', '1', '--nnodes', '3:2', 'a.js'], {})).toThrow(
+      /expected N or MIN:MAX with 1 <= MIN <= MAX, got '3:2'/,
+    );
+    expect(
+      errorOf(() => parseLaunchArguments(['--nproc-per-node', '1', '--nnodes', '1:2', 'a.js'], {})).message,
+    ).toContain('--master-port');
+  });
+
   it('rejects inconsistent multi-node options with a fix', () => {
     const noPort = errorOf(() =>
       parseLaunchArguments(['--nproc-per-node', '1', '--nnodes', '2', 'a.js'], {}),

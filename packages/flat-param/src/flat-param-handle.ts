@@ -273,7 +273,16 @@ export class FlatParamHandle {
 
   /** Whether parameter `index` has a gradient in the sharded gradient buffer. */
   isGradientPresent(index: number): boolean {
-    return this.gradientPresent[this.checkIndex(index)]!;
+    const checked = this.checkIndex(index);
+    // While sharded, notice zeroGrad(setToNone) (or any re-pointing) done by the user since.
+    if (
+      this.currentState === 'sharded' &&
+      this.gradientPresent[checked] &&
+      this.parameters[checked]!.grad !== this.views.shardedGrad[checked]
+    ) {
+      this.gradientPresent[checked] = false;
+    }
+    return this.gradientPresent[checked]!;
   }
 
   /** The layout as plain JSON (a copy): names, shapes, dtype, offsets, world size, alignment, frozen and tied flags. */

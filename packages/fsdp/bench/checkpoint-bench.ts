@@ -56,7 +56,7 @@ export async function benchRank({
     });
     const optimizer = new AdamW(model.parameters(), { lr: 1e-3 });
     const tokens = tf.tensor2d([[1, 2, 3, 4, 5, 6, 7, 8]], [1, 8], 'int32');
-    backward(model, () => crossEntropy(model.forward(tokens) as tf.Tensor, tokens));
+    backward(model, () => crossEntropy(model.forward(tokens), tokens));
     optimizer.step(); // creates the Adam state, so the checkpoint holds 3 × the parameters
     const flag = allocateShared(Int32Array, 1);
     const timed = (action: () => void) => {

@@ -87,7 +87,7 @@ export async function benchRank({ rank }: { rank: number }): Promise<Record<stri
         );
         group.barrier().wait();
         const start = performance.now();
-        backward(model, () => crossEntropy(model.forward(tokens) as tf.Tensor, targets));
+        backward(model, () => crossEntropy(model.forward(tokens), targets));
         optimizer.step();
         optimizer.zeroGrad();
         if (step >= 3) {

@@ -42,7 +42,7 @@ function measure(request: RunRequest): RunResult {
     });
     model = wrapped;
     const fsdp = wrapped;
-    forward = (input: tf.Tensor) => fsdp.forward(input) as tf.Tensor;
+    forward = (input: tf.Tensor) => fsdp.forward(input);
   }
   const handles = wrapped?.units.flatMap((unit) => unit.handles) ?? [];
   const largestUnitNumel = Math.max(

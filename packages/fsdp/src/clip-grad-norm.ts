@@ -2,6 +2,7 @@ import type { Parameter, TensorView } from '@fsdp-ts/tensor';
 import { FsdpError } from './errors';
 import type { FullyShardedDataParallel } from './fully-sharded-data-parallel';
 import { sharedFloat32 } from './internal/shared-arrays';
+import { fsdpRuntime } from './internal/wrapper-runtime';
 
 /**
  * [Note: sharded gradient norm]
@@ -17,6 +18,15 @@ import { sharedFloat32 } from './internal/shared-arrays';
  */
 export function clipGradNorm(model: FullyShardedDataParallel, maxNorm: number, normType = 2): number {
   model.expectIdle('clipGradNorm()');
+  if (model[fsdpRuntime].units.some((unit) => unit.reduction.holdsUnreducedGradients)) {
+    throw new FsdpError('clipGradNorm() was called while noSync gradients are accumulated but not reduced.', {
+      code: 'wrong-state',
+      rank: model.group.rank,
+      expected: 'reduced gradients (after a synchronised backward)',
+      actual: 'gradients accumulated by noSync backwards',
+      fix: 'run the last micro-batch backward outside noSync, then clip.',
+    });
+  }
   if (!(maxNorm >= 0) || (normType !== 2 && normType !== Number.POSITIVE_INFINITY)) {
     throw new FsdpError(`clipGradNorm(${maxNorm}, ${normType}): unsupported arguments.`, {
       code: 'invalid-option',

@@ -4,6 +4,7 @@ import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@
 import { type Parameter, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
+import { FsdpError } from './errors';
 import { withHybridGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
@@ -37,6 +38,15 @@ export interface CommunicationStatistics {
   allGatherWaitMs: number;
   reductionWaitMs: number;
 }
+
+/**
+ * The arguments of the wrapped module's forward. A wrapper typed with the plain `Module` (the
+ * default, e.g. a function taking any `FullyShardedDataParallel`) accepts any arguments, as the
+ * base `Module.forward` declares none.
+ */
+export type ForwardInputs<M extends Module> = Module extends M ? unknown[] : Parameters<M['forward']>;
+/** What the wrapped module's forward returns (`unknown` for the plain `Module`). */
+export type ForwardOutput<M extends Module> = Module extends M ? unknown : ReturnType<M['forward']>;
 
 /**
  * FullyShardedDataParallel: wraps a Module so its parameters, gradients and optimizer state are
@@ -184,8 +194,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     return this.options.group;
   }
 
-  /** Runs the wrapped module's forward with the root unit gathered. */
-  forward(...inputs: unknown[]): unknown {
+  /**
+   * Runs the wrapped module's forward with the root unit gathered. Typed from the wrapped module:
+   * wrapping a `GPT` gives `forward(tokens: tf.Tensor): tf.Tensor` (see ForwardInputs).
+   */
+  forward(...inputs: ForwardInputs<M>): ForwardOutput<M> {
     this.#training.beginForward();
     const root = this.#units[0]!;
     const training = this.#step !== null;
@@ -194,7 +207,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       this.gather(root);
       const output = withParameterTensors(this.parameterTensors(root), () =>
         (this.module.forward as (...args: unknown[]) => unknown)(...inputs),
-      );
+      ) as ForwardOutput<M>;
       completed = true;
       return output;
     } finally {
@@ -255,6 +268,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   private runUnit(unit: FsdpUnit, original: (...args: unknown[]) => unknown, args: unknown[]): unknown {
     const step = this.#step;
+    if (this.#training.state === 'summoning') return this.runSummonedUnit(unit, original, args);
     if (step !== null && !step.order.includes(unit)) step.order.push(unit);
     const { sharding } = this.options;
     if (step !== null && sharding.recompute) {
@@ -267,6 +281,31 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     } finally {
       if (step === null && sharding.shardParameters) unit.reshard();
     }
+  }
+
+  /**
+   * `model.module.forward()` inside summonFullParams: the unit is already gathered (float32, by
+   * summonFullParams) and must stay so until summonFullParams writes back and reshards, so it
+   * runs without gathering or resharding. With rank0Only the other ranks hold shards only.
+   */
+  private runSummonedUnit(
+    unit: FsdpUnit,
+    original: (...args: unknown[]) => unknown,
+    args: unknown[],
+  ): unknown {
+    if (unit.state !== 'unsharded') {
+      throw new FsdpError(
+        `${unit.label}'s forward ran inside summonFullParams on a rank that holds only shards.`,
+        {
+          code: 'wrong-state',
+          rank: this.group.rank,
+          expected: 'full parameters (summonFullParams without rank0Only, or rank 0)',
+          actual: unit.state,
+          fix: 'run the forward on rank 0 only under rank0Only, or summon without rank0Only.',
+        },
+      );
+    }
+    return withParameterTensors(this.parameterTensors(unit), () => original(...args));
   }
 
   private recomputeHooks(unit: FsdpUnit) {

@@ -22,6 +22,7 @@ export {
   loadCheckpoint,
 } from './checkpoint/load-checkpoint';
 export type { CheckpointOptimizer } from './checkpoint/optimizer-state';
+export { type ResumePoint, resumeOrStart } from './checkpoint/resume-or-start';
 export {
   type SaveCheckpointOptions,
   type SavedCheckpoint,
@@ -31,6 +32,8 @@ export { clipGradNorm } from './clip-grad-norm';
 export { FsdpError, type FsdpErrorCode, type FsdpErrorDetails } from './errors';
 export {
   type CommunicationStatistics,
+  type ForwardInputs,
+  type ForwardOutput,
   FSDP,
   FullyShardedDataParallel,
   type WrapperActivity,

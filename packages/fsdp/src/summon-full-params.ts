@@ -20,9 +20,11 @@ export interface SummonOptions {
  * its part of the full buffers back into its shard when `writeback` (no communication: every
  * rank holds the same full values, so edits made identically on every rank stay consistent) and
  * reshards. Peak memory is the whole model gathered at once. Calls inside forward, backward or
- * another summonFullParams are rejected with FsdpError('wrong-state'); forward and backward are
- * rejected inside `fn`. Under 'no-shard' the parameters already are full and nothing moves;
- * without `writeback` their values are restored from a copy on exit (gradients are not).
+ * another summonFullParams are rejected with FsdpError('wrong-state'); the wrapper's forward and
+ * backward are rejected inside `fn`. The wrapped module's own forward (`model.module.forward`)
+ * runs inside `fn` on the summoned parameters and leaves them gathered, so edits made around it
+ * are written back; on a rank that summoned nothing (rank0Only) it is rejected with 'wrong-state'.
+ * Under 'no-shard' the parameters already are full and nothing moves; without `writeback` their values are restored from a copy on exit (gradients are not).
  */
 export function summonFullParams<T>(
   model: FullyShardedDataParallel,
@@ -47,18 +49,15 @@ export function summonFullParams<T>(
   }
   const { units, training } = model[fsdpRuntime];
   const gathered = units.filter((unit) => unit.state === 'sharded');
-  if (withGrads) {
-    for (const unit of gathered) {
-      if (unit.handles.some((handle) => handle.unshardedGradStorage.isAllocated)) {
-        throw new FsdpError('summonFullParams withGrads during gradient accumulation (noSync).', {
-          code: 'wrong-state',
-          rank: model.group.rank,
-          expected: 'reduced gradients',
-          actual: `unreduced accumulated gradients in ${unit.label}`,
-          fix: 'run a synchronised backward first, or call summonFullParams without withGrads.',
-        });
-      }
-    }
+  const pending = withGrads ? units.find((unit) => unit.reduction.holdsUnreducedGradients) : undefined;
+  if (pending !== undefined) {
+    throw new FsdpError('summonFullParams withGrads during gradient accumulation (noSync).', {
+      code: 'wrong-state',
+      rank: model.group.rank,
+      expected: 'reduced gradients',
+      actual: `unreduced accumulated gradients in ${pending.label}`,
+      fix: 'run a synchronised backward first, or call summonFullParams without withGrads.',
+    });
   }
   training.beginSummon();
   // no-shard: the Parameters are the live full buffers; without writeback, restore a snapshot.
@@ -124,6 +123,13 @@ function gatherUnit(model: FullyShardedDataParallel, unit: FsdpUnit, withGrads: 
   }
   for (const work of works) work.wait();
   unit.finishUnshard(group, 'float32');
+  if (!withGrads) return;
+  // A parameter without a gradient (e.g. after optimizer.zeroGrad()) has grad null, as unsharded.
+  for (const handle of unit.handles) {
+    handle.parameters.forEach((parameter, index) => {
+      if (!handle.isGradientPresent(index)) parameter.grad = null;
+    });
+  }
 }
 
 function release(unit: FsdpUnit, writeback: boolean, withGrads: boolean): void {

@@ -214,7 +214,7 @@ async function train(
       SEQ_LEN,
       tinyConfig.vocabSize,
     );
-    const loss = backward(model, () => crossEntropy(model.forward(tokens) as tf.Tensor, targets));
+    const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
     tf.dispose([tokens, targets]);
     optimizer.step();
     optimizer.zeroGrad();

@@ -1,7 +1,11 @@
-"""PyTorch reference for bench/gpt-training.ts: the same GPT, batch and AdamW on one CPU thread.
+"""PyTorch reference for bench/gpt-training.ts: the same GPT, batches and AdamW on one CPU thread.
 
-Run by the TypeScript benchmark when Debian's /usr/bin/python3 has torch; prints one JSON line
-{"stepMs": [...], "cpuMs": [...]} for the measured steps.
+Served over stdin/stdout so the TypeScript benchmark can interleave it with fsdp-ts in one run:
+each input line "BATCH SEQ STEPS" runs STEPS training steps at that shape (a model per shape,
+built and warmed up on first use) and prints one JSON line
+{"stepMs": [...], "cpuMs": [...], "torch": version, "blas": [mapped BLAS libraries]}.
+An empty line or EOF ends it. OPENBLAS_NUM_THREADS=1 is set by the caller; this sets
+torch.set_num_threads(1).
 """
 import json
 import math
@@ -12,9 +16,7 @@ import torch
 import torch.nn.functional as F
 
 torch.set_num_threads(1)
-torch.manual_seed(0)
-VOCAB, D, LAYERS, HEADS, T, BATCH = 256, 256, 4, 4, 128, 8
-WARMUP, STEPS = int(sys.argv[1]), int(sys.argv[2])
+VOCAB, D, LAYERS, HEADS, MAX_T = 256, 256, 4, 4, 128
 
 
 class Block(torch.nn.Module):
@@ -42,7 +44,7 @@ class GPT(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.tokenEmbedding = torch.nn.Embedding(VOCAB, D)
-        self.positionEmbedding = torch.nn.Embedding(T, D)
+        self.positionEmbedding = torch.nn.Embedding(MAX_T, D)
         self.blocks = torch.nn.ModuleList([Block() for _ in range(LAYERS)])
         self.finalNorm = torch.nn.LayerNorm(D)
         self.lmHead = torch.nn.Linear(D, VOCAB, bias=False)
@@ -55,18 +57,43 @@ class GPT(torch.nn.Module):
         return self.lmHead(self.finalNorm(x))
 
 
-model = GPT()
-optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-tokens = (torch.arange(BATCH * T) * 7919 % VOCAB).view(BATCH, T)
-targets = (tokens + 1) % VOCAB
-step_ms, cpu_ms = [], []
-for step in range(WARMUP + STEPS):
-    start, cpu_start = time.perf_counter(), time.process_time()
-    optimizer.zero_grad()
-    loss = F.cross_entropy(model(tokens).view(-1, VOCAB), targets.view(-1))
-    loss.backward()
-    optimizer.step()
-    if step >= WARMUP:
+def blas_libraries():
+    """The BLAS shared objects this process mapped (Debian's torch links the generic libblas.so.3)."""
+    with open('/proc/self/maps') as maps:
+        paths = {line.split()[-1] for line in maps if 'blas' in line.lower()}
+    return sorted(paths)
+
+
+def make_trainer(batch, seq):
+    torch.manual_seed(0)
+    model = GPT()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    tokens = (torch.arange(batch * seq) * 7919 % VOCAB).view(batch, seq)
+    targets = (tokens + 1) % VOCAB
+
+    def step():
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(tokens).view(-1, VOCAB), targets.view(-1))
+        loss.backward()
+        optimizer.step()
+
+    for _ in range(3):
+        step()
+    return step
+
+
+trainers = {}
+for line in sys.stdin:
+    if line.strip() == '':
+        break
+    batch, seq, steps = (int(field) for field in line.split())
+    if (batch, seq) not in trainers:
+        trainers[(batch, seq)] = make_trainer(batch, seq)
+    step = trainers[(batch, seq)]
+    step_ms, cpu_ms = [], []
+    for _ in range(steps):
+        start, cpu_start = time.perf_counter(), time.process_time()
+        step()
         step_ms.append((time.perf_counter() - start) * 1000)
         cpu_ms.append((time.process_time() - cpu_start) * 1000)
-print(json.dumps({'stepMs': step_ms, 'cpuMs': cpu_ms, 'torch': torch.__version__}))
+    print(json.dumps({'stepMs': step_ms, 'cpuMs': cpu_ms, 'torch': torch.__version__, 'blas': blas_libraries()}), flush=True)

@@ -4,19 +4,22 @@
  * plain copy of the same bytes, and bfloat16 conversion speed. Prints a table, writes JSON.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import {
   type BackendName,
   bfloat16ToFloat32,
+  computeInfo,
   float32ToBfloat16,
   fromTf,
   initBackend,
+  setNativeMatMul,
   TensorView,
   toTf,
 } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
-import { formatRange, rate, type Summary, timeIt } from './statistics';
+import { blasSearchOrder, loadBlas } from '../src/bridge/native/blas-library';
+import { formatRange, rate, type Summary, summarise, timeIt } from './statistics';
 
 const quick = process.argv.includes('--quick');
 const repeats = quick ? 5 : 10;
@@ -69,8 +72,68 @@ function trainingShaped(
   return { ratio: plain.median / fused.median, fused: rate(fused, flops), plain: rate(plain, flops) };
 }
 
+/**
+ * tf.matMul 1024² through the BLAS kernel, tfjs's own wasm kernel, and a direct cblas_sgemm on
+ * plain Float32Arrays, interleaved (one call of each per round) so all three see the same load.
+ * CPU time of this process per call (the machine is shared; wall time would measure the others).
+ */
+async function nativeAgainstDirect(): Promise<void> {
+  await initBackend('wasm');
+  const load = await loadBlas(blasSearchOrder, 1);
+  if (!load.loaded || (await setNativeMatMul(true)).matMul !== 'blas') {
+    console.log(`wasm  BLAS kernel vs direct sgemm: skipped (no BLAS library loaded)`);
+    return;
+  }
+  const size = 1024;
+  const a = tf.randomNormal([size, size]);
+  const b = tf.randomNormal([size, size]);
+  const left = a.dataSync() as Float32Array;
+  const right = b.dataSync() as Float32Array;
+  const out = new Float32Array(size * size);
+  const cpuMs = (run: () => void) => {
+    const start = process.cpuUsage();
+    run();
+    const used = process.cpuUsage(start);
+    return (used.user + used.system) / 1000;
+  };
+  const samples = { kernel: [] as number[], wasm: [] as number[], direct: [] as number[] };
+  const rounds = quick ? 6 : 16;
+  for (let round = 0; round < rounds + 2; round++) {
+    const kernel = cpuMs(() => tf.matMul(a, b).dispose());
+    const direct = cpuMs(() =>
+      load.library.sgemm(101, 111, 111, size, size, size, 1, left, size, right, size, 0, out, size),
+    );
+    await setNativeMatMul(false);
+    const wasm = cpuMs(() => tf.matMul(a, b).dispose());
+    await setNativeMatMul(true);
+    if (round < 2) continue; // warm-up
+    samples.kernel.push(kernel);
+    samples.direct.push(direct);
+    samples.wasm.push(wasm);
+  }
+  tf.dispose([a, b]);
+  const gigaflop = (2 * size ** 3) / 1e9;
+  const kernel = rate(summarise(samples.kernel), gigaflop);
+  const direct = rate(summarise(samples.direct), gigaflop);
+  const wasm = rate(summarise(samples.wasm), gigaflop);
+  record('wasm', `tf.matMul ${size}² via BLAS kernel (CPU time)`, 'GFLOP/s', kernel);
+  record('blas', `direct cblas_sgemm ${size}² (CPU time)`, 'GFLOP/s', direct);
+  record('wasm', `tf.matMul ${size}², tfjs wasm kernel (CPU time)`, 'GFLOP/s', wasm);
+  const ratio = kernel.median / direct.median;
+  console.log(
+    `wasm  BLAS kernel / direct sgemm = ${ratio.toFixed(2)} (target >= 0.85); BLAS kernel / wasm kernel = ${(kernel.median / wasm.median).toFixed(1)}`,
+  );
+  rows.push({
+    backend: 'wasm',
+    measure: 'BLAS kernel / direct sgemm, 1024²',
+    unit: 'ratio',
+    value: { min: ratio, median: ratio, max: ratio, samples: [] },
+  });
+}
+
 async function benchmarkBackend(backend: BackendName): Promise<void> {
   await initBackend(backend);
+  console.log(`${backend.padEnd(5)} ${computeInfo().summary}`);
   for (const size of [256, 512, 1024])
     record(backend, `matMul ${size}x${size}`, 'GFLOP/s', matMulGflops(size));
   const shaped = trainingShaped(1024, 256, 1024);
@@ -115,7 +178,9 @@ async function benchmarkBackend(backend: BackendName): Promise<void> {
 
 async function main(): Promise<void> {
   console.log(
-    `fsdp-ts tensor benchmark — ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), shared and noisy; median (min–max)\n`,
+    `fsdp-ts tensor benchmark — ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), shared and noisy; median (min–max); load average ${loadavg()
+      .map((value) => value.toFixed(1))
+      .join(' ')}\n`,
   );
   const numel = 4 * 1024 * 1024;
   const source = new Float32Array(numel).map((_, index) => Math.sin(index));
@@ -148,6 +213,7 @@ async function main(): Promise<void> {
       (numel * 4) / 1e9,
     ),
   );
+  await nativeAgainstDirect();
   for (const backend of ['wasm', 'cpu'] as const) await benchmarkBackend(backend);
   const directory = join(process.cwd(), '..', '..', 'bench-results');
   mkdirSync(directory, { recursive: true });
@@ -156,7 +222,11 @@ async function main(): Promise<void> {
     file,
     `${JSON.stringify({ date: new Date().toISOString(), cores: cpus().length, rows }, null, 2)}\n`,
   );
-  console.log(`\nwrote ${file}`);
+  console.log(
+    `\nload average at the end ${loadavg()
+      .map((value) => value.toFixed(1))
+      .join(' ')}; wrote ${file}`,
+  );
 }
 
 await main();

@@ -1,7 +1,12 @@
 // @fsdp-ts/tensor: storage, views, Parameter, and the TensorFlow.js bridge.
 
 export { type BackendName, backendLadder, isBackendName } from './bridge/backend-name';
-export { type ComputeInfo, computeInfo, setNativeMatMul } from './bridge/compute-info';
+export {
+  type ComputeInfo,
+  computeInfo,
+  isNativeMatMulActive,
+  setNativeMatMul,
+} from './bridge/compute-info';
 export { BACKEND_ENVIRONMENT_VARIABLE, currentBackend, initBackend } from './bridge/init-backend';
 export { matMul, registerMatMulGradient } from './bridge/mat-mul';
 export { blasSearchOrder } from './bridge/native/blas-library';

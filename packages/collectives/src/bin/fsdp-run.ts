@@ -9,7 +9,11 @@ import { runLauncher } from '../launcher/run-launcher.js';
  */
 async function main(): Promise<number> {
   try {
-    return await runLauncher(parseLaunchArguments(process.argv.slice(2)));
+    const options = parseLaunchArguments(process.argv.slice(2));
+    if (options.elastic === undefined) return await runLauncher(options);
+    // Loaded only for elastic jobs: it brings zeromq's native addon.
+    const { runElasticLauncher } = await import('../launcher/elastic-agent.js');
+    return await runElasticLauncher(options);
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode;
     process.stderr.write(`fsdp-run: ${error instanceof Error ? error.message : String(error)}\n`);

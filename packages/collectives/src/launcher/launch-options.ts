@@ -23,6 +23,33 @@ export interface LaunchOptions {
   socketAddr: string | undefined;
   script: string;
   scriptArguments: string[];
+  /** Set by `--nnodes MIN:MAX`: membership comes from the zeromq rendezvous (see ElasticOptions). */
+  elastic?: ElasticOptions;
+}
+
+/** `fsdp-run --nnodes MIN:MAX`: see "Elastic jobs" in the package README. */
+export interface ElasticOptions {
+  minNodes: number;
+  maxNodes: number;
+  /** A launcher silent for this long is lost (--heartbeat-timeout, default 10). */
+  heartbeatTimeoutSeconds: number;
+  /** After the pre-restart signal, how long workers may take to checkpoint and exit (--restart-grace). */
+  restartGraceSeconds: number;
+  /** Once MIN launchers wait, how long to wait for more before a round starts (--last-call). */
+  lastCallSeconds: number;
+  /** Fewer than MIN launchers for this long ends the job (--join-timeout, default 300). */
+  joinTimeoutSeconds: number;
+}
+
+/** `--nnodes N` (fixed) or `MIN:MAX` (elastic). */
+function nodeCount(value: string): { min: number; max: number; elastic: boolean } {
+  const match = /^(\d+)(?::(\d+))?$/.exec(value);
+  const min = Number(match?.[1]);
+  const max = match?.[2] === undefined ? min : Number(match[2]);
+  if (match === null || min < 1 || max < min) {
+    throw new InvalidArgumentError(`expected N or MIN:MAX with 1 <= MIN <= MAX, got '${value}'.`);
+  }
+  return { min, max, elastic: match[2] !== undefined };
 }
 
 function count(minimum: number) {
@@ -54,7 +81,26 @@ export function parseLaunchArguments(
   const program = new Command('fsdp-run')
     .description('Start N worker processes per node with the torchrun-style environment contract.')
     .requiredOption('--nproc-per-node <n>', 'worker processes on this node', count(1))
-    .option('--nnodes <m>', 'nodes (hosts) in the job', count(1), numberFrom(env.SLURM_NNODES, 1))
+    .option(
+      '--nnodes <m>',
+      'nodes (hosts) in the job: N, or MIN:MAX for an elastic job',
+      nodeCount,
+      nodeCount(String(numberFrom(env.SLURM_NNODES, 1))),
+    )
+    .option('--heartbeat-timeout <seconds>', 'elastic: a launcher silent this long is lost', seconds, 10)
+    .option(
+      '--restart-grace <seconds>',
+      'elastic: time to checkpoint after the pre-restart signal',
+      seconds,
+      30,
+    )
+    .option('--last-call <seconds>', 'elastic: wait this long for more launchers once MIN are in', seconds, 1)
+    .option(
+      '--join-timeout <seconds>',
+      'elastic: end the job after this long with fewer than MIN',
+      seconds,
+      300,
+    )
     .option(
       '--node-rank <k>',
       'this node, 0-based; node 0 runs the store',
@@ -96,7 +142,11 @@ export function parseLaunchArguments(
   program.parse([...argv], { from: 'user' });
   const options = program.opts<{
     nprocPerNode: number;
-    nnodes: number;
+    nnodes: { min: number; max: number; elastic: boolean };
+    heartbeatTimeout: number;
+    restartGrace: number;
+    lastCall: number;
+    joinTimeout: number;
     nodeRank: number;
     masterAddr: string;
     masterPort: number;
@@ -108,13 +158,15 @@ export function parseLaunchArguments(
     memoryPerRank?: number;
   }>();
   const [script, scriptArguments] = program.processedArgs as [string, string[] | undefined];
-  if (options.nodeRank >= options.nnodes) {
+  const elastic = options.nnodes.elastic;
+  const nnodes = options.nnodes.max;
+  if (!elastic && options.nodeRank >= nnodes) {
     throw launchError(
-      `--node-rank ${options.nodeRank} is not below --nnodes ${options.nnodes}.`,
+      `--node-rank ${options.nodeRank} is not below --nnodes ${nnodes}.`,
       'number nodes 0 to nnodes-1.',
     );
   }
-  if (options.nnodes > 1 && options.masterPort === 0) {
+  if ((elastic || nnodes > 1) && options.masterPort === 0) {
     throw launchError(
       'A multi-node job needs a fixed --master-port (every node must know where the store listens).',
       'pass --master-port, e.g. 29500, identical on every node.',
@@ -122,8 +174,8 @@ export function parseLaunchArguments(
   }
   return {
     nprocPerNode: options.nprocPerNode,
-    nnodes: options.nnodes,
-    nodeRank: options.nodeRank,
+    nnodes,
+    nodeRank: elastic ? 0 : options.nodeRank,
     masterAddr: options.masterAddr,
     masterPort: options.masterPort,
     maxRestarts: options.maxRestarts,
@@ -135,6 +187,18 @@ export function parseLaunchArguments(
     socketAddr: options.socketAddr ?? env.FSDP_SOCKET_ADDR,
     script,
     scriptArguments: scriptArguments ?? [],
+    ...(elastic
+      ? {
+          elastic: {
+            minNodes: options.nnodes.min,
+            maxNodes: nnodes,
+            heartbeatTimeoutSeconds: options.heartbeatTimeout,
+            restartGraceSeconds: options.restartGrace,
+            lastCallSeconds: options.lastCall,
+            joinTimeoutSeconds: options.joinTimeout,
+          },
+        }
+      : {}),
   };
 }
 

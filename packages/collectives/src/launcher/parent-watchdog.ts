@@ -22,6 +22,8 @@ const WATCHDOG_MODULE = `
 import { Worker } from 'node:worker_threads';
 const parent = Number(process.env.FSDP_LAUNCHER_PID);
 if (parent > 0) {
+  // [Note: pre-restart signal] fsdp-run's request to checkpoint and exit becomes a flag, never a kill.
+  process.on('SIGUSR2', () => { globalThis[Symbol.for('fsdp-ts.restart-requested')] = true; });
   new Worker(${JSON.stringify(WATCHDOG_THREAD)}, { eval: true, workerData: { parent, pid: process.pid } }).unref();
 }
 `;

@@ -37,7 +37,7 @@ const initMs = performance.now() - started;
 const parameterCount = inner.parameters().reduce((sum, parameter) => sum + parameter.data.numel, 0);
 sampleRss('built');
 started = performance.now();
-const model: Module & { forward(tokens: tf.Tensor): unknown } =
+const model: Module & { forward(tokens: tf.Tensor): tf.Tensor } =
   group === null
     ? inner
     : new FullyShardedDataParallel(inner, {
@@ -66,7 +66,7 @@ let firstStepAtMs = 0;
 for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   if (step === 0) firstStepAtMs = Date.now();
   const stepStart = performance.now();
-  const loss = backward(model, () => crossEntropy(model.forward(tokens) as tf.Tensor, targets));
+  const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
   const backwardDone = performance.now();
   sampleRss(step === 0 ? 'first backward' : 'backward');
   optimizer.step();

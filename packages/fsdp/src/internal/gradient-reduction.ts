@@ -44,6 +44,8 @@ export class UnitReduction {
   #started = false;
   /** A gradient was written into the unsharded gradient buffers in this backward. */
   #received = false;
+  /** noSync backwards left gradients here that no reduction has consumed yet. */
+  #unreduced = false;
   /** Per handle: the shard-sized float32 output a reduction writes when kept gradients are added to. */
   readonly #scratch = new Map<FlatParamHandle, Float32Array>();
   /** Handles whose reduced output is added into gradients kept from earlier steps. */
@@ -129,10 +131,21 @@ export class UnitReduction {
     }
     this.#started = false;
     this.#received = false;
+    this.#unreduced = false;
+  }
+
+  /**
+   * Whether noSync backwards accumulated gradients that no synchronised backward has reduced yet:
+   * `grad` then is not the gradient a step would use (clipGradNorm and summonFullParams withGrads
+   * refuse to run).
+   */
+  get holdsUnreducedGradients(): boolean {
+    return this.#unreduced;
   }
 
   /** noSync: the step ends with its gradients unreduced; the unsharded buffers keep accumulating. */
   keepUnreduced(): void {
+    if (this.#received) this.#unreduced = true;
     this.#started = false;
     this.#received = false;
   }
@@ -143,6 +156,7 @@ export class UnitReduction {
     this.#widening = [];
     this.#started = false;
     this.#received = false;
+    this.#unreduced = false;
     if (!this.#settings.sharding.shardParameters) return;
     for (const handle of this.#handles)
       if (handle.unshardedGradStorage.isAllocated) handle.freeUnshardedGrad();

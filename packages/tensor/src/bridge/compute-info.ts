@@ -27,6 +27,14 @@ export async function setNativeMatMul(enabled: boolean): Promise<ComputeInfo> {
   return computeInfo();
 }
 
+/**
+ * True when tf.matMul on the active backend runs the BLAS kernel, where transpose flags and batch
+ * strides cost nothing (so callers should pass flags rather than materialise transposes).
+ */
+export function isNativeMatMulActive(): boolean {
+  return nativeMatMul.isActive(tf.getBackend());
+}
+
 function summarise(backend: BackendName | null, info: MatMulInfo): string {
   const name = backend ?? 'no backend';
   if (info.matMul === 'blas') {

@@ -1,0 +1,325 @@
+import { rmSync, writeFileSync } from 'node:fs';
+import { constants, hostname, networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { resolveJobSecret } from '../auth/job-secret.js';
+import { RendezvousClient, type RendezvousEvent } from '../elastic/rendezvous-client.js';
+import type { RoundAssignment } from '../elastic/rendezvous-messages.js';
+import { RendezvousServer } from '../elastic/rendezvous-server.js';
+import { RESTART_SIGNAL } from '../elastic/restart-request.js';
+import { localAddressRoutingTo } from '../environment/socket-address.js';
+import { CollectiveError } from '../errors.js';
+import { type StoreServer, startStoreServer } from '../store/store-server.js';
+import type { ElasticOptions, LaunchOptions } from './launch-options.js';
+import { buildWorkerCommand } from './worker-command.js';
+import { buildWorkerEnvironment } from './worker-environment.js';
+import { describeExit, WorkerProcess } from './worker-process.js';
+
+const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+type WorkersOutcome =
+  | { round: number; kind: 'success' }
+  | { round: number; kind: 'failure'; message: string };
+
+type AgentEvent =
+  | { kind: 'server'; event: RendezvousEvent }
+  | { kind: 'workers'; outcome: WorkersOutcome }
+  | { kind: 'lost'; error: CollectiveError }
+  | { kind: 'interrupted'; signal: NodeJS.Signals };
+
+/**
+ * `fsdp-run --nnodes MIN:MAX` on one host and returns its exit code. The launcher whose host
+ * owns --master-addr (and binds --master-port first) also runs the rendezvous server and the
+ * job's Store. Then every launcher is a rendezvous client: it runs its workers for each round it
+ * is a member of, stops them when the round stops, and joins the next one (see [Note: rounds]).
+ */
+export async function runElasticLauncher(
+  options: LaunchOptions,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
+  return new ElasticAgent(options, options.elastic!, env).run();
+}
+
+class ElasticAgent {
+  private workers: WorkerProcess[] = [];
+  private round: RoundAssignment | undefined;
+  private restartFile: string | undefined;
+  private pendingServerEvent: Promise<AgentEvent> | undefined;
+  private workersOutcome: Promise<AgentEvent> | undefined;
+  private resolveInterrupted!: (signal: NodeJS.Signals) => void;
+  private readonly interrupted = new Promise<NodeJS.Signals>(
+    (resolve) => (this.resolveInterrupted = resolve),
+  );
+  private interruption: NodeJS.Signals | undefined;
+  private readonly gracePeriodMs: number;
+
+  constructor(
+    private readonly options: LaunchOptions,
+    private readonly elastic: ElasticOptions,
+    private readonly env: NodeJS.ProcessEnv,
+  ) {
+    this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
+  }
+
+  async run(): Promise<number> {
+    const onSignal = (signal: NodeJS.Signals) => this.interrupt(signal);
+    for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
+    process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
+    process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
+    let store: StoreServer | undefined;
+    let server: RendezvousServer | undefined;
+    let client: RendezvousClient | undefined;
+    try {
+      buildWorkerCommand(this.options.script, this.options.scriptArguments);
+      const secret = this.jobSecret();
+      ({ store, server } = await this.hostRendezvous(secret));
+      const name = await this.launcherName();
+      client = new RendezvousClient({
+        host: this.options.masterAddr,
+        port: this.options.masterPort,
+        secret,
+        name,
+        nproc: this.options.nprocPerNode,
+        heartbeatTimeoutMs: this.elastic.heartbeatTimeoutSeconds * 1_000,
+        connectTimeoutMs: this.options.timeoutSeconds * 1_000,
+      });
+      this.log(`${name} joins the rendezvous at ${this.options.masterAddr}:${this.options.masterPort}.`);
+      return await this.serve(client, secret);
+    } catch (error) {
+      this.log(`error: ${error instanceof Error ? error.message : String(error)}`);
+      return this.interruption === undefined ? 1 : exitCodeOf(this.interruption);
+    } finally {
+      await this.stopWorkers();
+      // [Note: zeromq shutdown] Sockets close (bounded linger) before fsdp-run calls process.exit.
+      await client?.close();
+      await server?.close();
+      await store?.close();
+      for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
+    }
+  }
+
+  private async serve(client: RendezvousClient, secret: string): Promise<number> {
+    for (;;) {
+      const event = await this.nextEvent(client);
+      switch (event.kind) {
+        case 'interrupted':
+          client.leave(`fsdp-run on ${this.describeSelf()} received ${event.signal}`);
+          await this.stopWorkers(event.signal);
+          this.log(`stopped by ${event.signal}; every worker has exited.`);
+          return exitCodeOf(event.signal);
+        case 'lost':
+          this.log(`${event.error.message} Stopping the workers.`);
+          return 1;
+        case 'workers':
+          this.workersOutcome = undefined;
+          if (event.outcome.round !== this.round?.round) break;
+          if (event.outcome.kind === 'success') {
+            this.log(`round ${event.outcome.round}: every worker of this node exited 0.`);
+            client.done(event.outcome.round);
+          } else {
+            this.log(`round ${event.outcome.round}: ${event.outcome.message}; stopping the other workers.`);
+            client.failed(event.outcome.round, event.outcome.message);
+            await this.stopWorkers();
+          }
+          break;
+        case 'server': {
+          const message = event.event;
+          if (message.type === 'round') {
+            this.startRound(message, secret);
+          } else if (message.type === 'stop') {
+            this.log(`round ${message.round} stops (${message.reason}): ${message.message}.`);
+            await this.endRound(message.reason === 'join');
+            client.rejoin();
+          } else if (message.type === 'finish') {
+            this.log('job finished: every worker of every node exited 0.');
+            return 0;
+          } else {
+            this.log(`job failed: ${message.message}`);
+            return 1;
+          }
+          break;
+        }
+      }
+    }
+  }
+
+  /** The next thing to act on. A server event that loses the race stays pending for the next call. */
+  private nextEvent(client: RendezvousClient): Promise<AgentEvent> {
+    this.pendingServerEvent ??= client.next().then((event): AgentEvent => ({ kind: 'server', event }));
+    return Promise.race([
+      this.pendingServerEvent,
+      ...(this.workersOutcome === undefined ? [] : [this.workersOutcome]),
+      client.lost.then((error): AgentEvent => ({ kind: 'lost', error })),
+      this.interrupted.then((signal): AgentEvent => ({ kind: 'interrupted', signal })),
+    ]).then((event) => {
+      if (event.kind === 'server') this.pendingServerEvent = undefined;
+      return event;
+    });
+  }
+
+  private startRound(round: RoundAssignment, secret: string): void {
+    this.round = round;
+    const { nprocPerNode } = this.options;
+    const last = round.rankOffset + nprocPerNode - 1;
+    this.log(
+      `round ${round.round}: node ${round.nodeRank} of ${round.nnodes}, world size ${round.worldSize}, ranks ${round.rankOffset}-${last}, restarts ${round.restartCount} of ${this.options.maxRestarts}.`,
+    );
+    this.log(
+      `round ${round.round} members: ${round.members.map((member) => `node ${member.nodeRank} ${member.name}`).join('; ')}.`,
+    );
+    this.restartFile = join(tmpdir(), `fsdp-run-${process.pid}-round-${round.round}.restart`);
+    rmSync(this.restartFile, { force: true });
+    this.workers = Array.from({ length: nprocPerNode }, (_, localRank) => {
+      const rank = round.rankOffset + localRank;
+      const environment = buildWorkerEnvironment(
+        { ...this.options, nnodes: round.nnodes, nodeRank: round.nodeRank, masterAddr: round.store.host },
+        this.env,
+        {
+          rank,
+          localRank,
+          attempt: round.round,
+          secret,
+          port: round.store.port,
+          timeoutMs: Math.round(this.options.timeoutSeconds * 1_000),
+        },
+      );
+      Object.assign(environment.env, {
+        WORLD_SIZE: String(round.worldSize),
+        FSDP_STORE_PREFIX: round.store.prefix,
+        FSDP_ELASTIC_ROUND: String(round.round),
+        FSDP_RESTART_FILE: this.restartFile,
+      });
+      return new WorkerProcess({
+        rank,
+        localRank,
+        nodeArguments: environment.nodeArguments,
+        env: environment.env,
+      });
+    });
+    const exits = this.workers.map((worker) => worker.exited);
+    this.workersOutcome = new Promise<AgentEvent>((resolve) => {
+      for (const exited of exits) {
+        void exited.then((exit) => {
+          if (exit.code !== 0) {
+            resolve({
+              kind: 'workers',
+              outcome: {
+                round: round.round,
+                kind: 'failure',
+                message: `${describeExit(exit)} on node ${round.nodeRank}`,
+              },
+            });
+          }
+        });
+      }
+      void Promise.all(exits).then((all) => {
+        if (all.every((exit) => exit.code === 0)) {
+          resolve({ kind: 'workers', outcome: { round: round.round, kind: 'success' } });
+        }
+      });
+    });
+  }
+
+  /**
+   * Stops this round's workers. Before a restart for a join, first the pre-restart request
+   * ([Note: pre-restart signal]) and up to --restart-grace seconds for them to checkpoint and exit.
+   */
+  private async endRound(checkpointFirst: boolean): Promise<void> {
+    this.workersOutcome = undefined;
+    const running = this.workers.filter((worker) => worker.running);
+    if (checkpointFirst && running.length > 0 && this.restartFile !== undefined) {
+      writeFileSync(this.restartFile, 'restart\n');
+      for (const worker of running) worker.signal(RESTART_SIGNAL);
+      this.log(
+        `asked ${running.length} workers to checkpoint and exit (${RESTART_SIGNAL}, FSDP_RESTART_FILE); waiting up to ${this.elastic.restartGraceSeconds} s.`,
+      );
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(running.map((worker) => worker.exited)),
+        new Promise((resolve) => (timer = setTimeout(resolve, this.elastic.restartGraceSeconds * 1_000))),
+      ]);
+      clearTimeout(timer);
+    }
+    await this.stopWorkers();
+    if (this.restartFile !== undefined) rmSync(this.restartFile, { force: true });
+  }
+
+  private async stopWorkers(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    await Promise.all(this.workers.map((worker) => worker.stop(this.gracePeriodMs, signal)));
+  }
+
+  /** Starts the Store and the rendezvous server when --master-addr is this host's and the port is free. */
+  private async hostRendezvous(
+    secret: string,
+  ): Promise<{ store: StoreServer | undefined; server: RendezvousServer | undefined }> {
+    const { masterAddr, masterPort } = this.options;
+    if (!isLocalAddress(masterAddr)) return { store: undefined, server: undefined };
+    const store = await startStoreServer({ host: masterAddr, port: 0, secret });
+    try {
+      const server = await RendezvousServer.start({
+        host: masterAddr,
+        port: masterPort,
+        secret,
+        minNodes: this.elastic.minNodes,
+        maxNodes: this.elastic.maxNodes,
+        heartbeatTimeoutMs: this.elastic.heartbeatTimeoutSeconds * 1_000,
+        joinTimeoutMs: this.elastic.joinTimeoutSeconds * 1_000,
+        lastCallMs: this.elastic.lastCallSeconds * 1_000,
+        maxRestarts: this.options.maxRestarts,
+        store: { host: store.host, port: store.port },
+        log: (line) => this.log(line),
+      });
+      this.log(
+        `hosting the rendezvous at ${masterAddr}:${masterPort} and the store at ${masterAddr}:${store.port}.`,
+      );
+      return { store, server };
+    } catch {
+      // Another launcher of this host got the port first: it hosts; this one is a client.
+      await store.close();
+      return { store: undefined, server: undefined };
+    }
+  }
+
+  private async launcherName(): Promise<string> {
+    const address = await localAddressRoutingTo(this.options.masterAddr, this.options.masterPort).catch(
+      () => 'unknown address',
+    );
+    return `${address} (${hostname()}, pid ${process.pid})`;
+  }
+
+  private describeSelf(): string {
+    return this.round === undefined ? 'this host' : `node ${this.round.nodeRank}`;
+  }
+
+  private interrupt(signal: NodeJS.Signals): void {
+    if (this.interruption !== undefined) {
+      this.log(`second ${signal}: killing every worker now.`);
+      for (const worker of this.workers) worker.signal('SIGKILL');
+      return;
+    }
+    this.interruption = signal;
+    this.log(`received ${signal}; forwarding it to the workers.`);
+    this.resolveInterrupted(signal);
+  }
+
+  private jobSecret(): string {
+    const secret = resolveJobSecret(this.env);
+    if (secret !== undefined) return secret;
+    throw new CollectiveError('An elastic job needs a job secret shared by every launcher.', {
+      code: 'auth',
+      fix: 'set FSDP_JOB_SECRET (e.g. `export FSDP_JOB_SECRET=$(openssl rand -hex 32)`) or FSDP_JOB_SECRET_FILE on every host.',
+    });
+  }
+
+  private log(message: string): void {
+    process.stderr.write(`fsdp-run[elastic]: ${message}\n`);
+  }
+}
+
+/** Whether `address` belongs to an interface of this host (so its launcher may host the rendezvous). */
+function isLocalAddress(address: string): boolean {
+  return Object.values(networkInterfaces()).some((list) => list?.some((entry) => entry.address === address));
+}
+
+function exitCodeOf(signal: NodeJS.Signals): number {
+  return 128 + (constants.signals[signal] ?? 15);
+}
