@@ -5,8 +5,8 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
-import { FullyShardedDataParallel, listCheckpoints, loadCheckpoint, saveCheckpoint } from '@fsdp-ts/fsdp';
+import { initProcessGroup, type ProcessGroup, restartRequested } from '@fsdp-ts/collectives';
+import { FullyShardedDataParallel, listCheckpoints, resumeOrStart, saveCheckpoint } from '@fsdp-ts/fsdp';
 import { backward, GPT, TransformerBlock } from '@fsdp-ts/nn';
 import { AdamW, LinearWarmupCosineLR } from '@fsdp-ts/optim';
 import { initBackend } from '@fsdp-ts/tensor';
@@ -31,6 +31,8 @@ async function main(): Promise<void> {
   await initBackend(options.backend);
   const group = await initProcessGroup();
   const { rank, size: worldSize } = group;
+  // Set by `fsdp-run --nnodes MIN:MAX` on every rank alike (restartRequested is a collective).
+  const elastic = process.env.FSDP_ELASTIC_ROUND !== undefined;
   const report = (text: string) => {
     if (rank === 0 && options.progress !== 'none') process.stdout.write(text);
   };
@@ -77,13 +79,14 @@ async function main(): Promise<void> {
     let evaluations: EvaluationRecord[] = [];
     let metricName = '';
     // Resume from the newest complete checkpoint under --out/checkpoints when it is before --steps
-    // (an interrupted run). A finished run's checkpoints, or --fresh, mean a new run: rank 0
-    // clears them first so the new run's checkpoints are the only ones.
+    // (an interrupted run, or a new round of an elastic job at another world size: resumeOrStart
+    // reshards it). A finished run's checkpoints, or --fresh, mean a new run: rank 0 clears them
+    // first so the new run's checkpoints are the only ones.
     const checkpoints = resolve(options.out, 'checkpoints');
     const latest = options.fresh ? undefined : listCheckpoints(checkpoints).at(-1);
     let firstStep = 1;
     if (latest !== undefined && latest.step < options.steps) {
-      const loaded = loadCheckpoint(latest.path, { model, optimizer });
+      const loaded = resumeOrStart(checkpoints, { model, optimizer });
       const history = loaded.extra as {
         steps: StepRecord[];
         evaluations: EvaluationRecord[];
@@ -94,7 +97,7 @@ async function main(): Promise<void> {
       metricName = history.metricName;
       firstStep = loaded.step + 1;
       for (let step = 0; step < loaded.step; step++) schedule.step();
-      report(encodeMessage({ kind: 'resumed', step: loaded.step, path: latest.path }));
+      report(encodeMessage({ kind: 'resumed', step: loaded.step, path: loaded.path ?? latest.path }));
     } else {
       if (rank === 0) rmSync(checkpoints, { recursive: true, force: true });
       group.barrier().wait();
@@ -140,8 +143,7 @@ async function main(): Promise<void> {
           elapsedSeconds: (performance.now() - started) / 1000,
         }),
       );
-      if (step % options.evalEvery === 0 || step === options.steps) {
-        evaluate(step);
+      const save = () =>
         saveCheckpoint(checkpoints, {
           model,
           optimizer,
@@ -149,6 +151,15 @@ async function main(): Promise<void> {
           keep: 2,
           extra: { steps, evaluations, metricName },
         });
+      if (step % options.evalEvery === 0 || step === options.steps) {
+        evaluate(step);
+        save();
+      }
+      // Under `fsdp-run --nnodes MIN:MAX`, a launcher joining asks for a restart at the larger
+      // size: checkpoint here and exit; the next round resumes from it (see restartRequested).
+      if (elastic && step < options.steps && restartRequested(group)) {
+        if (step % options.evalEvery !== 0) save();
+        return;
       }
     }
     const samples = task.generate({ continue: greedyContinue(model) });

@@ -3,6 +3,8 @@ import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import type { History, LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
+import { loadShardedCheckpoint } from './checkpoint/load-sharded-checkpoint';
+import { type CheckpointSource, saveShardedCheckpoint } from './checkpoint/save-sharded-checkpoint';
 import { LayersError } from './errors';
 import { allReduceSumInPlace } from './internal/all-reduce-sum';
 import { broadcastWeights } from './internal/broadcast-weights';
@@ -178,6 +180,34 @@ export class ShardedTrainer {
     const result = this.group.rank === 0 ? await this.model.save(resolveSaveTarget(handlerOrUrl)) : null;
     await this.group.barrier();
     return result;
+  }
+
+  /**
+   * Writes a checkpoint to `directory` (shared by all ranks): the model in the tfjs format, and
+   * each rank's optimizer state. Loads at any world size and strategy. Every rank must call it.
+   */
+  async saveCheckpoint(directory: string): Promise<void> {
+    this.expectIdle('saveCheckpoint');
+    await saveShardedCheckpoint(directory, this.checkpointSource());
+  }
+
+  /** Loads a checkpoint written by saveCheckpoint (any world size or strategy). Every rank must call it. */
+  async loadCheckpoint(directory: string): Promise<void> {
+    this.expectIdle('loadCheckpoint');
+    loadShardedCheckpoint(directory, this.checkpointSource());
+    for (const bucket of this.buckets) bucket.reloadFromVariables();
+    await this.group.barrier();
+  }
+
+  private checkpointSource(): CheckpointSource {
+    return {
+      model: this.model,
+      group: this.group,
+      strategy: this.strategy,
+      optimizer: this.optimizer,
+      parameters: this.parameters,
+      pieces: this.buckets.flatMap((bucket) => bucket.optimizerPieces()),
+    };
   }
 
   /** Bytes this rank holds for training now: the model's weights, the flat buffers, the optimizer state. */

@@ -1,3 +1,4 @@
+import { lookup } from 'node:dns/promises';
 import { rmSync, writeFileSync } from 'node:fs';
 import { constants, hostname, networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -251,8 +252,9 @@ class ElasticAgent {
   private async hostRendezvous(
     secret: string,
   ): Promise<{ store: StoreServer | undefined; server: RendezvousServer | undefined }> {
-    const { masterAddr, masterPort } = this.options;
-    if (!isLocalAddress(masterAddr)) return { store: undefined, server: undefined };
+    const { masterPort } = this.options;
+    const masterAddr = await localAddressOf(this.options.masterAddr);
+    if (masterAddr === undefined) return { store: undefined, server: undefined };
     const store = await startStoreServer({ host: masterAddr, port: 0, secret });
     try {
       const server = await RendezvousServer.start({
@@ -315,9 +317,17 @@ class ElasticAgent {
   }
 }
 
-/** Whether `address` belongs to an interface of this host (so its launcher may host the rendezvous). */
-function isLocalAddress(address: string): boolean {
-  return Object.values(networkInterfaces()).some((list) => list?.some((entry) => entry.address === address));
+/**
+ * The address of this host that --master-addr names (an address, or a DNS name such as a
+ * Kubernetes pod name, resolved here), or undefined when it names another host: then this
+ * launcher does not host the rendezvous.
+ */
+async function localAddressOf(masterAddr: string): Promise<string | undefined> {
+  const candidates = await lookup(masterAddr, { all: true }).catch(() => []);
+  const local = new Set(
+    Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((entry) => entry.address)),
+  );
+  return candidates.map((candidate) => candidate.address).find((address) => local.has(address));
 }
 
 function exitCodeOf(signal: NodeJS.Signals): number {

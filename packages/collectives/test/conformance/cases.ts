@@ -25,7 +25,8 @@ function elementsOf(bytes: number, dtype: CollectiveDtype): number {
 
 /**
  * The suite for a world size: every op x dtype x size (0, 1, odd, 1 MiB), the other reductions
- * on the odd size, and, when `huge`, one 64 MiB float32 all-reduce.
+ * on the odd size, with `wire` every float32 op with bfloat16 on the wire (0, 1, odd, 1 MiB),
+ * and, when `huge`, a 64 MiB float32 all-reduce (also with bfloat16 on the wire, with `wire`).
  */
 export function conformanceCases(size: number, options: { huge: boolean; wire: boolean }): ConformanceCase[] {
   const cases: ConformanceCase[] = [];
@@ -65,7 +66,7 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
   }
   add({ kind: 'barrier', dtype: 'int32', count: 0 });
   if (options.wire) {
-    for (const count of [1, 1031, 1 << 18]) {
+    for (const count of [0, 1, 1031, 1 << 18]) {
       add({ kind: 'allReduce', dtype: 'float32', count, wireDtype: 'bfloat16' });
       add({ kind: 'allReduce', dtype: 'float32', count, wireDtype: 'bfloat16', reduceOp: 'avg' });
       add({ kind: 'allGather', dtype: 'float32', count, wireDtype: 'bfloat16' });
@@ -73,6 +74,10 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
       add({ kind: 'broadcast', dtype: 'float32', count, wireDtype: 'bfloat16', root: size - 1 });
     }
   }
-  if (options.huge) add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4 });
+  if (options.huge) {
+    add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4 });
+    if (options.wire)
+      add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4, wireDtype: 'bfloat16' });
+  }
   return cases;
 }

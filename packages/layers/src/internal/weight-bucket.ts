@@ -124,6 +124,31 @@ export class WeightBucket {
     return values;
   }
 
+  /** The part of each parameter this rank's optimizer steps: its shard intersection, or all of it. */
+  optimizerPieces(): { offsetInParam: number; length: number }[] {
+    return this.handle.layout.parameters.map((entry, index) =>
+      this.settings.optimizerOnShard
+        ? {
+            offsetInParam: this.handle.intersections[index]!.offsetInParam,
+            length: this.handle.intersections[index]!.length,
+          }
+        : { offsetInParam: 0, length: entry.numel },
+    );
+  }
+
+  /** Re-reads the flat values from the variables (after weights were loaded into the model). */
+  reloadFromVariables(): void {
+    const full = new Float32Array(this.handle.layout.paddedNumel);
+    this.handle.layout.parameters.forEach((entry, index) => {
+      full.set(this.variables[index]!.read().dataSync() as Float32Array, entry.offset);
+    });
+    const shardNumel = this.handle.layout.shardNumel;
+    const start = this.group.rank * shardNumel;
+    (this.handle.shardedBuffer().typedArray() as Float32Array).set(full.subarray(start, start + shardNumel));
+    if (this.handle.unshardedStorage.isAllocated)
+      (this.handle.unshardedBuffer().typedArray() as Float32Array).set(full);
+  }
+
   /** Bytes this bucket holds now: its flat buffers (allocated ones only). */
   allocatedBytes(): number {
     const { shardedStorage, unshardedStorage, shardedGradStorage, unshardedGradStorage } = this.handle;
