@@ -9,6 +9,7 @@ import { withHybridGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
 import { tapGradient } from './internal/gradient-tap';
+import { reclaimUnflattenedParameters } from './internal/reclaim-unflattened';
 import { dropoutGenerators, type StepContext } from './internal/step-context';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
 import { syncModuleStates } from './internal/sync-module-states';
@@ -109,6 +110,14 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     checkSameStructure(this.options.group, describeStructure(this.#units));
     if (replicateGroup !== null) checkSameStructure(replicateGroup, describeStructure(this.#units));
     for (const unit of this.#units) if (!unit.isRoot) this.interceptForward(unit);
+    // [Note: releasing the unflattened parameters]
+    reclaimUnflattenedParameters(
+      4 *
+        this.#units.reduce(
+          (sum, unit) => sum + unit.handles.reduce((total, handle) => total + handle.layout.totalNumel, 0),
+          0,
+        ),
+    );
     this.memoryEstimate = warnWhenOverMemoryLimit(
       this.#units,
       this.options.sharding,
