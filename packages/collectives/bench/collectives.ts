@@ -174,9 +174,12 @@ if (glooWhyNot === undefined && backends.includes('tcp')) {
         iterations: 5,
         warmup: 2,
       });
-      for (const row of ours.rows) byBytes.get(row.bytes)?.tcpMs.push(row.medianMs);
+      // Rows come in size order (the sweep rounds each size down to a multiple of the world size).
+      for (const [index, row] of ours.rows.entries())
+        byBytes.get(glooSizes[index]!)?.tcpMs.push(row.medianMs);
       const theirs: GlooRow[] = runGloo(worldSize, glooSizes, 5, 2);
-      for (const row of theirs) byBytes.get(row.bytes)?.glooMs.push(stats(row.ms).median);
+      for (const [index, row] of theirs.entries())
+        byBytes.get(glooSizes[index]!)?.glooMs.push(stats(row.ms).median);
     }
     comparisons.push(...byBytes.values());
   }

@@ -5,11 +5,18 @@ export {
   type ComputeInfo,
   computeInfo,
   isNativeMatMulActive,
+  nativeSgemm,
   setNativeMatMul,
 } from './bridge/compute-info';
 export { BACKEND_ENVIRONMENT_VARIABLE, currentBackend, initBackend } from './bridge/init-backend';
 export { matMul, registerMatMulGradient } from './bridge/mat-mul';
-export { blasSearchOrder } from './bridge/native/blas-library';
+export {
+  blasSearchOrder,
+  CBLAS_NO_TRANSPOSE,
+  CBLAS_ROW_MAJOR,
+  CBLAS_TRANSPOSE,
+  type Sgemm,
+} from './bridge/native/blas-library';
 export {
   BLAS_LIBRARY_ENVIRONMENT_VARIABLE,
   BLAS_SWITCH_ENVIRONMENT_VARIABLE,

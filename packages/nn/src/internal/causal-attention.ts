@@ -1,4 +1,6 @@
+import { nativeSgemm } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { backwardHeadBlas, forwardHeadBlas } from './causal-attention-blas';
 import { type AttentionShape, gatherHead, scatterHead, transposeSquare } from './head-layout';
 
 /**
@@ -15,10 +17,12 @@ import { type AttentionShape, gatherHead, scatterHead, transposeSquare } from '.
  *   backward: dv = Pᵀ·dO,  dP = dO·vᵀ,  dS = P ⊙ (dP - rowsum(dP ⊙ P)),  dq = dS·k·s,  dk = dSᵀ·(q·s)
  * The probabilities P stay in JavaScript memory between forward and backward (B·H·T·T floats).
  * causal-attention-reference.ts is the same math in batched tfjs ops, used as a test oracle.
+ * With the BLAS matMul kernel active, each head is five sgemm calls instead: [Note: attention on BLAS].
  */
 export function causalAttention(qkv: tf.Tensor, heads: number): tf.Tensor {
   const [batch, time, threeD] = qkv.shape as [number, number, number];
   const shape: AttentionShape = { batch, time, dModel: threeD / 3, heads, headSize: threeD / 3 / heads };
+  const sgemm = nativeSgemm();
   const kernel = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const input = args[0] as tf.Tensor;
     const values = (input.dataSync() as Float32Array).slice();
@@ -27,7 +31,9 @@ export function causalAttention(qkv: tf.Tensor, heads: number): tf.Tensor {
     for (let b = 0; b < batch; b++) {
       for (let head = 0; head < heads; head++) {
         const slot = (b * heads + head) * time * time;
-        forwardHead(values, shape, b, head, probabilities.subarray(slot, slot + time * time), output);
+        const headProbabilities = probabilities.subarray(slot, slot + time * time);
+        if (sgemm === null) forwardHead(values, shape, b, head, headProbabilities, output);
+        else forwardHeadBlas(sgemm, values, shape, b, head, headProbabilities, output);
       }
     }
     return {
@@ -35,11 +41,25 @@ export function causalAttention(qkv: tf.Tensor, heads: number): tf.Tensor {
       gradFunc: (dy: tf.Tensor | tf.Tensor[]) => {
         const gradient = (dy as tf.Tensor).dataSync() as Float32Array;
         const inputGradient = new Float32Array(values.length);
+        const scratch = sgemm === null ? null : new Float32Array(time * time);
         for (let b = 0; b < batch; b++) {
           for (let head = 0; head < heads; head++) {
             const slot = (b * heads + head) * time * time;
             const headProbabilities = probabilities.subarray(slot, slot + time * time);
-            backwardHead(values, gradient, shape, b, head, headProbabilities, inputGradient);
+            if (sgemm === null || scratch === null)
+              backwardHead(values, gradient, shape, b, head, headProbabilities, inputGradient);
+            else
+              backwardHeadBlas(
+                sgemm,
+                values,
+                gradient,
+                shape,
+                b,
+                head,
+                headProbabilities,
+                scratch,
+                inputGradient,
+              );
           }
         }
         return [tf.tensor(inputGradient, input.shape, 'float32')];

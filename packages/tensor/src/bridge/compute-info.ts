@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type { BackendName } from './backend-name';
 import { currentBackend } from './init-backend';
+import type { Sgemm } from './native/blas-library';
 import { type MatMulInfo, nativeMatMul } from './native/native-mat-mul';
 
 export interface ComputeInfo extends MatMulInfo {
@@ -33,6 +34,16 @@ export async function setNativeMatMul(enabled: boolean): Promise<ComputeInfo> {
  */
 export function isNativeMatMulActive(): boolean {
   return nativeMatMul.isActive(tf.getBackend());
+}
+
+/**
+ * OpenBLAS's `cblas_sgemm` while the BLAS matMul kernel is active on the current backend, for
+ * kernels that compute on typed arrays themselves (strided heads of attention, say); else null.
+ * Arguments follow CBLAS (row-major = 101, no transpose = 111, transpose = 112); typed arrays
+ * are passed as pointers to their own memory, so subarrays address offsets without copies.
+ */
+export function nativeSgemm(): Sgemm | null {
+  return nativeMatMul.sgemm(tf.getBackend());
 }
 
 function summarise(backend: BackendName | null, info: MatMulInfo): string {

@@ -1,6 +1,6 @@
 import type { ReduceOp } from '../../types.js';
 import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
-import { reduceInto } from '../reduce-kernels.js';
+import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
 import type { PeerLink } from './peer-link.js';
 
 /** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
@@ -23,6 +23,12 @@ export interface IncomingStep {
 
 export interface RingPlan {
   work: WorkArray;
+  /**
+   * Where the rank's own contribution lives when it is not `work` (reduce-scatter reads its
+   * input without copying it): reduce steps compute work = base (op) incoming, and the initial
+   * range is sent from base. Every range is reduced at most once, so base is read once.
+   */
+  base?: WorkArray;
   reduceOp: ReduceOp;
   /** Range this rank sends first, before anything arrives. */
   initial: { start: number; end: number; wire: Wire } | null;
@@ -116,10 +122,19 @@ function runStep(
   const carry = new Uint8Array(4);
   let carryLength = 0;
   let position = step.start;
+  const base = step.mode === 'reduce' ? plan.base : undefined;
   const apply = (buffer: ArrayBufferLike, byteOffset: number, length: number): void => {
     const incoming = typedView(work, step.wire, buffer, byteOffset, length);
     const target = work.subarray(position, position + length);
-    if (step.wire === 'bfloat16') {
+    if (base !== undefined) {
+      const own = base.subarray(position, position + length) as AccumulatorArray;
+      let other = incoming as AccumulatorArray;
+      if (step.wire === 'bfloat16') {
+        other = scratch.floats(length);
+        decodeBfloat16(incoming as Uint16Array, other);
+      }
+      reducePair(target as AccumulatorArray, own, other, plan.reduceOp);
+    } else if (step.wire === 'bfloat16') {
       if (step.mode === 'copy') decodeBfloat16(incoming as Uint16Array, target as Float32Array);
       else if (plan.reduceOp === 'sum' || plan.reduceOp === 'avg')
         addBfloat16Into(target as Float32Array, incoming as Uint16Array);
@@ -171,7 +186,7 @@ export async function runRing(
 ): Promise<void> {
   if (plan.initial !== null && next !== null) {
     const { start, end, wire } = plan.initial;
-    if (end > start) next.write(encodeRange(plan.work, start, end, wire, scratch));
+    if (end > start) next.write(encodeRange(plan.base ?? plan.work, start, end, wire, scratch));
   }
   for (const step of plan.steps) {
     if (step.end > step.start && previous !== null) await runStep(plan, step, previous, next, scratch);

@@ -196,6 +196,16 @@ export class TcpEngine extends EngineBase<TcpInit> {
     return work;
   }
 
+  /** Uninitialised float32 or int32 scratch as long as `like`. */
+  private scratchFor(like: Float32Array | Int32Array): Float32Array | Int32Array {
+    if (like instanceof Int32Array) {
+      if (this.workInts.length < like.length) this.workInts = new Int32Array(like.length);
+      return this.workInts.subarray(0, like.length);
+    }
+    if (this.workFloats.length < like.length) this.workFloats = new Float32Array(like.length);
+    return this.workFloats.subarray(0, like.length);
+  }
+
   private async allReduce(op: OpMessage, previous: PeerLink | null, next: PeerLink | null): Promise<void> {
     const buffer = op.output!;
     const work = this.workFor(buffer, op.dtype, op.count, buffer);
@@ -215,10 +225,19 @@ export class TcpEngine extends EngineBase<TcpInit> {
   ): Promise<void> {
     const { rank } = this.init;
     const input = op.input!;
-    const work = this.workFor(op.output!, op.dtype, input.length, input);
     const options = this.reduceOptions(op);
-    await this.ring(reduceScatterPlan(work, op.count, options), previous, next);
-    const own = work.subarray(rank * op.count, (rank + 1) * op.count);
+    let plan: RingPlan;
+    if (op.dtype === 'bfloat16') {
+      plan = reduceScatterPlan(this.workFor(op.output!, op.dtype, input.length, input), op.count, options);
+    } else {
+      // No copy of the input: each reduce step writes input (op) incoming into scratch.
+      plan = reduceScatterPlan(this.scratchFor(input as Float32Array | Int32Array), op.count, options);
+      plan.base = input;
+    }
+    await this.ring(plan, previous, next);
+    // The ring's last reduce step fills this rank's block; a group of one has no steps.
+    const result = this.init.size === 1 ? (plan.base ?? plan.work) : plan.work;
+    const own = result.subarray(rank * op.count, (rank + 1) * op.count);
     if (op.dtype === 'bfloat16') encodeBfloat16(own as Float32Array, op.output as Uint16Array);
     else op.output!.set(own as never);
   }

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
-import { type BlasLoadResult, blasSearchOrder, loadBlas } from './blas-library';
+import { type BlasLoadResult, blasSearchOrder, loadBlas, type Sgemm } from './blas-library';
 import { cpuBlasMatMul, wasmBlasMatMul } from './blas-mat-mul-kernels';
 import {
   BLAS_LIBRARY_ENVIRONMENT_VARIABLE,
@@ -71,6 +71,11 @@ class NativeMatMul {
   /** True when `backend`'s BatchMatMul is the BLAS kernel (transpose flags then cost nothing). */
   isActive(backend: string): boolean {
     return isBlasBackend(backend) && this.#replaced.has(backend);
+  }
+
+  /** The loaded sgemm when `backend` runs the BLAS kernel, else null. */
+  sgemm(backend: string): Sgemm | null {
+    return this.isActive(backend) && this.#load?.loaded === true ? this.#load.library.sgemm : null;
   }
 
   info(backend: string): MatMulInfo {

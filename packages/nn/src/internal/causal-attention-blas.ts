@@ -1,0 +1,181 @@
+import {
+  CBLAS_NO_TRANSPOSE as N,
+  CBLAS_ROW_MAJOR as ROW_MAJOR,
+  type Sgemm,
+  CBLAS_TRANSPOSE as T,
+} from '@fsdp-ts/tensor';
+import type { AttentionShape } from './head-layout';
+
+/**
+ * [Note: attention on BLAS]
+ * With OpenBLAS loaded, one (batch, head) of attention is five sgemm calls straight on the
+ * arrays of qkv [B, T, 3·D], the output [B, T, D] and their gradients: a head is a [T, headSize]
+ * block at column offset part·D + head·headSize with leading dimension 3·D (or D), so nothing is
+ * gathered, scattered, transposed or wrapped in a tensor. Same math as [Note: attention kernel].
+ * Every head writes a disjoint block of the output and of the input gradient (beta = 0).
+ */
+function offsets(shape: AttentionShape, b: number, head: number) {
+  const { time, dModel, headSize } = shape;
+  const row = b * time * 3 * dModel + head * headSize;
+  return {
+    query: row,
+    key: row + dModel,
+    value: row + 2 * dModel,
+    output: b * time * dModel + head * headSize,
+  };
+}
+
+export function forwardHeadBlas(
+  sgemm: Sgemm,
+  values: Float32Array,
+  shape: AttentionShape,
+  b: number,
+  head: number,
+  probabilities: Float32Array,
+  output: Float32Array,
+): void {
+  const { time, headSize, dModel } = shape;
+  const at = offsets(shape, b, head);
+  const scale = 1 / Math.sqrt(headSize);
+  // S = s · q·kᵀ into probabilities, then the causal softmax in place (float64 accumulators).
+  sgemm(
+    ROW_MAJOR,
+    N,
+    T,
+    time,
+    time,
+    headSize,
+    scale,
+    values.subarray(at.query),
+    3 * dModel,
+    values.subarray(at.key),
+    3 * dModel,
+    0,
+    probabilities,
+    time,
+  );
+  for (let row = 0; row < time; row++) {
+    const base = row * time;
+    let max = Number.NEGATIVE_INFINITY;
+    for (let column = 0; column <= row; column++) max = Math.max(max, probabilities[base + column]!);
+    let sum = 0;
+    for (let column = 0; column <= row; column++) {
+      const weight = Math.exp(probabilities[base + column]! - max);
+      probabilities[base + column] = weight;
+      sum += weight;
+    }
+    const inverse = 1 / sum;
+    for (let column = 0; column <= row; column++) probabilities[base + column]! *= inverse;
+    for (let column = row + 1; column < time; column++) probabilities[base + column] = 0;
+  }
+  // O = P·v
+  sgemm(
+    ROW_MAJOR,
+    N,
+    N,
+    time,
+    headSize,
+    time,
+    1,
+    probabilities,
+    time,
+    values.subarray(at.value),
+    3 * dModel,
+    0,
+    output.subarray(at.output),
+    dModel,
+  );
+}
+
+export function backwardHeadBlas(
+  sgemm: Sgemm,
+  values: Float32Array,
+  gradient: Float32Array,
+  shape: AttentionShape,
+  b: number,
+  head: number,
+  probabilities: Float32Array,
+  scratch: Float32Array,
+  inputGradient: Float32Array,
+): void {
+  const { time, headSize, dModel } = shape;
+  const at = offsets(shape, b, head);
+  const scale = 1 / Math.sqrt(headSize);
+  const outputGradient = gradient.subarray(at.output);
+  // dv = Pᵀ·dO
+  sgemm(
+    ROW_MAJOR,
+    T,
+    N,
+    time,
+    headSize,
+    time,
+    1,
+    probabilities,
+    time,
+    outputGradient,
+    dModel,
+    0,
+    inputGradient.subarray(at.value),
+    3 * dModel,
+  );
+  // dP = dO·vᵀ into scratch, then dS = P ⊙ (dP - rowsum(dP ⊙ P)) in place (zero above the diagonal).
+  sgemm(
+    ROW_MAJOR,
+    N,
+    T,
+    time,
+    time,
+    headSize,
+    1,
+    outputGradient,
+    dModel,
+    values.subarray(at.value),
+    3 * dModel,
+    0,
+    scratch,
+    time,
+  );
+  for (let row = 0; row < time; row++) {
+    const base = row * time;
+    let dot = 0;
+    for (let column = 0; column <= row; column++)
+      dot += scratch[base + column]! * probabilities[base + column]!;
+    for (let column = 0; column <= row; column++)
+      scratch[base + column] = probabilities[base + column]! * (scratch[base + column]! - dot);
+    for (let column = row + 1; column < time; column++) scratch[base + column] = 0;
+  }
+  // dq = s · dS·k,  dk = s · dSᵀ·q
+  sgemm(
+    ROW_MAJOR,
+    N,
+    N,
+    time,
+    headSize,
+    time,
+    scale,
+    scratch,
+    time,
+    values.subarray(at.key),
+    3 * dModel,
+    0,
+    inputGradient.subarray(at.query),
+    3 * dModel,
+  );
+  sgemm(
+    ROW_MAJOR,
+    T,
+    N,
+    time,
+    headSize,
+    time,
+    scale,
+    scratch,
+    time,
+    values.subarray(at.query),
+    3 * dModel,
+    0,
+    inputGradient.subarray(at.key),
+    3 * dModel,
+  );
+}
