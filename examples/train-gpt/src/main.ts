@@ -3,27 +3,15 @@
  * and renders rank 0's progress messages as a live progress bar. Every option is passed on to the
  * workers unchanged; see `--help`.
  */
+
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { fsdpRunCommand } from '@fsdp-ts/collectives';
 import { CommanderError } from 'commander';
 import { decodeMessage } from './metrics';
 import { parseTrainOptions } from './options';
 import { formatDuration, ProgressBar } from './progress-bar';
-
-/** The fsdp-run command line: from source through tsx when this example runs from source. */
-function launcherCommand(): string[] {
-  const entry = import.meta.resolve('@fsdp-ts/collectives');
-  if (entry.endsWith('.ts')) {
-    return [
-      '--conditions=@fsdp-ts/source',
-      '--import',
-      'tsx',
-      fileURLToPath(new URL('./bin/fsdp-run.ts', entry)),
-    ];
-  }
-  return [fileURLToPath(new URL('./bin/fsdp-run.js', entry))];
-}
 
 async function main(): Promise<number> {
   const argv = process.argv.slice(2);
@@ -38,7 +26,7 @@ async function main(): Promise<number> {
   const worker = fileURLToPath(new URL('./worker.ts', import.meta.url));
   const child = spawn(
     process.execPath,
-    [...launcherCommand(), '--nproc-per-node', String(options.worldSize), worker, ...argv],
+    [...fsdpRunCommand(), '--nproc-per-node', String(options.worldSize), worker, ...argv],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const bar = new ProgressBar(process.stdout, options.progress);

@@ -5,27 +5,15 @@
  *   3. @fsdp-ts/flat-param: a flat parameter and its views
  *   4. @fsdp-ts/optim: an optimizer stepping views
  */
+
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { fsdpRunCommand } from '@fsdp-ts/collectives';
 import { flatParameter } from './flat-parameter';
 import { optimizerOnViews } from './optimizer-on-views';
 import { viewsOverStorage } from './views-over-storage';
 
 const log = (line: string) => process.stdout.write(`  ${line}\n`);
-
-/** The fsdp-run command line: from source through tsx when this example runs from source. */
-function launcherCommand(): string[] {
-  const entry = import.meta.resolve('@fsdp-ts/collectives');
-  if (entry.endsWith('.ts')) {
-    return [
-      '--conditions=@fsdp-ts/source',
-      '--import',
-      'tsx',
-      fileURLToPath(new URL('./bin/fsdp-run.ts', entry)),
-    ];
-  }
-  return [fileURLToPath(new URL('./bin/fsdp-run.js', entry))];
-}
 
 process.stdout.write('1. @fsdp-ts/tensor: views over one storage\n');
 viewsOverStorage(log);
@@ -34,7 +22,7 @@ process.stdout.write(
   '2. @fsdp-ts/collectives: an all-reduce between two processes (fsdp-run, tcp on loopback)\n',
 );
 const rankScript = fileURLToPath(new URL('./all-reduce-rank.ts', import.meta.url));
-const launched = spawnSync(process.execPath, [...launcherCommand(), '--nproc-per-node', '2', rankScript], {
+const launched = spawnSync(process.execPath, [...fsdpRunCommand(), '--nproc-per-node', '2', rankScript], {
   encoding: 'utf8',
   timeout: 120_000,
 });

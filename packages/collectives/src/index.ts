@@ -40,6 +40,7 @@ export {
   initProcessGroup,
   newGroup,
 } from './init-process-group.js';
+export { fsdpRunCommand } from './launcher/fsdp-run-command.js';
 export { ProcessGroup } from './process-group.js';
 export {
   type SpawnThreadRanksOptions,

@@ -1,6 +1,12 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { StateDict } from '@fsdp-ts/nn';
-import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@fsdp-ts/nn';
+import {
+  type BackwardPlan,
+  backwardHook,
+  Module,
+  randomStatefulModules,
+  withParameterTensors,
+} from '@fsdp-ts/nn';
 import { type Parameter, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
@@ -10,7 +16,7 @@ import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
 import { tapGradient } from './internal/gradient-tap';
 import { reclaimUnflattenedParameters } from './internal/reclaim-unflattened';
-import { dropoutGenerators, type StepContext } from './internal/step-context';
+import type { StepContext } from './internal/step-context';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
 import { syncModuleStates } from './internal/sync-module-states';
 import { type TrainingState, TrainingStateMachine } from './internal/training-state';
@@ -269,10 +275,9 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     this.statistics.allGatherWaitMs += performance.now() - start;
   }
 
+  /** A forward wrapper hook on the unit's module (see [Note: forward hooks] in @fsdp-ts/nn). */
   private interceptForward(unit: FsdpUnit): void {
-    const target = unit.module as unknown as { forward: (...args: unknown[]) => unknown };
-    const original = target.forward.bind(unit.module);
-    target.forward = (...args: unknown[]) => this.runUnit(unit, original, args);
+    unit.module.registerForwardWrapper((next, args) => this.runUnit(unit, next, args));
   }
 
   private runUnit(unit: FsdpUnit, original: (...args: unknown[]) => unknown, args: unknown[]): unknown {
@@ -346,7 +351,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         if (phase === 'backward' || sharding.reshardAfterForward) unit.reshard();
       },
       trainable: () => unit.trainableParameters(),
-      generators: () => dropoutGenerators(unit.module),
+      randomLayers: () => randomStatefulModules(unit.module),
       onParameterGradients: (gradients: tf.Tensor[]) => {
         unit.trainableParameters().forEach((parameter, index) => {
           const { handle, index: position } = this.#locations.get(parameter)!;

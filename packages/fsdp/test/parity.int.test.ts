@@ -120,6 +120,29 @@ describe('a sharding strategy added as a preset (test/support/keep-gathered-reco
   });
 });
 
+describe('random layers under full-shard', () => {
+  it('the recompute replays every random layer (a test-only NoisyScale, not a Dropout): full-shard equals shard-grad-op', async () => {
+    const noisyFixture = new URL('./fixtures/noisy-recompute.ts', import.meta.url);
+    const run = (strategy: 'full-shard' | 'shard-grad-op') =>
+      spawnThreadRanks(2, noisyFixture, 'trainNoisy', {
+        args: { strategy, steps: 3 },
+        timeoutMs: 60_000,
+      }) as Promise<Pick<TrainingResult, 'losses' | 'pieces'>[]>;
+    const recomputed = await run('full-shard');
+    const kept = await run('shard-grad-op');
+    recomputed.forEach((result, rank) => {
+      result.losses.forEach((loss, step) => {
+        expectClose(loss, kept[rank]!.losses[step]!, `rank ${rank} loss of step ${step}`);
+      });
+      for (const [name, piece] of Object.entries(result.pieces)) {
+        piece.values.forEach((value, index) => {
+          expectClose(value, kept[rank]!.pieces[name]!.values[index]!, `rank ${rank} ${name}[${index}]`);
+        });
+      }
+    });
+  });
+});
+
 describe('dropout under full-shard', () => {
   it('the recompute replays the dropout masks: full-shard equals shard-grad-op (no recompute) with dropout 0.2', async () => {
     const args = base(2, { config: { ...tinyConfig, dropout: 0.2 }, steps: 3 });

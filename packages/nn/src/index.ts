@@ -14,6 +14,12 @@ export {
   StateDictError,
   type StateDictShapeMismatch,
 } from './errors';
+export type {
+  ForwardHook,
+  ForwardPreHook,
+  ForwardWrapper,
+  RemovableHandle,
+} from './forward-hooks';
 export { crossEntropy } from './functional/cross-entropy';
 export { GPT2_INIT_STD, initConstant, initNormal, initUniform } from './init';
 export { CausalSelfAttention, type CausalSelfAttentionOptions } from './layers/causal-self-attention';
@@ -29,3 +35,4 @@ export { TransformerBlock, type TransformerBlockOptions } from './layers/transfo
 export { type LoadStateDictOptions, type LoadStateDictResult, Module, type StateDict } from './module';
 export { parameterTensor, withParameterTensors } from './parameter-scope';
 export { defaultGenerator, Generator, type GeneratorState, manualSeed } from './random/generator';
+export { isRandomStateful, type RandomStateful, randomStatefulModules } from './random/random-state';

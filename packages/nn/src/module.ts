@@ -1,6 +1,13 @@
 import { type Parameter, shapesEqual, type TensorView } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import { NnError, StateDictError, type StateDictShapeMismatch } from './errors';
+import {
+  addForwardHook,
+  type ForwardHook,
+  type ForwardPreHook,
+  type ForwardWrapper,
+  type RemovableHandle,
+} from './forward-hooks';
 import { parameterTensor } from './parameter-scope';
 
 /** A state dict: dotted names to views, in registration order. */
@@ -40,6 +47,21 @@ export abstract class Module {
 
   /** The module's computation. Subclasses declare their own signature. */
   abstract forward(...inputs: never[]): unknown;
+
+  /** Runs `hook` before every call of this instance's forward (see [Note: forward hooks]). */
+  registerForwardPreHook(hook: ForwardPreHook): RemovableHandle {
+    return addForwardHook(this, 'pre', hook);
+  }
+
+  /** Runs `hook` after every call of this instance's forward (see [Note: forward hooks]). */
+  registerForwardHook(hook: ForwardHook): RemovableHandle {
+    return addForwardHook(this, 'post', hook);
+  }
+
+  /** Runs every call of this instance's forward through `wrapper` (see [Note: forward hooks]). */
+  registerForwardWrapper(wrapper: ForwardWrapper): RemovableHandle {
+    return addForwardHook(this, 'wrappers', wrapper);
+  }
 
   registerParameter<P extends Parameter>(name: string, parameter: P): P {
     this.checkName(name);

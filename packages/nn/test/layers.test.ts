@@ -1,9 +1,22 @@
+import { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { crossEntropy, Dropout, Embedding, erf, Generator, GPT, gelu, Linear } from '../src/index';
+import {
+  backward,
+  crossEntropy,
+  Dropout,
+  Embedding,
+  erf,
+  Generator,
+  GPT,
+  gelu,
+  Linear,
+  Module,
+} from '../src/index';
 import { causalAttention } from '../src/internal/causal-attention';
 import { causalAttentionReference } from '../src/internal/causal-attention-reference';
 import { backends, useBackend, worstRelativeError } from './helpers';
+import { NoisyScale } from './support/noisy-scale';
 
 /** erf by its Maclaurin series in float64 (exact to ~1e-15 for |x| <= 4): the independent reference. */
 function referenceErf(x: number): number {
@@ -173,5 +186,25 @@ describe.each(backends)('layers on %s', (backend) => {
     const reference = evaluate(causalAttentionReference);
     expect(worstRelativeError(fast.output, reference.output, 1e-5, 1e-2).ratio).toBeLessThanOrEqual(1);
     expect(worstRelativeError(fast.gradient, reference.gradient, 1e-5, 1e-2).ratio).toBeLessThanOrEqual(1);
+  });
+
+  it('NoisyScale (test-only layer): d sum(y) / d scale is the column sums of x, d / d x is scale; noise is additive', () => {
+    const layer = new NoisyScale(3, { seed: 5, std: 0.5 });
+    const scale = layer.scale.data.toArray();
+    const input = Parameter.fromArray([1, 2, 3, 4, 5, 6], [2, 3]);
+    class Probe extends Module {
+      readonly noisy = this.registerModule('noisy', layer);
+      readonly input = this.registerParameter('input', input);
+      forward(): tf.Tensor {
+        return this.noisy.forward(this.tensor(this.input));
+      }
+    }
+    const probe = new Probe();
+    backward(probe, () => tf.sum(probe.forward()));
+    expect(layer.scale.grad!.toArray().map((value) => Math.round(value * 1e5) / 1e5)).toEqual([5, 7, 9]);
+    const expectedInputGrad = [...scale, ...scale];
+    input.grad!.toArray().forEach((value, index) => {
+      expect(value).toBeCloseTo(expectedInputGrad[index]!, 6);
+    });
   });
 });

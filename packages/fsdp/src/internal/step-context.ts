@@ -1,4 +1,3 @@
-import { Dropout, type Generator, type Module } from '@fsdp-ts/nn';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import type { FsdpUnit } from './fsdp-unit';
@@ -10,9 +9,4 @@ export interface StepContext {
   readonly order: FsdpUnit[]; // non-root units in the order their forward ran
   readonly sync: boolean; // false inside noSync: gradients accumulate unreduced
   readonly reducing: FsdpUnit[]; // units whose reductions are issued and not yet finished, oldest first
-}
-
-/** The mask generators of every Dropout inside a unit (replayed when the unit is recomputed). */
-export function dropoutGenerators(module: Module): Generator[] {
-  return module.modules().flatMap((child) => (child instanceof Dropout ? [child.generator] : []));
 }

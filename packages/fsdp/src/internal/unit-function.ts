@@ -1,4 +1,4 @@
-import { type Generator, withParameterTensors } from '@fsdp-ts/nn';
+import { type RandomStateful, withParameterTensors } from '@fsdp-ts/nn';
 import { nestedGradients, type Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { FsdpError } from '../errors';
@@ -13,8 +13,8 @@ export interface RecomputingUnitHooks {
   trainable(): Parameter[];
   /** Backward produced these parameter gradients (same order as trainable()). */
   onParameterGradients(gradients: tf.Tensor[]): void;
-  /** Random generators the unit's forward draws from (dropout): replayed by the recompute. */
-  generators(): readonly Generator[];
+  /** The unit's layers that draw random numbers ([Note: random-state protocol]): replayed by the recompute. */
+  randomLayers(): readonly RandomStateful[];
 }
 
 /**
@@ -26,8 +26,9 @@ export interface RecomputingUnitHooks {
  * starts the reduce-scatter) and returns the input gradients to tfjs at once. Float inputs are
  * differentiable; other arguments (int tokens, options) pass through unchanged. The anchor input
  * makes tfjs run the gradient function even when no input depends on a trainable tensor.
- * The recompute replays the forward's random draws: the generators' states are taken before the
- * forward, set again for the recompute, and put back afterwards, so dropout masks match.
+ * The recompute replays the forward's random draws: every random layer's state is taken before
+ * the forward, set again for the recompute, and put back afterwards, so dropout masks (and any
+ * other layer's draws) match.
  */
 export function runRecomputingUnit(
   forward: (...args: unknown[]) => unknown,
@@ -65,8 +66,8 @@ export function runRecomputingUnit(
     const save = received[received.length - 1] as tf.GradSaveFunc;
     const inputs = received.slice(0, floatPositions.length) as tf.Tensor[];
     save(inputs);
-    const generators = hooks.generators();
-    const forwardStates = generators.map((generator) => generator.getState());
+    const randomLayers = hooks.randomLayers();
+    const forwardStates = randomLayers.map((layer) => layer.getRandomState());
     let value: tf.Tensor;
     try {
       value = run(hooks.gatherParameters('forward'), inputs);
@@ -77,9 +78,9 @@ export function runRecomputingUnit(
       value,
       gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
         const tensors = hooks.gatherParameters('backward');
-        const currentStates = generators.map((generator) => generator.getState());
-        generators.forEach((generator, index) => {
-          generator.setState(forwardStates[index]!);
+        const currentStates = randomLayers.map((layer) => layer.getRandomState());
+        randomLayers.forEach((layer, index) => {
+          layer.setRandomState(forwardStates[index]);
         });
         try {
           const trainable = hooks.trainable();
@@ -105,8 +106,8 @@ export function runRecomputingUnit(
           for (const gradient of parameterGradients) if (!kept.has(gradient)) gradient.dispose();
           return [...inputGradients, tf.zerosLike(anchor)];
         } finally {
-          generators.forEach((generator, index) => {
-            generator.setState(currentStates[index]!);
+          randomLayers.forEach((layer, index) => {
+            layer.setRandomState(currentStates[index]);
           });
           hooks.releaseParameters('backward');
         }

@@ -1,7 +1,8 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
 import { Module } from '../module';
-import { Generator } from '../random/generator';
+import { Generator, type GeneratorState } from '../random/generator';
+import type { RandomStateful } from '../random/random-state';
 
 export interface DropoutOptions {
   /** Seed of this layer's own mask generator (default 0). Ignored when `generator` is given. */
@@ -15,9 +16,10 @@ export interface DropoutOptions {
  *
  * Masks come from the layer's own seeded Generator, so the same seed gives the same masks in
  * every process and on every backend. A caller that recomputes a forward (activation
- * recomputation) restores `generator.getState()` first to get the same masks again.
+ * recomputation) restores `getRandomState()` first to get the same masks again
+ * ([Note: random-state protocol]).
  */
-export class Dropout extends Module {
+export class Dropout extends Module implements RandomStateful<GeneratorState> {
   readonly rate: number;
   readonly generator: Generator;
 
@@ -33,6 +35,14 @@ export class Dropout extends Module {
     }
     this.rate = rate;
     this.generator = options.generator ?? new Generator(options.seed ?? 0);
+  }
+
+  getRandomState(): GeneratorState {
+    return this.generator.getState();
+  }
+
+  setRandomState(state: GeneratorState): void {
+    this.generator.setState(state);
   }
 
   forward(x: tf.Tensor): tf.Tensor {
