@@ -185,6 +185,15 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     return fullStateDict(this, options);
   }
 
+  /**
+   * The full state dict, like PyTorch's default `state_dict()` under FSDP: `fullStateDict()`
+   * (collective: call it on every rank; full-shape copies, not views of the shards). Module's own
+   * stateDict would list 1-D shards under the original names.
+   */
+  override stateDict(): StateDict {
+    return fullStateDict(this);
+  }
+
   /** Loads a full state dict (every rank passes the whole dict); no communication. */
   loadFullStateDict(dict: StateDict): void {
     loadFullStateDict(this, dict);
