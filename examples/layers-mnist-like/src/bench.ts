@@ -52,10 +52,12 @@ for (let round = 0; round < rounds; round++) {
 }
 const range = (values: number[]) =>
   `${median(values).toFixed(2)} (${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)})`;
-console.log(`\n| run | samples/s median (min–max) |\n| --- | --- |`);
-console.log(`| model.fit, 1 process | ${range(singleRates)} |`);
-console.log(`| ShardedTrainer shard-gradients, 2 thread ranks | ${range(shardedRates)} |`);
-console.log(`| ratio W=2 / single | ${range(ratios)} |`);
+if (rounds > 0) {
+  console.log(`\n| run | samples/s median (min–max) |\n| --- | --- |`);
+  console.log(`| model.fit, 1 process | ${range(singleRates)} |`);
+  console.log(`| ShardedTrainer shard-gradients, 2 thread ranks | ${range(shardedRates)} |`);
+  console.log(`| ratio W=2 / single | ${range(ratios)} |`);
+}
 
 console.log(
   '\n| strategy (W=2) | weights | flat buffers | optimizer state | total per rank | model | total / model |\n| --- | --- | --- | --- | --- | --- | --- |',

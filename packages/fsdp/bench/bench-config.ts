@@ -7,9 +7,14 @@ export type RunKind =
   | 'no-shard-unflat'
   | 'shard-grad-op'
   | 'full-shard'
+  | 'full-shard-recompute' // activationCheckpointing: true (every unit recomputed in backward)
   | 'full-shard-unflat'
   | 'full-shard-flat-optimizer' // AdamW over each unit's flat shard (one Parameter per flat buffer)
-  | 'full-shard-submodule-optimizer'; // AdamW with one param group per submodule, from model.module.<sub>.parameters()
+  | 'full-shard-submodule-optimizer' // AdamW with one param group per submodule, from model.module.<sub>.parameters()
+  // PyTorch 1.13 peers (torch-fsdp-training.py; not run by training-rank.ts):
+  | 'torch-single'
+  | 'torch-ddp'
+  | 'torch-fsdp';
 
 export interface RunRequest {
   kind: RunKind;
@@ -45,6 +50,9 @@ export interface RunResult {
   units: number;
   tokensPerSecond: Spread;
   stepMs: Spread;
+  /** Every measured step's wall time and rank 0's CPU time (rows of several rounds are pooled). */
+  stepSamples: number[];
+  cpuSamples: number[];
   /**
    * CPU time of rank 0's process per step (all its threads). Less sensitive than wall time to
    * other processes competing for the cores; blocking waits cost none.

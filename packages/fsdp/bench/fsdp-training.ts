@@ -7,8 +7,14 @@
  * unflattened, optimizer over the flat shards, optimizer per submodule). Memory: per-rank bytes of
  * parameters + gradients + optimizer state at W = 1, 2, 4 against the model
  * 16·P/N + 8·(units gathered at once)·(largest unit), and a 16-layer variant at W = 2.
+ * PyTorch 1.13 peers (torch-fsdp-training.py, one thread per rank, gloo): single process, DDP and
+ * FSDP at W=2, when /usr/bin/python3 imports torch.
+ * Noise: the rows of one launch run their steps interleaved (ABAB, see training-rank.ts), and the
+ * whole set runs BENCH_ROUNDS times (default 2; ours then PyTorch's, then the other way round),
+ * pooling every measured step, so one noisy minute does not decide a ratio.
  * Environment: BENCH_QUICK=1 for fewer steps; BENCH_ONLY=compute|communication|memory;
- * BENCH_KINDS=no-shard,full-shard,… to measure only some rows; BENCH_MEASURED_STEPS=n.
+ * BENCH_KINDS=no-shard,full-shard,torch-fsdp,… to measure only some rows; BENCH_MEASURED_STEPS=n
+ * (per round); BENCH_ROUNDS=n; BENCH_CPU_PROFILE=dir (V8 profiles per rank).
  * Prints tables and writes bench-results/fsdp-training.json at the repository root.
  */
 import { spawnSync } from 'node:child_process';
@@ -19,7 +25,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GPTConfig } from '@fsdp-ts/nn';
 import type { RunKind, RunRequest, RunResult } from './bench-config';
-import { checkTargets, memoryModelBytes } from './targets';
+import { checkIssue15Targets, checkTargets, memoryModelBytes } from './targets';
+import { runTorch, type TorchMode, torchResult, torchUnavailableReason } from './torch-peer';
 
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY;
@@ -43,9 +50,11 @@ export const referenceConfig: GPTConfig = {
 const measuredOverride =
   process.env.BENCH_MEASURED_STEPS === undefined ? undefined : Number(process.env.BENCH_MEASURED_STEPS);
 const kindFilter = process.env.BENCH_KINDS?.split(',');
+const rounds = Number(process.env.BENCH_ROUNDS ?? (quick ? 1 : 2));
+// Measured steps per round.
 const settings = {
-  compute: { batch: 8, seqLen: 128, warmupSteps: quick ? 1 : 2, measuredSteps: quick ? 10 : 15 },
-  communication: { batch: 1, seqLen: 16, warmupSteps: quick ? 2 : 3, measuredSteps: quick ? 10 : 30 },
+  compute: { batch: 8, seqLen: 128, warmupSteps: quick ? 1 : 2, measuredSteps: quick ? 6 : 8 },
+  communication: { batch: 1, seqLen: 16, warmupSteps: quick ? 2 : 3, measuredSteps: quick ? 10 : 15 },
 };
 if (measuredOverride !== undefined)
   for (const setting of Object.values(settings)) setting.measuredSteps = measuredOverride;
@@ -97,25 +106,88 @@ const throughputKinds: RunKind[] = [
   'shard-grad-op',
   'full-shard-unflat',
   'full-shard',
+  'full-shard-recompute',
   'full-shard-flat-optimizer',
   'full-shard-submodule-optimizer',
+  'torch-single',
+  'torch-ddp',
+  'torch-fsdp',
 ];
+const torchSkipped = torchUnavailableReason();
+if (torchSkipped !== null) process.stderr.write(`PyTorch rows skipped: ${torchSkipped}\n`);
+
+/** Pools the measured steps of several rounds of one row. */
+function pool(results: RunResult[]): RunResult {
+  const first = results[0]!;
+  const stepSamples = results.flatMap((result) => result.stepSamples);
+  const cpuSamples = results.flatMap((result) => result.cpuSamples);
+  const tokensPerRank = (first.tokensPerSecond.median * first.stepMs.median) / 1000 / first.worldSize;
+  const pooled = torchResult(first.kind, first.worldSize, stepSamples, cpuSamples, tokensPerRank);
+  const allGather = results.map((result) => result.allGatherWaitMs.median);
+  const reduction = results.map((result) => result.reductionWaitMs.median);
+  return {
+    ...first,
+    tokensPerSecond: pooled.tokensPerSecond,
+    stepMs: pooled.stepMs,
+    stepSamples,
+    cpuSamples,
+    cpuMs: pooled.cpuMs,
+    allGatherWaitMs: {
+      ...first.allGatherWaitMs,
+      median: allGather.sort((a, b) => a - b)[allGather.length >> 1]!,
+    },
+    reductionWaitMs: {
+      ...first.reductionWaitMs,
+      median: reduction.sort((a, b) => a - b)[reduction.length >> 1]!,
+    },
+  };
+}
 
 const throughput: Partial<Record<SettingName, Partial<Record<RunKind, RunResult>>>> = {};
 for (const name of ['compute', 'communication'] as const) {
   if (only !== undefined && only !== name) continue;
-  process.stderr.write(`${name}-bound setting\n`);
+  process.stderr.write(`${name}-bound setting (${rounds} rounds)\n`);
   const setting = settings[name];
   const config = { ...referenceConfig, seqLen: setting.seqLen };
-  const rows: Partial<Record<RunKind, RunResult>> = {};
+  const collected: Partial<Record<RunKind, RunResult[]>> = {};
+  const keep = (result: RunResult) => {
+    const list = collected[result.kind] ?? [];
+    list.push(result);
+    collected[result.kind] = list;
+  };
   const wanted = throughputKinds.filter((kind) => kindFilter === undefined || kindFilter.includes(kind));
-  if (wanted.includes('single')) {
-    const [single] = run(['single'], 1, { config, ...setting });
-    if (single !== undefined) rows.single = single;
+  const ours = () => {
+    if (wanted.includes('single'))
+      for (const result of run(['single'], 1, { config, ...setting })) keep(result);
+    const distributed = wanted.filter((kind) => kind !== 'single' && !kind.startsWith('torch-'));
+    if (distributed.length > 0)
+      for (const result of run(distributed, 2, { config, ...setting })) keep(result);
+  };
+  const theirs = () => {
+    if (torchSkipped !== null) return;
+    for (const kind of wanted.filter((candidate) => candidate.startsWith('torch-'))) {
+      const started = performance.now();
+      const result = runTorch(kind.slice('torch-'.length) as TorchMode, config, setting, 2);
+      process.stderr.write(
+        `  ${kind.padEnd(31)} W=${result.worldSize}  ${result.tokensPerSecond.median.toFixed(0).padStart(7)} tok/s  (${((performance.now() - started) / 1000).toFixed(0)} s)\n`,
+      );
+      keep(result);
+    }
+  };
+  for (let round = 0; round < rounds; round++) {
+    if (round % 2 === 0) {
+      ours();
+      theirs();
+    } else {
+      theirs();
+      ours();
+    }
   }
-  const distributed = wanted.filter((kind) => kind !== 'single');
-  if (distributed.length > 0)
-    for (const result of run(distributed, 2, { config, ...setting })) rows[result.kind] = result;
+  const rows: Partial<Record<RunKind, RunResult>> = {};
+  for (const kind of throughputKinds) {
+    const results = collected[kind];
+    if (results !== undefined) rows[kind] = pool(results);
+  }
   throughput[name] = rows;
 }
 
@@ -192,6 +264,13 @@ const targets = checkTargets(throughput, memory);
 lines.push('\ntargets (issue 7 and the seed table of issue 10)');
 for (const target of targets)
   lines.push(`- [${target.met ? 'met' : 'NOT met'}] ${target.name}: ${target.detail}`);
+const issue15 = checkIssue15Targets(throughput);
+lines.push('\ntargets of issue 15 (the runtime at the speed of its data)');
+for (const target of issue15)
+  lines.push(
+    `- [${target.met === null ? 'not measured here' : target.met ? 'met' : 'NOT met'}] ${target.name}: ${target.detail}`,
+  );
+if (torchSkipped !== null) lines.push(`(PyTorch rows skipped: ${torchSkipped})`);
 const note = `shared, noisy machine (${os.cpus().length} cores, load average ${os
   .loadavg()
   .map((value) => value.toFixed(1))
@@ -202,5 +281,5 @@ process.stdout.write(`${lines.join('\n')}\n`);
 mkdirSync(join(repositoryRoot, 'bench-results'), { recursive: true });
 writeFileSync(
   join(repositoryRoot, 'bench-results', 'fsdp-training.json'),
-  `${JSON.stringify({ benchmark: 'fsdp-training', date: new Date().toISOString(), backend: 'wasm', note, quick, settings, referenceConfig, throughput, memory, targets, loadAverage: os.loadavg() }, null, 2)}\n`,
+  `${JSON.stringify({ benchmark: 'fsdp-training', date: new Date().toISOString(), backend: 'wasm', note, quick, rounds, settings, referenceConfig, throughput, memory, targets, issue15, loadAverage: os.loadavg() }, null, 2)}\n`,
 );

@@ -119,3 +119,70 @@ export function checkTargets(
   }
   return checks;
 }
+
+export interface Issue15Check {
+  name: string;
+  /** null: measured by another benchmark, not this run. */
+  met: boolean | null;
+  detail: string;
+}
+
+/** Every target of issue 15, met / not met from this run (the collectives ones by bench:collectives). */
+export function checkIssue15Targets(
+  throughput: Partial<Record<'compute' | 'communication', Rows>>,
+): Issue15Check[] {
+  const { compute, communication } = throughput;
+  const checks: Issue15Check[] = [];
+  const add = (
+    name: string,
+    rows: Rows | undefined,
+    numerator: RunKind,
+    denominator: RunKind,
+    at: number,
+  ) => {
+    if (rows === undefined) return;
+    const value = ratio(rows, numerator, denominator);
+    checks.push({
+      name,
+      met: Number.isFinite(value) ? value >= at : false,
+      detail: `${numerator} / ${denominator} = ${value.toFixed(3)} (target ≥ ${at})`,
+    });
+  };
+  add('compute-bound full-shard / no-shard', compute, 'full-shard', 'no-shard', 0.9);
+  add('compute-bound no-shard / single process (2 cores, 2 ranks)', compute, 'no-shard', 'single', 1.8);
+  for (const [name, rows] of [
+    ['compute-bound', compute],
+    ['communication-bound', communication],
+  ] as const) {
+    add(
+      `${name} views (one AdamW over model.parameters()) / flat-shard optimizer`,
+      rows,
+      'full-shard',
+      'full-shard-flat-optimizer',
+      0.97,
+    );
+    add(
+      `${name} views (per-submodule groups) / flat-shard optimizer`,
+      rows,
+      'full-shard-submodule-optimizer',
+      'full-shard-flat-optimizer',
+      0.97,
+    );
+  }
+  add(
+    'communication-bound flattened / unflattened full-shard',
+    communication,
+    'full-shard',
+    'full-shard-unflat',
+    1.5,
+  );
+  add('communication-bound FSDP W=2 / PyTorch 1.13 FSDP W=2', communication, 'full-shard', 'torch-fsdp', 1.0);
+  add('communication-bound no-shard W=2 / PyTorch 1.13 DDP W=2', communication, 'no-shard', 'torch-ddp', 1.0);
+  for (const name of [
+    'tcp float32 all-reduce 16 MiB, W=2 and 3, ≥ gloo at 1–64 MiB',
+    'bfloat16 conversion ≥ 1 G elements/s; bf16 on the wire ≥ 1.3× float32 for tcp all-gather and reduce-scatter',
+    'shm busbw 16 MiB, W=2 ≥ 6 GB/s',
+  ])
+    checks.push({ name, met: null, detail: 'see npm run bench:collectives (issue 15 point 4)' });
+  return checks;
+}

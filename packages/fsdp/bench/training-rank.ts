@@ -1,9 +1,12 @@
 /**
  * One rank of an FSDP benchmark run (under fsdp-run), or the single-process baseline (plain node).
  *   node --conditions=@fsdp-ts/source --import tsx bench/training-rank.ts '<RunRequest[] JSON>'
- * Runs the requests one after another in the same processes (one start-up for several rows).
+ * Builds every requested row in the same processes and runs their steps interleaved (step 1 of
+ * row A, of row B, ..., then step 2 of each: ABAB), so a noisy moment hits every row alike.
  */
 import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
 import { FullyShardedDataParallel } from '@fsdp-ts/fsdp';
 import { backward, crossEntropy, GPT, type Module, TransformerBlock } from '@fsdp-ts/nn';
@@ -18,8 +21,15 @@ const group: ProcessGroup | null = requests.every((request) => request.kind === 
   ? null
   : await initProcessGroup();
 const worldSize = group?.size ?? 1;
-/** Measures one row; every rank runs the same requests in the same order. */
-function measure(request: RunRequest): RunResult {
+interface Row {
+  readonly request: RunRequest;
+  readonly steps: number;
+  step(index: number): void;
+  result(): RunResult;
+}
+
+/** Builds one row; every rank builds the same rows in the same order. */
+function prepare(request: RunRequest): Row {
   const inner = new GPT(request.config);
   const parameterCount = inner
     .parameters()
@@ -38,6 +48,7 @@ function measure(request: RunRequest): RunResult {
       group,
       shardingStrategy: strategy,
       autoWrapPolicy: [TransformerBlock],
+      activationCheckpointing: request.kind === 'full-shard-recompute',
       flattenParameters: !request.kind.endsWith('-unflat'),
     });
     model = wrapped;
@@ -148,8 +159,8 @@ function measure(request: RunRequest): RunResult {
   const allGatherWaits: number[] = [];
   const reductionWaits: number[] = [];
   const losses: number[] = [];
-  for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
-    sampling = step >= request.warmupSteps;
+  function step(index: number): void {
+    sampling = index >= request.warmupSteps;
     group?.barrier().wait(); // every rank starts the step together
     const start = performance.now();
     const cpuStart = process.cpuUsage();
@@ -157,46 +168,67 @@ function measure(request: RunRequest): RunResult {
     sample();
     for (const { parameter, handle } of flatParameters) parameter.grad = handle.shardedGradBuffer();
     optimizer.step();
-    if (step === request.warmupSteps) optimizerBytes = typedArrayBytes(optimizer.stateDict());
+    if (index === request.warmupSteps) optimizerBytes = typedArrayBytes(optimizer.stateDict());
     sample();
     optimizer.zeroGrad();
     if (flatParameters.length > 0) for (const parameter of model.parameters()) parameter.grad = null;
     const elapsed = performance.now() - start;
     const cpu = process.cpuUsage(cpuStart);
     losses.push(loss);
-    if (step >= request.warmupSteps) {
+    if (index >= request.warmupSteps) {
       stepTimes.push(elapsed);
       cpuTimes.push((cpu.user + cpu.system) / 1000);
       allGatherWaits.push(wrapped?.statistics.allGatherWaitMs ?? 0);
       reductionWaits.push(wrapped?.statistics.reductionWaitMs ?? 0);
     }
   }
-  const stepMs = spread(stepTimes);
-  const tokensPerStep = worldSize * request.batch * request.seqLen;
-  const result: RunResult = {
-    kind: request.kind,
-    worldSize,
-    parameters: parameterCount,
-    largestUnitNumel,
-    units: wrapped?.units.length ?? 1,
-    stepMs,
-    cpuMs: spread(cpuTimes),
-    tokensPerSecond: {
-      min: (tokensPerStep * 1000) / stepMs.max,
-      median: (tokensPerStep * 1000) / stepMs.median,
-      max: (tokensPerStep * 1000) / stepMs.min,
-    },
-    allGatherWaitMs: spread(allGatherWaits),
-    reductionWaitMs: spread(reductionWaits),
-    peak: { ...peak, parametersGradientsOptimizerBytes: peak.storageBytes + peak.optimizerBytes },
-    losses,
-  };
-  tf.dispose([tokens, targets]);
-  return result;
+  function result(): RunResult {
+    const stepMs = spread(stepTimes);
+    const tokensPerStep = worldSize * request.batch * request.seqLen;
+    tf.dispose([tokens, targets]);
+    return {
+      kind: request.kind,
+      worldSize,
+      parameters: parameterCount,
+      largestUnitNumel,
+      units: wrapped?.units.length ?? 1,
+      stepMs,
+      stepSamples: stepTimes,
+      cpuSamples: cpuTimes,
+      cpuMs: spread(cpuTimes),
+      tokensPerSecond: {
+        min: (tokensPerStep * 1000) / stepMs.max,
+        median: (tokensPerStep * 1000) / stepMs.median,
+        max: (tokensPerStep * 1000) / stepMs.min,
+      },
+      allGatherWaitMs: spread(allGatherWaits),
+      reductionWaitMs: spread(reductionWaits),
+      peak: { ...peak, parametersGradientsOptimizerBytes: peak.storageBytes + peak.optimizerBytes },
+      losses,
+    };
+  }
+  return { request, steps: request.warmupSteps + request.measuredSteps, step, result };
 }
 
-for (const request of requests) {
-  const result = measure(request);
-  if ((group?.rank ?? 0) === 0) writeFileSync(request.output, `${JSON.stringify(result)}\n`);
+/** BENCH_CPU_PROFILE=dir: one V8 CPU profile per rank of all rows (warm-up included), for DevTools or speedscope. */
+const profileDirectory = process.env.BENCH_CPU_PROFILE;
+const session = profileDirectory === undefined ? null : new Session();
+session?.connect();
+await session?.post('Profiler.enable');
+await session?.post('Profiler.start');
+const rows = requests.map(prepare);
+const longest = Math.max(...rows.map((row) => row.steps));
+for (let index = 0; index < longest; index++) for (const row of rows) if (index < row.steps) row.step(index);
+if (session !== null && profileDirectory !== undefined) {
+  const { profile } = await session.post('Profiler.stop');
+  const name = requests.map((request) => request.kind).join('+');
+  writeFileSync(
+    join(profileDirectory, `${name}-rank${group?.rank ?? 0}.cpuprofile`),
+    JSON.stringify(profile),
+  );
+}
+for (const row of rows) {
+  const result = row.result();
+  if ((group?.rank ?? 0) === 0) writeFileSync(row.request.output, `${JSON.stringify(result)}\n`);
 }
 await group?.destroy();

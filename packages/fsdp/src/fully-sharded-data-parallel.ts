@@ -15,6 +15,9 @@ import { withHybridGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
 import { tapGradient } from './internal/gradient-tap';
+import { preBackwardHook } from './internal/pre-backward-hook';
+import { reclaimUnflattenedParameters } from './internal/reclaim-unflattened';
+import { ReleasedParameters } from './internal/released-parameters';
 import type { StepContext } from './internal/step-context';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
 import { syncModuleStates } from './internal/sync-module-states';
@@ -31,6 +34,7 @@ import {
   shardedStateDict,
 } from './state-dict/sharded-state-dict';
 import { type SummonOptions, summonFullParams } from './summon-full-params';
+import { policyMatches } from './wrap-policy';
 
 /**
  * What the wrapper is doing, for the methods that must not run in the middle of something else.
@@ -85,6 +89,8 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   readonly #runtime: WrapperRuntime;
   #step: StepContext | null = null;
   #lastOrder: FsdpUnit[] = [];
+  /** Units whose forward is recomputed in backward (activation checkpointing). */
+  readonly #recomputed: ReadonlySet<FsdpUnit>;
 
   /**
    * The async constructor: also builds the sub-groups of 'hybrid-shard' from `group` and
@@ -115,6 +121,24 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     checkSameStructure(this.options.group, describeStructure(this.#units));
     if (replicateGroup !== null) checkSameStructure(replicateGroup, describeStructure(this.#units));
     for (const unit of this.#units) if (!unit.isRoot) this.interceptForward(unit);
+    // [Note: releasing the unflattened parameters]
+    reclaimUnflattenedParameters(
+      4 *
+        this.#units.reduce(
+          (sum, unit) => sum + unit.handles.reduce((total, handle) => total + handle.layout.totalNumel, 0),
+          0,
+        ),
+    );
+    const checkpointing = this.options.activationCheckpointing;
+    this.#recomputed = new Set(
+      this.#units.filter(
+        (unit) =>
+          !unit.isRoot &&
+          (this.options.sharding.recompute ||
+            checkpointing === true ||
+            (checkpointing !== false && policyMatches(checkpointing, unit.module, unit.name))),
+      ),
+    );
     this.memoryEstimate = warnWhenOverMemoryLimit(
       this.#units,
       this.options.sharding,
@@ -174,6 +198,15 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   /** Full-shape copies of every parameter and buffer by original name, gathered unit by unit. Collective. */
   fullStateDict(options: FullStateDictOptions = {}): StateDict {
     return fullStateDict(this, options);
+  }
+
+  /**
+   * The full state dict, like PyTorch's default `state_dict()` under FSDP: `fullStateDict()`
+   * (collective: call it on every rank; full-shape copies, not views of the shards). Module's own
+   * stateDict would list 1-D shards under the original names.
+   */
+  override stateDict(): StateDict {
+    return fullStateDict(this);
   }
 
   /** Loads a full state dict (every rank passes the whole dict); no communication. */
@@ -247,7 +280,14 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     this.statistics.allGatherWaitMs = 0;
     this.statistics.reductionWaitMs = 0;
     const anchor = tf.scalar(0);
-    this.#step = { anchor, tapped: new Map(), order: [], sync: this.#training.syncGradients, reducing: [] };
+    this.#step = {
+      anchor,
+      tapped: new Map(),
+      released: new Map(),
+      order: [],
+      sync: this.#training.syncGradients,
+      reducing: [],
+    };
     for (const unit of this.#units) unit.reduction.beginStep(unit.trainableParameters().length);
     const ignoredTrainable = [...this.#ignored].filter((parameter) => parameter.requiresGrad);
     return {
@@ -276,9 +316,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     if (this.#training.state === 'summoning') return this.runSummonedUnit(unit, original, args);
     if (step !== null && !step.order.includes(unit)) step.order.push(unit);
     const { sharding } = this.options;
-    if (step !== null && sharding.recompute) {
+    if (step !== null && this.#recomputed.has(unit)) {
       return runRecomputingUnit(original, args, step.anchor, this.recomputeHooks(unit), unit.label);
     }
+    if (step !== null && sharding.reshardAfterForward)
+      return this.runReleasingUnit(unit, original, args, step);
     this.gather(unit);
     this.prefetchAfter(unit, this.#lastOrder);
     try {
@@ -286,6 +328,55 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     } finally {
       if (step === null && sharding.shardParameters) unit.reshard();
     }
+  }
+
+  /**
+   * A training forward that keeps the unit's activations and releases its gathered parameters
+   * until its backward (see [Note: released parameters]): the parameters are tapped for their
+   * gradients; a pre-backward hook on the output gathers the unit again and restores them; the
+   * last gradient releases them and reshards (receiveTappedGradient).
+   */
+  private runReleasingUnit(
+    unit: FsdpUnit,
+    original: (...args: unknown[]) => unknown,
+    args: unknown[],
+    step: StepContext,
+  ): unknown {
+    this.gather(unit);
+    this.prefetchAfter(unit, this.#lastOrder);
+    const parameters = new ReleasedParameters(unit, (parameter, raw) => this.tap(parameter, raw, step));
+    step.released.set(unit, parameters);
+    let output: unknown;
+    try {
+      output = withParameterTensors(parameters.tensors, () => original(...args));
+    } finally {
+      parameters.release();
+      unit.reshard();
+    }
+    if (!(output instanceof tf.Tensor)) {
+      throw new FsdpError(
+        `${unit.label} returned ${typeof output} from forward; a unit that reshards after forward must return one tensor.`,
+        {
+          code: 'unsupported-model',
+          expected: 'a tf.Tensor',
+          actual: typeof output,
+          fix: "wrap a module that returns one tensor, or use shardingStrategy 'shard-grad-op' for this model.",
+        },
+      );
+    }
+    return preBackwardHook(output, step.anchor, () => {
+      const backwardOrder = [...step.order].reverse();
+      this.gather(unit);
+      if (this.options.backwardPrefetch) this.prefetchAfter(unit, backwardOrder, true);
+      parameters.restore();
+    });
+  }
+
+  /** A trainable Parameter's tensor during a step: a gradient tap on `raw` (same dataId). */
+  private tap(parameter: Parameter, raw: tf.Tensor, step: StepContext): tf.Tensor {
+    if (!parameter.requiresGrad) return raw;
+    const location = this.#locations.get(parameter)!;
+    return tapGradient(raw, step.anchor, (gradient) => this.receiveTappedGradient(location, gradient));
   }
 
   /**
@@ -382,15 +473,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     for (const handle of unit.handles) {
       handle.parameters.forEach((parameter, index) => {
         const raw = toTf(handle.unshardedView(index));
-        if (step === null || !parameter.requiresGrad) {
-          tensors.set(parameter, raw);
-          return;
-        }
-        const location = this.#locations.get(parameter)!;
-        tensors.set(
-          parameter,
-          tapGradient(raw, step.anchor, (gradient) => this.receiveTappedGradient(location, gradient)),
-        );
+        tensors.set(parameter, step === null ? raw : this.tap(parameter, raw, step));
       });
     }
     step?.tapped.set(unit, tensors);
@@ -402,8 +485,10 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     unit.reduction.write(handle, index, gradient);
     if (unit.reduction.gradientArrived()) {
       this.startUnitReduction(unit);
-      // Kept for backward (no reshard after forward): free once every gradient arrived.
-      if (!unit.isRoot && this.options.sharding.shardParameters) unit.reshard();
+      if (unit.isRoot || !this.options.sharding.shardParameters) return;
+      // The unit's backward is done: free its gathered parameters (and their tensors' memory).
+      this.#step?.released.get(unit)?.release();
+      unit.reshard();
     }
   }
 
@@ -460,6 +545,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   }
 
   private reshardAll(): void {
+    for (const parameters of this.#step?.released.values() ?? []) parameters.release();
     if (!this.options.sharding.shardParameters) return;
     for (const unit of this.#units) if (unit.state !== 'sharded') unit.reshard();
   }

@@ -33,6 +33,14 @@ export interface FsdpOptions {
   /** Which submodules become their own units; the root unit takes what is left. Default: none. */
   autoWrapPolicy?: AutoWrapPolicy;
   /**
+   * Activation checkpointing: the (non-root) units whose forward keeps only its inputs and is run
+   * again in backward, trading about one extra forward for activation memory. `true` for every
+   * unit, or a policy like autoWrapPolicy evaluated on each unit's module. Default false: units
+   * keep their activations (their gathered parameters are still released after forward under
+   * full-shard, see [Note: released parameters]).
+   */
+  activationCheckpointing?: boolean | AutoWrapPolicy;
+  /**
    * Default true: each unit's parameters live in one flat buffer (one all-gather and one
    * reduce-scatter per unit). false: every parameter is its own communication unit (kept to
    * measure the flat-vs-unflat difference).
@@ -66,6 +74,7 @@ export interface ResolvedFsdpOptions {
   /** What the runtime reads (see [Note: strategies are presets]). */
   readonly sharding: ShardingSettings;
   readonly autoWrapPolicy: AutoWrapPolicy | undefined;
+  readonly activationCheckpointing: boolean | AutoWrapPolicy;
   readonly flattenParameters: boolean;
   readonly backwardPrefetch: boolean;
   readonly forwardPrefetch: boolean;
@@ -101,6 +110,7 @@ export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
     mixedPrecision: resolveMixedPrecision(options.mixedPrecision),
     shardingStrategy: preset.name,
     autoWrapPolicy: options.autoWrapPolicy,
+    activationCheckpointing: options.activationCheckpointing ?? false,
     flattenParameters: options.flattenParameters ?? true,
     backwardPrefetch: options.backwardPrefetch ?? true,
     forwardPrefetch: options.forwardPrefetch ?? false,

@@ -10,7 +10,9 @@ import { FsdpError } from './errors';
  * This table is the only place that maps names to behaviour.
  *
  * - `full-shard`: parameters, gradients and optimizer state sharded; a unit's parameters are
- *   gathered for its forward, freed, and gathered again for its backward (ZeRO-3).
+ *   gathered for its forward, freed, and gathered again for its backward (ZeRO-3); activations
+ *   are kept (see [Note: released parameters]), recomputation is opt-in per unit
+ *   (`activationCheckpointing`).
  * - `shard-grad-op`: gathered for forward and kept until after backward; gradients and optimizer
  *   state sharded (ZeRO-2).
  * - `no-shard`: plain data parallel; gradients all-reduced per unit (one bucket per unit).
@@ -35,7 +37,10 @@ export interface ShardingPreset {
   readonly gradientReduction: GradientReduction;
   /** Free a unit's gathered parameters after its forward (gather again for its backward). */
   readonly reshardAfterForward: boolean;
-  /** Keep only a unit's inputs in forward and re-run its forward in backward (activation checkpointing). */
+  /**
+   * Keep only a unit's inputs in forward and re-run its forward in backward (activation
+   * checkpointing) for every unit; per unit, use the `activationCheckpointing` option instead.
+   */
   readonly recompute: boolean;
   /** The reduced gradient shards are averaged again over a replicate group (hybrid sharding, a 2-D mesh). */
   readonly replicate: boolean;
@@ -58,7 +63,7 @@ export const shardingPresets: Readonly<Record<ShardingStrategy, ShardingPreset>>
     name: 'full-shard',
     gradientReduction: 'reduce-scatter',
     reshardAfterForward: true,
-    recompute: true,
+    recompute: false,
     replicate: false,
   },
   'shard-grad-op': {
@@ -79,7 +84,7 @@ export const shardingPresets: Readonly<Record<ShardingStrategy, ShardingPreset>>
     name: 'hybrid-shard',
     gradientReduction: 'reduce-scatter',
     reshardAfterForward: true,
-    recompute: true,
+    recompute: false,
     replicate: true,
   },
 };
@@ -127,8 +132,6 @@ function presetProblem(preset: ShardingPreset): string | null {
     if (typeof preset[key] !== 'boolean') return `${key} must be a boolean.`;
   if (preset.gradientReduction === 'all-reduce' && (preset.reshardAfterForward || preset.replicate))
     return "'all-reduce' keeps whole parameters on every rank: reshardAfterForward and replicate must be false.";
-  if (preset.reshardAfterForward && !preset.recompute)
-    return 'reshardAfterForward needs recompute (a unit without recompute keeps its gathered parameters for backward).';
   return null;
 }
 

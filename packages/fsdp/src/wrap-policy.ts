@@ -20,14 +20,7 @@ export type AutoWrapPolicy =
 /** The unit roots the policy picks, as [dotted name, module] in traversal order. */
 export function selectUnitModules(root: Module, policy: AutoWrapPolicy | undefined): [string, Module][] {
   if (policy === undefined) return [];
-  const matches = (module: Module, name: string): boolean => {
-    if (typeof policy === 'function')
-      return (policy as (module: Module, name: string) => boolean)(module, name);
-    if (Array.isArray(policy))
-      return (policy as readonly ModuleClass[]).some((type) => module instanceof type);
-    const minimum = (policy as { minNumParams: number }).minNumParams;
-    return module.parameters().reduce((sum, parameter) => sum + parameter.numel, 0) >= minimum;
-  };
+  const matches = (module: Module, name: string) => policyMatches(policy, module, name);
   const selected: [string, Module][] = [];
   const visit = (module: Module, prefix: string) => {
     for (const [childName, child] of module.namedChildren()) {
@@ -38,4 +31,13 @@ export function selectUnitModules(root: Module, policy: AutoWrapPolicy | undefin
   };
   visit(root, '');
   return selected;
+}
+
+/** Whether `policy` selects `module` (named `name`), as for auto-wrapping. */
+export function policyMatches(policy: AutoWrapPolicy, module: Module, name: string): boolean {
+  if (typeof policy === 'function')
+    return (policy as (module: Module, name: string) => boolean)(module, name);
+  if (Array.isArray(policy)) return (policy as readonly ModuleClass[]).some((type) => module instanceof type);
+  const minimum = (policy as { minNumParams: number }).minNumParams;
+  return module.parameters().reduce((sum, parameter) => sum + parameter.numel, 0) >= minimum;
 }

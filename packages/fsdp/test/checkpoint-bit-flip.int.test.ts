@@ -27,10 +27,15 @@ describe('loadCheckpoint of a checkpoint that differs in one bit', () => {
       for (const outcome of outcomes) expect(outcome.error, `${label}: loaded without error`).not.toBeNull();
       const own = outcomes.filter((outcome) => outcome.error!.reason !== 'peer-failed');
       expect(own.length, `${label}: ${JSON.stringify(outcomes)}`).toBeGreaterThan(0);
-      for (const outcome of own) {
+      // Every rank's error names the file and the rank that found the damage, and says which rank it is.
+      outcomes.forEach((outcome, rank) => {
         expect(outcome.error!.message, label).toContain(file);
         expect(outcome.error!.file, label).toMatch(new RegExp(`${file.replace('.', '\\.')}$`));
-      }
+        expect(outcome.error!.rank, label).toBe(rank);
+        if (outcome.error!.reason === 'peer-failed')
+          expect(outcome.error!.message).toMatch(/failed on rank [01]/);
+        else expect(outcome.error!.message).toMatch(new RegExp(`^Rank ${rank}: `));
+      });
     }
   }, 150_000);
 });

@@ -111,6 +111,19 @@ describe('FSDP parity with the unwrapped single-process run (tiny GPT, 10 AdamW 
   }
 });
 
+describe('FSDP parity with activation checkpointing (each unit recomputed in backward)', () => {
+  for (const [strategy, worldSize, flattenParameters] of [
+    ['full-shard', 2, true],
+    ['full-shard', 4, true],
+    ['full-shard', 2, false],
+    ['shard-grad-op', 3, true],
+  ] as const) {
+    it(`${strategy}, ${flattenParameters ? 'flattened' : 'unflattened'}, W=${worldSize}`, async () => {
+      await checkParity(base(worldSize, { strategy, flattenParameters, activationCheckpointing: true }));
+    });
+  }
+});
+
 describe('a sharding strategy added as a preset (test/support/keep-gathered-recompute.ts)', () => {
   it('keep-gathered recompute trains like the unwrapped run, W=3, and keeps units gathered after forward', async () => {
     const results = await checkParity(base(3, { strategy: keepGatheredRecompute, steps: 6 }));
@@ -144,21 +157,26 @@ describe('random layers under full-shard', () => {
 });
 
 describe('dropout under full-shard', () => {
-  it('the recompute replays the dropout masks: full-shard equals shard-grad-op (no recompute) with dropout 0.2', async () => {
+  it('recompute replays the dropout masks: activation checkpointing on equals off (dropout 0.2), both like shard-grad-op', async () => {
     const args = base(2, { config: { ...tinyConfig, dropout: 0.2 }, steps: 3 });
-    const recomputed = (await spawnThreadRanks(2, fixture, 'trainRank', { args })) as TrainingResult[];
-    const kept = (await spawnThreadRanks(2, fixture, 'trainRank', {
+    const recomputed = (await spawnThreadRanks(2, fixture, 'trainRank', {
+      args: { ...args, activationCheckpointing: true },
+    })) as TrainingResult[];
+    const kept = (await spawnThreadRanks(2, fixture, 'trainRank', { args })) as TrainingResult[];
+    const keptGathered = (await spawnThreadRanks(2, fixture, 'trainRank', {
       args: { ...args, strategy: 'shard-grad-op' },
     })) as TrainingResult[];
-    recomputed.forEach((result, rank) => {
-      result.losses.forEach((loss, step) => {
-        expectClose(loss, kept[rank]!.losses[step]!, `rank ${rank} loss of step ${step}`);
-      });
-      for (const [name, piece] of Object.entries(result.pieces)) {
-        piece.values.forEach((value, index) => {
-          expectClose(value, kept[rank]!.pieces[name]!.values[index]!, `rank ${rank} ${name}[${index}]`);
+    for (const other of [recomputed, keptGathered]) {
+      other.forEach((result, rank) => {
+        result.losses.forEach((loss, step) => {
+          expectClose(loss, kept[rank]!.losses[step]!, `rank ${rank} loss of step ${step}`);
         });
-      }
-    });
+        for (const [name, piece] of Object.entries(result.pieces)) {
+          piece.values.forEach((value, index) => {
+            expectClose(value, kept[rank]!.pieces[name]!.values[index]!, `rank ${rank} ${name}[${index}]`);
+          });
+        }
+      });
+    }
   });
 });

@@ -1,6 +1,6 @@
 import { spawnThreadRanks } from '@fsdp-ts/collectives';
 import { describe, expect, it } from 'vitest';
-import type { BadInputReport, LeakReport } from './fixtures/robustness-rank';
+import type { BadInputReport, LeakReport, ReleaseReport } from './fixtures/robustness-rank';
 
 const fixture = new URL('./fixtures/robustness-rank.ts', import.meta.url);
 
@@ -51,4 +51,21 @@ describe('FSDP leaks nothing from step to step', () => {
       }
     });
   }
+});
+
+describe('full-shard keeps activations and releases gathered parameters (no recompute)', () => {
+  it('after every unit forward: units sharded, no tape-saved tensor on a gathered buffer, storage within the model; nothing grows', async () => {
+    const reports = (await spawnThreadRanks(2, fixture, 'releaseCheck', {
+      timeoutMs: 90_000,
+    })) as ReleaseReport[];
+    for (const report of reports) {
+      expect(report.unitsSharded).toEqual([true, true, true, true]);
+      expect(report.savedTensorsOnGatheredBuffers).toEqual([0, 0, 0, 0]);
+      for (const count of report.residentSavedTensors) expect(count).toBeGreaterThan(0);
+      for (const bytes of report.storageBytes) expect(bytes).toBeLessThanOrEqual(report.storageBound);
+      expect(new Set(report.numTensors.slice(1)).size, `numTensors ${report.numTensors}`).toBe(1);
+      expect(new Set(report.allocatedBytes.slice(1)).size, `bytes ${report.allocatedBytes}`).toBe(1);
+      expect(report.losses.every(Number.isFinite)).toBe(true);
+    }
+  });
 });

@@ -26,7 +26,7 @@ describe('sharding strategies are presets of settings', () => {
     const unsupported: ShardingPreset[] = [
       { ...shardingPresets['no-shard'], reshardAfterForward: true, recompute: true },
       { ...shardingPresets['no-shard'], replicate: true },
-      { ...shardingPresets['full-shard'], recompute: false },
+      { ...shardingPresets['full-shard'], recompute: 'yes' as never },
       { ...shardingPresets['full-shard'], name: '' },
       { ...shardingPresets['full-shard'], gradientReduction: 'broadcast' as never },
     ];

@@ -194,7 +194,13 @@ export class ShardedTrainer {
   /** Loads a checkpoint written by saveCheckpoint (any world size or strategy). Every rank must call it. */
   async loadCheckpoint(directory: string): Promise<void> {
     this.expectIdle('loadCheckpoint');
-    loadShardedCheckpoint(directory, this.checkpointSource());
+    // The optimizer state is checked against the views it steps (full-shape under 'replicate').
+    for (const bucket of this.buckets) bucket.beforeStep();
+    try {
+      loadShardedCheckpoint(directory, this.checkpointSource());
+    } finally {
+      for (const bucket of this.buckets) bucket.releaseStepViews();
+    }
     for (const bucket of this.buckets) bucket.reloadFromVariables();
     await this.group.barrier();
   }
@@ -221,16 +227,6 @@ export class ShardedTrainer {
       0,
     );
     return { weights, flatBuffers, optimizerState, total: weights + flatBuffers + optimizerState };
-  }
-
-  /** The full flat values of every bucket (gathered when sharded), for checkpoints. */
-  bucketValues(): Float32Array[] {
-    return this.buckets.map((bucket) => bucket.fullValues());
-  }
-
-  /** The flat buckets (layouts and handles), for checkpoints. */
-  get weightBuckets(): readonly WeightBucket[] {
-    return this.buckets;
   }
 
   private trainBatch(x: tf.Tensor, y: tf.Tensor, indices: Int32Array): number[] {
@@ -264,6 +260,7 @@ export class ShardedTrainer {
     }
     for (const bucket of this.buckets) bucket.startReduction();
     for (const bucket of this.buckets) bucket.finishReduction();
+    for (const bucket of this.buckets) bucket.beforeStep();
     this.optimizer.step();
     for (const bucket of this.buckets) bucket.writeBack();
     return values;

@@ -24,17 +24,17 @@ export interface StrategySettings {
   readonly gradientReduction: 'all-reduce' | 'reduce-scatter';
   /** The optimizer steps this rank's 1-D shard views (true) or the full-shape views (false). */
   readonly optimizerOnShard: boolean;
-  /** The flat parameter and gradient buffers stay allocated between steps. */
-  readonly keepUnshardedBuffers: boolean;
+  /** The whole flat gradient stays allocated between steps (ZeRO-1 and DDP keep full gradients). */
+  readonly keepUnshardedGradient: boolean;
 }
 
 const presets: Record<ShardedTrainerStrategy, StrategySettings> = {
-  replicate: { gradientReduction: 'all-reduce', optimizerOnShard: false, keepUnshardedBuffers: true },
-  'shard-optimizer': { gradientReduction: 'all-reduce', optimizerOnShard: true, keepUnshardedBuffers: true },
+  replicate: { gradientReduction: 'all-reduce', optimizerOnShard: false, keepUnshardedGradient: true },
+  'shard-optimizer': { gradientReduction: 'all-reduce', optimizerOnShard: true, keepUnshardedGradient: true },
   'shard-gradients': {
     gradientReduction: 'reduce-scatter',
     optimizerOnShard: true,
-    keepUnshardedBuffers: false,
+    keepUnshardedGradient: false,
   },
 };
 

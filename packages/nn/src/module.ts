@@ -214,8 +214,15 @@ export abstract class Module {
     return { missingKeys, unexpectedKeys };
   }
 
-  /** Every (dotted name, Parameter) registration path, tied Parameters under each of their names. */
-  private allParameterPaths(): [string, Parameter][] {
+  /**
+   * Every (dotted name, Parameter) registration path: a tied Parameter under each of its names,
+   * in registration order, depth first (PyTorch's `named_parameters(remove_duplicate=False)`).
+   */
+  namedParameterPaths(prefix = ''): [string, Parameter][] {
+    return this.allParameterPaths(prefix);
+  }
+
+  private allParameterPaths(root = ''): [string, Parameter][] {
     const result: [string, Parameter][] = [];
     const visit = (prefix: string, module: Module, path: Set<Module>) => {
       if (path.has(module)) return;
@@ -223,7 +230,7 @@ export abstract class Module {
       const inner = new Set(path).add(module);
       for (const [name, child] of module.ownChildren) visit(join(prefix, name), child, inner);
     };
-    visit('', this, new Set());
+    visit(root, this, new Set());
     return result;
   }
 

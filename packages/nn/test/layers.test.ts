@@ -208,3 +208,15 @@ describe.each(backends)('layers on %s', (backend) => {
     });
   });
 });
+
+describe('Linear with an input of the wrong width', () => {
+  it('names the layer, the width given and the width expected', async () => {
+    await useBackend('cpu');
+    const layer = new Linear(8, 8);
+    const input = tf.ones([6, 7]);
+    expect(() => layer.forward(input)).toThrow(
+      /^Linear\(8 → 8\): the input's last dimension is 7, expected 8 \(input shape \[6, 7\]\)\. Fix: .*Linear\(7, 8\)/,
+    );
+    input.dispose();
+  });
+});

@@ -1,4 +1,4 @@
-import { Parameter } from '@fsdp-ts/tensor';
+import { explainForeignParameter, Parameter } from '@fsdp-ts/tensor';
 import { OptimError } from './errors';
 import { type ParameterArrays, parameterArrays } from './internal/parameter-arrays';
 import { ParameterState } from './internal/parameter-state';
@@ -37,7 +37,7 @@ export abstract class Optimizer<Options extends BaseOptions> {
         fix: 'pass model.parameters() (after the model has registered its parameters) or a list of groups.',
       });
     }
-    if (entries.every((entry) => Parameter.isInstance(entry))) {
+    if (entries.every((entry) => entry instanceof Parameter)) {
       this.addParamGroup({ params: entries as Parameter[] } as unknown as ParamGroupInput<Options>);
     } else {
       for (const entry of entries) this.addParamGroup(entry as ParamGroupInput<Options>);
@@ -54,24 +54,43 @@ export abstract class Optimizer<Options extends BaseOptions> {
   addParamGroup(input: ParamGroupInput<Options>): void {
     const index = this.paramGroups.length;
     const where = `param group ${index}`;
+    const foreign = explainForeignParameter(input);
+    if (foreign !== undefined) {
+      throw new OptimError(`${where} is not a Parameter of this process's @fsdp-ts/tensor: ${foreign}`, {
+        code: 'invalid-parameter',
+        expected: 'a Parameter of the @fsdp-ts/tensor that @fsdp-ts/optim loaded',
+        actual: 'a Parameter of another copy',
+        fix: 'load one copy of each @fsdp-ts package (see above).',
+      });
+    }
     if (typeof input !== 'object' || input === null || !('params' in input)) {
       throw new OptimError(`${where} is not a { params, ...hyperparameters } object.`, {
         code: 'invalid-group',
         expected: '{ params: Iterable<Parameter>, lr?, weightDecay?, ... }',
-        actual: Parameter.isInstance(input) ? String(input) : typeof input,
+        actual: (input as unknown) instanceof Parameter ? String(input) : typeof input,
         fix: 'pass either a list of Parameters or a list of groups, not a mix.',
       });
     }
-    const candidates: unknown[] = Parameter.isInstance(input.params) ? [input.params] : [...input.params];
+    const candidates: unknown[] =
+      (input.params as unknown) instanceof Parameter ? [input.params] : [...input.params];
     const params: Parameter[] = [];
     const seen = new Set<Parameter>();
     for (const param of candidates) {
-      if (!Parameter.isInstance(param)) {
+      const foreign = explainForeignParameter(param);
+      if (foreign !== undefined) {
+        throw new OptimError(`${where} contains a Parameter that is not this process's: ${foreign}`, {
+          code: 'invalid-parameter',
+          expected: 'a Parameter of the @fsdp-ts/tensor that @fsdp-ts/optim loaded',
+          actual: 'a Parameter of another copy',
+          fix: 'load one copy of each @fsdp-ts package (see above).',
+        });
+      }
+      if (!(param instanceof Parameter)) {
         throw new OptimError(`${where} contains ${String(param)}, which is not a Parameter.`, {
           code: 'invalid-parameter',
           expected: 'Parameter',
           actual: typeof param,
-          fix: 'build groups from module.parameters() or Parameter objects.',
+          fix: 'build groups from module.parameters() or Parameter objects (if it is a Parameter, two copies of @fsdp-ts/tensor are loaded: dedupe them).',
         });
       }
       const other = seen.has(param) ? index : this.groupIndexOf.get(param);

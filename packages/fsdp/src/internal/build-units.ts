@@ -38,7 +38,8 @@ export function buildUnits(
     owner.set(parameter, unitName);
   };
   const unitParameters = selected.map(([name, module]) => {
-    const named = module.namedParameters(name).filter(([, parameter]) => !ignored.has(parameter));
+    // Every registration path: a tied Parameter keeps each of its names (see [Note: tied names]).
+    const named = module.namedParameterPaths(name).filter(([, parameter]) => !ignored.has(parameter));
     for (const [, parameter] of named) claim(parameter, name);
     return named;
   });
@@ -47,7 +48,7 @@ export function buildUnits(
   const outside = parametersOutsideUnits(root, new Set(selected.map(([, module]) => module)));
   for (const parameter of outside) if (!ignored.has(parameter)) claim(parameter, '');
   const rootNamed = root
-    .namedParameters()
+    .namedParameterPaths()
     .filter(([, parameter]) => !ignored.has(parameter) && outside.has(parameter));
   const { group } = options;
   const sharded = options.sharding.shardParameters;
@@ -59,7 +60,7 @@ export function buildUnits(
   const makeHandles = (named: [string, Parameter][]) => {
     if (named.length === 0) return [];
     if (options.flattenParameters) return [FlatParamHandle.create(named, handleOptions)];
-    return distinct(named).map((pair) => FlatParamHandle.create([pair], handleOptions));
+    return byParameter(named).map((pairs) => FlatParamHandle.create(pairs, handleOptions));
   };
   const settings: UnitSettings = {
     group,
@@ -85,14 +86,22 @@ export function buildUnits(
   return { units, locations, ignored };
 }
 
-/** One pair per distinct Parameter (a tied one under its first name). */
-function distinct(named: [string, Parameter][]): [string, Parameter][] {
-  const seen = new Set<Parameter>();
-  return named.filter(([, parameter]) => {
-    if (seen.has(parameter)) return false;
-    seen.add(parameter);
-    return true;
-  });
+/**
+ * [Note: tied names]
+ * A unit's handles are built from every registration path, so a tied Parameter's layout entry
+ * lists each of its names (first the one namedParameters() uses). State dicts, checkpoints and
+ * safetensors then accept any of the names on load, and exportSafetensors writes each, as
+ * PyTorch's state_dict() lists each.
+ * One group of pairs per distinct Parameter (a tied one with each of its names), in order.
+ */
+function byParameter(named: [string, Parameter][]): [string, Parameter][][] {
+  const groups = new Map<Parameter, [string, Parameter][]>();
+  for (const pair of named) {
+    const group = groups.get(pair[1]) ?? [];
+    group.push(pair);
+    groups.set(pair[1], group);
+  }
+  return [...groups.values()];
 }
 
 /** Parameters registered by the modules reached from `root` without entering a unit's module. */

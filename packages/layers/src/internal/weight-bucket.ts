@@ -20,10 +20,13 @@ import { backingVariable } from './layer-access';
  * 3. `finishReduction`: wait; with an optimizer on shards, this rank's part is declared present
  *    in the sharded gradient (copied there after an all-reduce), and the full gradient is freed
  *    when the strategy does not keep it.
- * 4. The optimizer steps every Parameter (full-shape views or 1-D shard views).
- * 5. `startGather`/`writeBack`: with an optimizer on shards, the shards are all-gathered into the
- *    unsharded buffer; then every variable is assigned its new value, as model.fit's optimizer
- *    does (tf.Variable.assign: layer constraints are not applied, as in model.fit).
+ * 4. `beforeStep`: an optimizer on full weights ('replicate') steps the full-shape views of the
+ *    unsharded flat parameter, refilled from the variables (they hold the same values). The
+ *    optimizer steps every Parameter (full-shape views or 1-D shard views).
+ * 5. `writeBack`: with an optimizer on shards, the shards are all-gathered into the unsharded
+ *    buffer; then every variable is assigned its new value, as model.fit's optimizer does
+ *    (tf.Variable.assign: layer constraints are not applied, as in model.fit), and the unsharded
+ *    flat parameter is freed: between steps the variables are the only full copy.
  */
 export class WeightBucket {
   readonly handle: FlatParamHandle;
@@ -39,11 +42,6 @@ export class WeightBucket {
     this.variables = variables;
     const named = variables.map((variable, index) => [variable.name, parameters[index]!] as const);
     this.handle = FlatParamHandle.create(named, { rank: group.rank, worldSize: group.size });
-    if (!settings.optimizerOnShard) {
-      this.gatherShards();
-      this.handle.unshardedGradBuffer();
-      this.handle.useUnshardedViews();
-    }
   }
 
   static fromVariables(
@@ -97,8 +95,18 @@ export class WeightBucket {
         full.subarray(start, start + shardNumel),
       );
     }
-    if (!this.settings.keepUnshardedBuffers) this.handle.freeUnshardedGrad();
+    if (!this.settings.keepUnshardedGradient) this.handle.freeUnshardedGrad();
     this.handle.setGradientsPresent(true);
+  }
+
+  /** Before the optimizer step: see [Note: one step of a bucket], 4. */
+  beforeStep(): void {
+    if (this.settings.optimizerOnShard) return;
+    const flat = this.handle.unshardedBuffer().typedArray() as Float32Array;
+    this.handle.layout.parameters.forEach((entry, index) => {
+      flat.set(this.variables[index]!.read().dataSync() as Float32Array, entry.offset);
+    });
+    this.handle.useUnshardedViews();
   }
 
   /** After the optimizer step: all-gathers the shards (when sharded) and assigns every variable. */
@@ -113,15 +121,13 @@ export class WeightBucket {
         );
       });
     });
-    if (this.settings.optimizerOnShard && !this.settings.keepUnshardedBuffers) this.handle.freeUnsharded();
+    this.releaseStepViews();
   }
 
-  /** The full flat parameter (all-gathered if needed); what `save` and checkpoints read. */
-  fullValues(): Float32Array {
-    if (this.settings.optimizerOnShard) this.gatherShards();
-    const values = (this.handle.unshardedBuffer().typedArray() as Float32Array).slice();
-    if (this.settings.optimizerOnShard && !this.settings.keepUnshardedBuffers) this.handle.freeUnsharded();
-    return values;
+  /** Back to the between-steps state: sharded views, no unsharded flat parameter. */
+  releaseStepViews(): void {
+    if (this.handle.state === 'unsharded') this.handle.useShardedViews();
+    this.handle.freeUnsharded();
   }
 
   /** The part of each parameter this rank's optimizer steps: its shard intersection, or all of it. */

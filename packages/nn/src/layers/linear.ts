@@ -57,6 +57,18 @@ export class Linear extends Module {
   }
 
   forward(x: tf.Tensor): tf.Tensor {
+    const given = x.shape[x.shape.length - 1];
+    if (given !== this.inFeatures) {
+      throw new NnError(
+        `Linear(${this.inFeatures} → ${this.outFeatures}): the input's last dimension is ${given}, expected ${this.inFeatures} (input shape [${x.shape.join(', ')}]).`,
+        {
+          code: 'shape-mismatch',
+          expected: [this.inFeatures],
+          actual: x.shape,
+          fix: `pass an input of shape [..., ${this.inFeatures}], or build the layer as Linear(${given}, ${this.outFeatures}).`,
+        },
+      );
+    }
     return linearKernel(x, this.tensor(this.weight), this.bias === null ? null : this.tensor(this.bias));
   }
 }

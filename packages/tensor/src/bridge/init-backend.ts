@@ -76,7 +76,36 @@ async function registerTrainingSupport(): Promise<void> {
   supportRegistered = true;
 }
 
+/**
+ * [Note: no Emscripten exit handlers]
+ * tfjs-backend-wasm's Emscripten glue adds process handlers for 'uncaughtException' (it rethrows,
+ * so Node exits with code 7 and a stack that starts in the glue) and 'unhandledRejection' (it
+ * throws). After the backend started, the handlers added meanwhile are removed again: an uncaught
+ * error then ends the process as Node does by default, printing the error itself (its name,
+ * message, fix and typed fields such as `code`) and exiting with code 1.
+ */
+type ExitEvent = 'uncaughtException' | 'unhandledRejection';
+
+function removeAddedExitHandlers(event: ExitEvent, before: readonly unknown[]): void {
+  const listeners: unknown[] = process.listeners(event as 'uncaughtException');
+  for (const listener of listeners) {
+    if (!before.includes(listener))
+      process.removeListener(event as 'uncaughtException', listener as () => void);
+  }
+}
+
 async function activate(name: BackendName, forced: boolean): Promise<boolean> {
+  const uncaught = process.listeners('uncaughtException');
+  const rejection = process.listeners('unhandledRejection');
+  try {
+    return await activateBackend(name, forced);
+  } finally {
+    removeAddedExitHandlers('uncaughtException', uncaught);
+    removeAddedExitHandlers('unhandledRejection', rejection);
+  }
+}
+
+async function activateBackend(name: BackendName, forced: boolean): Promise<boolean> {
   try {
     await import(/* @vite-ignore */ backendPackages[name]);
   } catch (error) {

@@ -1,0 +1,52 @@
+import type { Parameter } from '@fsdp-ts/tensor';
+import { ReleasableTensor } from '@fsdp-ts/tensor';
+import type * as tf from '@tensorflow/tfjs-core';
+import type { FsdpUnit } from './fsdp-unit';
+
+/**
+ * The tensors standing for one gathered unit's Parameters during a training step, whose memory is
+ * given back after the unit's forward and brought back before its backward.
+ *
+ * [Note: released parameters]
+ * Under full-shard without recomputation a unit's forward runs on the outer tape, so tfjs keeps
+ * the activations and, for every kernel that needs a parameter in its gradient, a tensor sharing
+ * the parameter tensor's dataId. After the forward, `release()` frees that memory (the unit then
+ * reshards its flat buffer); before the unit's backward (a pre-backward hook), the unit gathers
+ * again and `restore()` puts the gathered values back under the same dataIds, so every saved
+ * tensor sees them. After the unit's last parameter gradient, it is released again. On cpu a
+ * restored tensor aliases the unsharded flat buffer (no copy); on wasm the values are copied into
+ * the heap once, as creating the tensor did. PyTorch does the same with `storage.resize_(0)`.
+ */
+export class ReleasedParameters {
+  readonly tensors = new Map<Parameter, tf.Tensor>();
+  private readonly releasable: { tensor: ReleasableTensor; handleIndex: number; index: number }[] = [];
+  private readonly unit: FsdpUnit;
+
+  /**
+   * Tensors over the unit's unsharded views (the unit must be gathered). `wrap` turns a raw tensor
+   * into what layers see (a gradient tap for trainable Parameters); it must share the raw
+   * tensor's dataId.
+   */
+  constructor(unit: FsdpUnit, wrap: (parameter: Parameter, raw: tf.Tensor) => tf.Tensor) {
+    this.unit = unit;
+    unit.handles.forEach((handle, handleIndex) => {
+      handle.parameters.forEach((parameter, index) => {
+        const tensor = new ReleasableTensor(handle.unshardedView(index));
+        this.releasable.push({ tensor, handleIndex, index });
+        this.tensors.set(parameter, wrap(parameter, tensor.tensor));
+      });
+    });
+  }
+
+  /** Frees the memory of every parameter tensor (idempotent). */
+  release(): void {
+    for (const { tensor } of this.releasable) tensor.release();
+  }
+
+  /** Puts the unit's gathered values back (the unit must be unsharded again). */
+  restore(): void {
+    for (const { tensor, handleIndex, index } of this.releasable) {
+      if (tensor.state === 'released') tensor.restore(this.unit.handles[handleIndex]!.unshardedView(index));
+    }
+  }
+}
