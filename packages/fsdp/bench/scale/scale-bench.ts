@@ -13,6 +13,7 @@
  *
  * Environment: BENCH_SCALE_MODELS=10M,100M,350M (default 10M,100M,350M; 1.3B only when named),
  * BENCH_SCALE_ONLY=350M/full-shard/4/cap,100M/full-shard/4 to run only those rows,
+ * BENCH_SCALE_FORCE=1 to run capped rows predicted to exceed their cap,
  * BENCH_SCALE_STEPS=n measured steps (default 3), BENCH_SCALE_CHECKPOINT=0 to skip checkpoints.
  * Writes bench-results/scale.json, scale.md and scale-memory.svg at the repository root.
  */
@@ -146,7 +147,13 @@ function execute(run: PlannedRun, index: number): RunOutcome {
     outcome.skipped = `predicted ${(prediction.perRank / GiB).toFixed(2)} GiB per rank × ${run.worldSize} > 85% of the free ${(os.freemem() / GiB).toFixed(1)} GiB`;
     return outcome;
   }
-  if (run.capBytes !== undefined && prediction.perRank > run.capBytes && run.showsFailure !== true) {
+  const force = process.env.BENCH_SCALE_FORCE === '1';
+  if (
+    run.capBytes !== undefined &&
+    prediction.perRank > run.capBytes &&
+    run.showsFailure !== true &&
+    !force
+  ) {
     outcome.skipped = `predicted ${(prediction.perRank / GiB).toFixed(2)} GiB per rank > the ${(run.capBytes / GiB).toFixed(0)} GiB cap`;
     return outcome;
   }
