@@ -1,18 +1,22 @@
 import { defineConfig } from 'tsup';
 
-export default defineConfig({
-  // The fsdp-run bin is built beside the library (dist/bin/fsdp-run.js, ESM, with its hashbang).
-  // The communication worker and the thread-rank entry are worker-thread entries loaded by URL
-  // next to dist/index.js (see [Note: worker entries] in src/internal/start-worker.ts).
-  entry: {
-    index: 'src/index.ts',
-    'bin/fsdp-run': 'src/bin/fsdp-run.ts',
-    'comm-worker': 'src/internal/comm-worker.ts',
-    'thread-rank-entry': 'src/internal/thread-rank-entry.ts',
+const shared = { clean: false, target: 'node20' } as const;
+
+export default defineConfig([
+  // ESM: the library, the fsdp-run bin (dist/bin/fsdp-run.js, with its hashbang) and the
+  // worker-thread entries loaded by URL next to dist/index.js (see [Note: worker entries] in
+  // src/internal/start-worker.ts), sharing chunks.
+  {
+    ...shared,
+    entry: {
+      index: 'src/index.ts',
+      'bin/fsdp-run': 'src/bin/fsdp-run.ts',
+      'comm-worker': 'src/internal/comm-worker.ts',
+      'thread-rank-entry': 'src/internal/thread-rank-entry.ts',
+    },
+    format: ['esm'],
+    dts: { entry: { index: 'src/index.ts' } },
   },
-  format: ['esm', 'cjs'],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  target: 'node20',
-});
+  // CommonJS: the library only. It starts the same ESM worker files; the bin is ESM.
+  { ...shared, entry: { index: 'src/index.ts' }, format: ['cjs'], dts: { entry: { index: 'src/index.ts' } } },
+]);

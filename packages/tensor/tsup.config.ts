@@ -7,7 +7,6 @@ export default defineConfig([
     ...shared,
     entry: { index: 'src/index.ts' },
     dts: true,
-    sourcemap: true,
     external: ['#register-all-gradients'],
   },
   // [Note: gradient registration] in src/bridge/register-all-gradients.ts: tfjs-core's gradient and

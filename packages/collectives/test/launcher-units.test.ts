@@ -1,10 +1,11 @@
+import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CollectiveError } from '../src/errors.js';
 import { parseLaunchArguments } from '../src/launcher/launch-options.js';
 import { LinePrefixer } from '../src/launcher/line-prefixer.js';
 import { PARENT_WATCHDOG_IMPORT } from '../src/launcher/parent-watchdog.js';
-import { buildWorkerCommand } from '../src/launcher/worker-command.js';
+import { buildWorkerCommand, checkWorkerScript } from '../src/launcher/worker-command.js';
 import { buildWorkerEnvironment } from '../src/launcher/worker-environment.js';
 
 function errorOf(action: () => unknown): Error {
@@ -155,6 +156,13 @@ describe('worker environment and command', () => {
     const javascript = buildWorkerCommand('train.mjs', []);
     expect(javascript).toEqual(['--import', PARENT_WATCHDOG_IMPORT, expect.stringMatching(/train\.mjs$/)]);
     expect(errorOf(() => buildWorkerCommand('train.py', [])).message).toContain('.js, .mjs, .cjs or .ts');
+  });
+
+  it('reports a missing script once, before any rank starts, and accepts an existing one', () => {
+    const missing = errorOf(() => checkWorkerScript('nothere.mjs'));
+    expect(missing.message).toMatch(/^script not found: \S*nothere\.mjs Fix: pass the path/);
+    expect(errorOf(() => checkWorkerScript(import.meta.dirname)).message).toContain('script not found');
+    expect(() => checkWorkerScript(fileURLToPath(import.meta.url))).not.toThrow();
   });
 });
 

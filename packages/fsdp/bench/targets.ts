@@ -141,6 +141,10 @@ export function checkIssue15Targets(
     at: number,
   ) => {
     if (rows === undefined) return;
+    if (rows[numerator] === undefined || rows[denominator] === undefined) {
+      checks.push({ name, met: null, detail: `${numerator} or ${denominator} not run (BENCH_KINDS)` });
+      return;
+    }
     const value = ratio(rows, numerator, denominator);
     checks.push({
       name,

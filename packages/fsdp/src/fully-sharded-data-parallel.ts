@@ -16,6 +16,7 @@ import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
 import { tapGradient } from './internal/gradient-tap';
 import { preBackwardHook } from './internal/pre-backward-hook';
+import { reclaimUnflattenedParameters } from './internal/reclaim-unflattened';
 import { ReleasedParameters } from './internal/released-parameters';
 import type { StepContext } from './internal/step-context';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
@@ -120,6 +121,14 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     checkSameStructure(this.options.group, describeStructure(this.#units));
     if (replicateGroup !== null) checkSameStructure(replicateGroup, describeStructure(this.#units));
     for (const unit of this.#units) if (!unit.isRoot) this.interceptForward(unit);
+    // [Note: releasing the unflattened parameters]
+    reclaimUnflattenedParameters(
+      4 *
+        this.#units.reduce(
+          (sum, unit) => sum + unit.handles.reduce((total, handle) => total + handle.layout.totalNumel, 0),
+          0,
+        ),
+    );
     const checkpointing = this.options.activationCheckpointing;
     this.#recomputed = new Set(
       this.#units.filter(

@@ -1,4 +1,4 @@
-import { Parameter } from '@fsdp-ts/tensor';
+import { explainForeignParameter, Parameter } from '@fsdp-ts/tensor';
 import { OptimError } from './errors';
 import { type ParameterArrays, parameterArrays } from './internal/parameter-arrays';
 import { ParameterState } from './internal/parameter-state';
@@ -54,6 +54,15 @@ export abstract class Optimizer<Options extends BaseOptions> {
   addParamGroup(input: ParamGroupInput<Options>): void {
     const index = this.paramGroups.length;
     const where = `param group ${index}`;
+    const foreign = explainForeignParameter(input);
+    if (foreign !== undefined) {
+      throw new OptimError(`${where} is not a Parameter of this process's @fsdp-ts/tensor: ${foreign}`, {
+        code: 'invalid-parameter',
+        expected: 'a Parameter of the @fsdp-ts/tensor that @fsdp-ts/optim loaded',
+        actual: 'a Parameter of another copy',
+        fix: 'load one copy of each @fsdp-ts package (see above).',
+      });
+    }
     if (typeof input !== 'object' || input === null || !('params' in input)) {
       throw new OptimError(`${where} is not a { params, ...hyperparameters } object.`, {
         code: 'invalid-group',
@@ -67,6 +76,15 @@ export abstract class Optimizer<Options extends BaseOptions> {
     const params: Parameter[] = [];
     const seen = new Set<Parameter>();
     for (const param of candidates) {
+      const foreign = explainForeignParameter(param);
+      if (foreign !== undefined) {
+        throw new OptimError(`${where} contains a Parameter that is not this process's: ${foreign}`, {
+          code: 'invalid-parameter',
+          expected: 'a Parameter of the @fsdp-ts/tensor that @fsdp-ts/optim loaded',
+          actual: 'a Parameter of another copy',
+          fix: 'load one copy of each @fsdp-ts package (see above).',
+        });
+      }
       if (!(param instanceof Parameter)) {
         throw new OptimError(`${where} contains ${String(param)}, which is not a Parameter.`, {
           code: 'invalid-parameter',

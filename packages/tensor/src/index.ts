@@ -60,7 +60,8 @@ export {
   type TensorErrorCode,
   type TensorErrorDetails,
 } from './errors';
-export { Parameter, type ParameterOptions } from './parameter';
+export { loadedTensorCopies } from './package-copies';
+export { explainForeignParameter, Parameter, type ParameterOptions } from './parameter';
 export { contiguousStrides, type Shape, shapeNumel, shapesEqual } from './shape';
 export { STORAGE_ALIGNMENT_BYTES, Storage, type StorageOptions } from './storage';
 export { elementOffsets, TensorView } from './tensor-view';

@@ -1,5 +1,6 @@
 import type { DType } from './dtype/dtype';
 import { formatShape, TensorError } from './errors';
+import { foreignParameterMessage, PARAMETER_MARKER } from './package-copies';
 import { type Shape, shapeNumel, shapesEqual } from './shape';
 import type { StorageOptions } from './storage';
 import { TensorView } from './tensor-view';
@@ -116,4 +117,15 @@ export class Parameter {
 
 function storageOptions(options: StorageOptions): StorageOptions {
   return options.shared === undefined ? {} : { shared: options.shared };
+}
+
+Object.defineProperty(Parameter.prototype, PARAMETER_MARKER, { value: true });
+
+/**
+ * Why `value` fails `instanceof Parameter` although it is one: it comes from another copy of
+ * @fsdp-ts/tensor ([Note: duplicate package copies]). Undefined for anything else.
+ */
+export function explainForeignParameter(value: unknown): string | undefined {
+  if (value instanceof Parameter || typeof value !== 'object' || value === null) return undefined;
+  return PARAMETER_MARKER in value ? foreignParameterMessage() : undefined;
 }

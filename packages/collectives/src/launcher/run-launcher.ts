@@ -6,7 +6,7 @@ import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import { JobCoordinator } from './job-coordinator.js';
 import type { LaunchOptions } from './launch-options.js';
 import { formatBytes, MemoryCgroup } from './memory-cap.js';
-import { buildWorkerCommand } from './worker-command.js';
+import { buildWorkerCommand, checkWorkerScript } from './worker-command.js';
 import { buildWorkerEnvironment } from './worker-environment.js';
 import { describeExit, type WorkerExit, WorkerProcess } from './worker-process.js';
 
@@ -70,6 +70,7 @@ class Launcher {
     let store: StoreClient | undefined;
     let heartbeat: NodeJS.Timeout | undefined;
     try {
+      checkWorkerScript(this.options.script);
       buildWorkerCommand(this.options.script, this.options.scriptArguments);
       // Fail before any rendezvous when the caps cannot be set (no cgroups, no permission).
       for (const cap of this.memoryCaps(-1)) cap?.remove();

@@ -1,4 +1,7 @@
+import { existsSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { extname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { CollectiveError } from '../errors.js';
 import { PARENT_WATCHDOG_IMPORT } from './parent-watchdog.js';
 
@@ -33,11 +36,43 @@ export function buildWorkerCommand(script: string, scriptArguments: readonly str
   return [...nodeArguments, resolve(script), ...scriptArguments];
 }
 
-/** tsx resolved from this package (so it is found whatever the script's directory), else bare. */
-function resolveTsx(): string {
+/**
+ * Checks, once and before any rank starts, what every rank would otherwise fail on with its own
+ * stack trace: a script that does not exist, and a TypeScript script without tsx installed.
+ */
+export function checkWorkerScript(script: string): void {
+  const path = resolve(script);
+  if (!existsSync(path) || !statSync(path).isFile()) {
+    throw new CollectiveError(`script not found: ${path}`, {
+      code: 'launch',
+      fix: 'pass the path of the training script, relative to the current directory or absolute.',
+    });
+  }
+  if (TYPESCRIPT_EXTENSIONS.has(extname(script)) && findTsx(path) === undefined) {
+    throw new CollectiveError(`running ${script} needs tsx, which is not installed.`, {
+      code: 'launch',
+      fix: 'run `npm install --save-dev tsx` in your project, or compile the script and pass the .js file.',
+    });
+  }
+}
+
+/**
+ * tsx resolved from this package, else from the script's directory (a global fsdp-run with a
+ * project-local tsx), else undefined.
+ */
+function findTsx(script: string): string | undefined {
   try {
     return import.meta.resolve('tsx');
   } catch {
-    return 'tsx';
+    try {
+      return pathToFileURL(createRequire(script).resolve('tsx')).href;
+    } catch {
+      return undefined;
+    }
   }
+}
+
+/** tsx as found by findTsx, else bare (checkWorkerScript has reported its absence already). */
+function resolveTsx(): string {
+  return findTsx(resolve('package.json')) ?? 'tsx';
 }

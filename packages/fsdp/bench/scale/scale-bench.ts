@@ -13,6 +13,8 @@
  *
  * Environment: BENCH_SCALE_MODELS=10M,100M,350M (default 10M,100M,350M; 1.3B only when named),
  * BENCH_SCALE_ONLY=350M/full-shard/4/cap,100M/full-shard/4 to run only those rows,
+ * BENCH_SCALE_FORCE=1 to run capped rows predicted to exceed their cap, BENCH_SCALE_CAP=2G to
+ * cap every row (rows keep their own cap where they have one),
  * BENCH_SCALE_STEPS=n measured steps (default 3), BENCH_SCALE_CHECKPOINT=0 to skip checkpoints.
  * Writes bench-results/scale.json, scale.md and scale-memory.svg at the repository root.
  */
@@ -83,6 +85,10 @@ function plan(): PlannedRun[] {
   }
   if (models.includes('1.3B'))
     runs.push({ model: '1.3B', strategy: 'full-shard', worldSize: 4, capBytes: 6 * GiB });
+  const cap = process.env.BENCH_SCALE_CAP;
+  if (cap !== undefined)
+    for (const run of runs)
+      run.capBytes ??= Number.parseFloat(cap) * (/g/i.test(cap) ? GiB : /m/i.test(cap) ? MiB : 1);
   const only = process.env.BENCH_SCALE_ONLY?.split(',');
   return only === undefined ? runs : runs.filter((run) => only.includes(runKey(run)));
 }
@@ -146,7 +152,13 @@ function execute(run: PlannedRun, index: number): RunOutcome {
     outcome.skipped = `predicted ${(prediction.perRank / GiB).toFixed(2)} GiB per rank × ${run.worldSize} > 85% of the free ${(os.freemem() / GiB).toFixed(1)} GiB`;
     return outcome;
   }
-  if (run.capBytes !== undefined && prediction.perRank > run.capBytes && run.showsFailure !== true) {
+  const force = process.env.BENCH_SCALE_FORCE === '1';
+  if (
+    run.capBytes !== undefined &&
+    prediction.perRank > run.capBytes &&
+    run.showsFailure !== true &&
+    !force
+  ) {
     outcome.skipped = `predicted ${(prediction.perRank / GiB).toFixed(2)} GiB per rank > the ${(run.capBytes / GiB).toFixed(0)} GiB cap`;
     return outcome;
   }

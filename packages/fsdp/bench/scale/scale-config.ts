@@ -45,6 +45,8 @@ export interface ScaleRankResult {
   /** RSS after initBackend: Node + tfjs + the wasm module, before any model. */
   runtimeRssBytes: number;
   peakRssBytes: number;
+  /** Largest RSS seen at the end of each phase (built, wrapped, first backward, …). */
+  phaseRssBytes: Record<string, number>;
   /** FSDP's own estimate (parameters + gradients + Adam state + gathered units); none for 'single'. */
   estimateBytes: number | undefined;
   parameters: number;

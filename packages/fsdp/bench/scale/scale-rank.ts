@@ -17,8 +17,12 @@ import type { ScaleRankResult, ScaleRunRequest } from './scale-config';
 const scriptStartMs = Date.now();
 const request = JSON.parse(process.argv[2]!) as ScaleRunRequest;
 let peakRss = 0;
-const sampleRss = () => {
-  peakRss = Math.max(peakRss, process.memoryUsage().rss);
+/** RSS at the end of each phase, to see where the peak comes from. */
+const phaseRss: Record<string, number> = {};
+const sampleRss = (phase?: string) => {
+  const rss = process.memoryUsage().rss;
+  peakRss = Math.max(peakRss, rss);
+  if (phase !== undefined) phaseRss[phase] = Math.max(phaseRss[phase] ?? 0, rss);
 };
 
 await initBackend('wasm');
@@ -31,7 +35,7 @@ let started = performance.now();
 const inner = new GPT(request.config);
 const initMs = performance.now() - started;
 const parameterCount = inner.parameters().reduce((sum, parameter) => sum + parameter.data.numel, 0);
-sampleRss();
+sampleRss('built');
 started = performance.now();
 const model: Module & { forward(tokens: tf.Tensor): tf.Tensor } =
   group === null
@@ -42,7 +46,7 @@ const model: Module & { forward(tokens: tf.Tensor): tf.Tensor } =
         autoWrapPolicy: [TransformerBlock],
       });
 const wrapMs = performance.now() - started;
-sampleRss();
+sampleRss('wrapped');
 const estimateBytes = model instanceof FullyShardedDataParallel ? model.memoryEstimate.totalBytes : undefined;
 const optimizer = new AdamW(model.parameters(), { lr: 1e-4 });
 
@@ -64,11 +68,11 @@ for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   const stepStart = performance.now();
   const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
   const backwardDone = performance.now();
-  sampleRss();
+  sampleRss(step === 0 ? 'first backward' : 'backward');
   optimizer.step();
   optimizer.zeroGrad();
   const stepEnd = performance.now();
-  sampleRss();
+  sampleRss(step === 0 ? 'first optimizer step' : 'optimizer step');
   const statistics =
     model instanceof FullyShardedDataParallel ? model.statistics : { allGatherWaitMs: 0, reductionWaitMs: 0 };
   const forwardBackwardMs = backwardDone - stepStart;
@@ -100,6 +104,7 @@ const result: ScaleRankResult = {
   rank,
   runtimeRssBytes,
   peakRssBytes: peakRss,
+  phaseRssBytes: phaseRss,
   estimateBytes,
   parameters: parameterCount,
   initMs,
