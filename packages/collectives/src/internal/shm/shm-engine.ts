@@ -51,8 +51,9 @@ export class ShmEngine extends EngineBase<ShmInit> {
    */
   protected override sendAbort(message: string): void {
     const { rank, size, control } = this.init;
-    Atomics.compareExchange(control, ABORT_SLOT, 0, rank + 1);
+    // The notices first: a peer that sees the slot must find this rank's notice on its port.
     for (let peer = 0; peer < size; peer++) if (peer !== rank) this.post(peer, { type: 'abort', message });
+    Atomics.compareExchange(control, ABORT_SLOT, 0, rank + 1);
     Atomics.add(control, COMPLETION_WAKE, 1);
     Atomics.notify(control, COMPLETION_WAKE);
   }
