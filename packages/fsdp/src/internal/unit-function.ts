@@ -19,7 +19,9 @@ export interface RecomputingUnitHooks {
 
 /**
  * [Note: recomputing units]
- * Under full-shard a unit is one tfjs customGrad. Its forward runs with the gathered parameters
+ * A unit under activation checkpointing (the `activationCheckpointing` option, or a preset with
+ * `recompute`; other units keep their activations, see [Note: released parameters]) is one
+ * tfjs customGrad. Its forward runs with the gathered parameters
  * and keeps only its inputs; the parameters are released right after. Its gradient function
  * gathers the parameters again, re-runs the forward under the tape (nestedGradients: see
  * [Note: nested tape] in @fsdp-ts/tensor), hands the parameter gradients to the runtime (which
