@@ -12,7 +12,9 @@ export type CollectiveErrorCode =
   | 'auth'
   | 'malformed-frame'
   | 'store'
-  | 'launch';
+  | 'launch'
+  /** A rank called `group.abort(error)`: the group is broken on every rank with that rank's error. */
+  | 'aborted';
 
 export interface CollectiveErrorDetails {
   code: CollectiveErrorCode;

@@ -201,6 +201,18 @@ export class ProcessGroup {
   }
 
   /**
+   * Declares the group broken on every rank because this rank failed with `error` outside the
+   * collectives (see [Note: abort]): every peer's running and later ops fail at once with a
+   * CollectiveError (code 'aborted') naming this rank and the error's message, and so do this
+   * rank's. Call it when an exception on this rank leaves the ranks unable to issue the same ops;
+   * the group cannot be used again (destroy it; restart from a checkpoint). Safe to call twice.
+   */
+  abort(error: unknown): void {
+    if (this.state !== 'active') return;
+    this.client.post({ type: 'abort', message: describeAbortCause(error) });
+  }
+
+  /**
    * Stops the communication worker after its current op, closes its sockets and joins it. Ops
    * still queued fail with code 'closed'. Safe to call twice and on error paths.
    */
@@ -259,4 +271,12 @@ export class ProcessGroup {
       });
     }
   }
+}
+
+/** The longest abort message sent to peers, in characters (longer ones are cut). */
+const ABORT_MESSAGE_CHARS = 4_000;
+
+function describeAbortCause(error: unknown): string {
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return text.length > ABORT_MESSAGE_CHARS ? `${text.slice(0, ABORT_MESSAGE_CHARS)}…` : text;
 }

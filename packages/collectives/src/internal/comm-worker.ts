@@ -71,7 +71,8 @@ port.on('message', (message: MainToWorkerMessage) => {
       // tcp: closing the sockets fails the running op at once instead of at its timeout.
       if (running) void engine.close();
       else void shutDown();
-    } else engine.control?.(message);
+    } else if (message.type === 'abort') engine.abort(message.message);
+    else engine.control?.(message);
   });
 });
 

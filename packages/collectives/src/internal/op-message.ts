@@ -29,7 +29,17 @@ export interface DestroyMessage {
   type: 'destroy';
 }
 
-export type MainToWorkerMessage = OpMessage | DestroyMessage | { type: 'connect'; endpoints: string[] };
+/** `group.abort(error)`: break the group on every rank with this rank's error (see [Note: abort]). */
+export interface AbortMessage {
+  type: 'abort';
+  message: string;
+}
+
+export type MainToWorkerMessage =
+  | OpMessage
+  | DestroyMessage
+  | AbortMessage
+  | { type: 'connect'; endpoints: string[] };
 
 /** Human-readable description of an op for error messages. */
 export function describeOp(

@@ -51,6 +51,8 @@ export class UnitReduction {
   readonly #accumulating = new Set<FlatParamHandle>();
   /** bfloat16 reductions in flight: the bfloat16 output and the float32 array it widens into. */
   #widening: { output: Uint16Array; target: Float32Array }[] = [];
+  /** Handles whose unsharded gradient buffer was allocated this step, and the indices written since. */
+  #zeroRanges = new Map<FlatParamHandle, Set<number>>();
   /** The float32 output of each handle's last reduction (for the replica all-reduce). */
   readonly #reducedOutputs = new Map<FlatParamHandle, Float32Array>();
 
@@ -61,6 +63,7 @@ export class UnitReduction {
 
   /** A backward starts: `trainable` gradients are expected through taps. */
   beginStep(trainable: number): void {
+    this.#zeroRanges.clear();
     this.#pendingGradients = trainable;
     this.#started = false;
   }
@@ -68,10 +71,19 @@ export class UnitReduction {
   /** Adds one Parameter's full gradient into its handle's unsharded gradient buffer. */
   write(handle: FlatParamHandle, index: number, gradient: tf.Tensor): void {
     if (!this.#settings.sharding.shardParameters && !this.#received) this.#resetKeptGradients();
+    if (!handle.unshardedGradStorage.isAllocated) this.#zeroRanges.set(handle, new Set());
     handle.unshardedGradBuffer();
     this.#received = true;
     const target = handle.unshardedGradView(index)!.typedArray() as Float32Array;
     const values = readTensorValues(gradient);
+    // A range of a buffer allocated (zero-filled) in this step that nothing wrote yet: a copy
+    // equals the sum (and runs at memcpy speed; the add loop cost ~40 ms per step here).
+    const untouched = this.#zeroRanges.get(handle);
+    if (untouched !== undefined && !untouched.has(index)) {
+      untouched.add(index);
+      target.set(values.subarray(0, target.length) as Float32Array);
+      return;
+    }
     for (let element = 0; element < target.length; element++) target[element]! += values[element]!;
   }
 

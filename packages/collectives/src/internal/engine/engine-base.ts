@@ -15,12 +15,23 @@ import { headerOf, type OpHeader, sameOp } from './op-header.js';
  * - timeouts: an op that has not finished after its `timeoutMs` fails with code 'timeout'
  *   naming the peer the transport says it waits on (`waitingOn`). A backend whose transport
  *   blocks the thread checks its own deadline (the timer cannot fire while it blocks).
+ *
+ * [Note: abort] `group.abort(error)` lets a rank that failed outside the collectives (an
+ * exception in its own code) fail its peers' ops too, with its error, instead of leaving them
+ * blocked in or mismatched with an op it never issues. `abort` sends an abort notice (the
+ * aborting rank and its message) to every peer over the transport (`sendAbort`) and marks the
+ * group broken here; a peer that receives the notice calls `peerAborted`, which marks it broken there
+ * with the same error (code 'aborted', `peer` the aborting rank), failing its running op at once
+ * and every later op. The notice is read between ops (and by a waiting op); a notice that lands
+ * in the middle of a payload cannot be told apart from data, so that peer fails with 'peer-lost'
+ * naming the aborting rank instead. Either way every rank ends broken.
  */
 export abstract class EngineBase<Init extends EngineInit = EngineInit> implements Engine {
   private collectiveSeq = 0;
   private readonly sendSeq: number[];
   private readonly recvSeq: number[];
   private broken: CollectiveError | undefined;
+  private abortSent = false;
   /** Fails the running op with the error that broke the group (before its transport reports it). */
   private failRunning: ((error: CollectiveError) => void) | undefined;
 
@@ -34,6 +45,38 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
 
   /** Closes every connection of the transport, so peers blocked on this rank fail at once. */
   protected abstract closeTransport(): void;
+
+  /** Sends the abort notice (this rank, `message`) to every peer; see [Note: abort]. */
+  protected abstract sendAbort(message: string): void;
+
+  abort(message: string): void {
+    if (this.abortSent) return;
+    this.abortSent = true;
+    const error = this.abortedError(this.init.rank, message);
+    if (this.broken === undefined) this.sendAbort(message);
+    this.markBroken(error);
+  }
+
+  /** A peer's abort notice arrived: break the group with its error (see [Note: abort]). */
+  protected peerAborted(peer: number, message: string): CollectiveError {
+    const error = this.abortedError(peer, message);
+    // No close here: every peer hears the notice from the aborting rank itself.
+    this.markBroken(error);
+    return this.broken ?? error;
+  }
+
+  protected abortedError(peer: number, message: string): CollectiveError {
+    const who = peer === this.init.rank ? 'this rank' : `rank ${peer}`;
+    return new CollectiveError(
+      `The group was aborted on rank ${this.init.rank} by ${who}: rank ${peer} failed with ${message}`,
+      {
+        code: 'aborted',
+        rank: this.init.rank,
+        peer,
+        fix: `fix the failure on rank ${peer}, then create a new group or restart the job from its last checkpoint (fsdp-run --max-restarts does it).`,
+      },
+    );
+  }
 
   /** The peer the running op waits on, for timeout messages; undefined if unknown. */
   protected waitingOn(): number | undefined {
@@ -56,7 +99,10 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
       await Promise.race([this.execute(op, seq), timeout]);
     } catch (error) {
       const failure = this.describeFailure(error, op, seq);
-      if (failure.code !== 'mismatch') this.breakGroup(failure);
+      // An abort notice reached this rank: the aborting rank tells every peer itself, so closing
+      // here would only race its notice with a 'peer-lost' from this rank ([Note: abort]).
+      if (failure.code === 'aborted') this.markBroken(failure);
+      else if (failure.code !== 'mismatch') this.breakGroup(failure);
       throw failure;
     } finally {
       clearTimeout(timer);
@@ -148,7 +194,7 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     if (error instanceof CollectiveError) {
       const peer = error.peer === undefined ? '' : ` (peer rank ${error.peer})`;
       return new CollectiveError(
-        `${describeOp(op, seq)} on rank ${this.init.rank} failed${peer}: ${error.message}`,
+        `${describeOp(op, seq)} on rank ${this.init.rank} failed${peer}: ${withoutFix(error)}`,
         {
           code: error.code,
           op: op.kind,
@@ -183,4 +229,10 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
       },
     );
   }
+}
+
+/** The error's message without its " Fix: ..." tail (the wrapping error states the fix once). */
+function withoutFix(error: CollectiveError): string {
+  const tail = error.fix === undefined ? '' : ` Fix: ${error.fix}`;
+  return tail !== '' && error.message.endsWith(tail) ? error.message.slice(0, -tail.length) : error.message;
 }

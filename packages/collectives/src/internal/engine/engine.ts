@@ -26,6 +26,8 @@ export interface Engine {
   run(op: OpMessage): Promise<void>;
   /** Handles a non-op message from the main thread (tcp: the peers' endpoints). */
   control?(message: MainToWorkerMessage): void;
+  /** `group.abort(error)` on this rank: tell every peer, then break the group (see [Note: abort]). */
+  abort(message: string): void;
   close(): void | Promise<void>;
 }
 

@@ -1,4 +1,5 @@
 import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
+import type { CollectiveError } from '../../errors.js';
 import type { CollectiveBuffer } from '../../types.js';
 import { reduceBlocks } from '../block-reduce.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
@@ -6,7 +7,7 @@ import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import { describeOp, type OpMessage } from '../op-message.js';
 import { segmentBounds } from '../segments.js';
-import { COMPLETION_WAKE, doorbellSlot, finishedSlot } from './shm-control.js';
+import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot } from './shm-control.js';
 
 export interface ShmInit extends EngineInit {
   backend: 'shm';
@@ -20,6 +21,7 @@ export interface ShmInit extends EngineInit {
  * op's header and its buffers; or, for a send, the receiver's acknowledgement.
  */
 type PeerMessage =
+  | { type: 'abort'; message: string }
   | { type: 'op'; header: OpHeader; input: CollectiveBuffer | null; output: CollectiveBuffer | null }
   | { type: 'ack'; seq: number; refusal?: string };
 
@@ -40,6 +42,30 @@ export class ShmEngine extends EngineBase<ShmInit> {
     if (op.kind === 'send') this.send(op, header, deadline);
     else if (op.kind === 'recv') this.recv(op, header, deadline);
     else this.collective(op, header, deadline);
+  }
+
+  /**
+   * [Note: abort] on shm: the notice goes to every peer's port, and the aborting rank's number
+   * (plus one) into the control block's slot 0, so a peer blocked in Atomics.wait on any slot
+   * wakes, sees it and reads the notice.
+   */
+  protected override sendAbort(message: string): void {
+    const { rank, size, control } = this.init;
+    // The notices first: a peer that sees the slot must find this rank's notice on its port.
+    for (let peer = 0; peer < size; peer++) if (peer !== rank) this.post(peer, { type: 'abort', message });
+    Atomics.compareExchange(control, ABORT_SLOT, 0, rank + 1);
+    Atomics.add(control, COMPLETION_WAKE, 1);
+    Atomics.notify(control, COMPLETION_WAKE);
+  }
+
+  /** The error of the abort notice `peer` posted (its port is drained up to it). */
+  private abortNotice(peer: number): CollectiveError {
+    for (;;) {
+      const received = receiveMessageOnPort(this.init.ports[peer]!);
+      if (received === undefined) return this.peerAborted(peer, 'an error (its notice was lost)');
+      const message = received.message as PeerMessage;
+      if (message.type === 'abort') return this.peerAborted(peer, message.message);
+    }
   }
 
   /** Nothing to close: peers blocked on this rank wake up on their own deadlines. */
@@ -134,13 +160,22 @@ export class ShmEngine extends EngineBase<ShmInit> {
     Atomics.notify(this.init.control, doorbellSlot(peer));
   }
 
-  private receive(peer: number, deadline: number, op: OpMessage, seq: number): PeerMessage {
+  private receive(
+    peer: number,
+    deadline: number,
+    op: OpMessage,
+    seq: number,
+  ): Exclude<PeerMessage, { type: 'abort' }> {
     const port = this.init.ports[peer]!;
     const slot = doorbellSlot(this.init.rank);
     for (;;) {
       const seen = Atomics.load(this.init.control, slot);
       const received = receiveMessageOnPort(port);
-      if (received !== undefined) return received.message as PeerMessage;
+      if (received !== undefined) {
+        const message = received.message as PeerMessage;
+        if (message.type === 'abort') throw this.peerAborted(peer, message.message);
+        return message;
+      }
       this.block(slot, seen, deadline, op, seq, peer, 'post its part');
     }
   }
@@ -157,6 +192,8 @@ export class ShmEngine extends EngineBase<ShmInit> {
   ): void {
     const { control, abort } = this.init;
     if (Atomics.load(abort, 0) !== 0) throw this.cancelledError(op, seq);
+    const aborting = Atomics.load(control, ABORT_SLOT) - 1;
+    if (aborting >= 0 && aborting !== this.init.rank) throw this.abortNotice(aborting);
     const remaining = deadline - Date.now();
     if (remaining <= 0) throw this.timeoutError(op, seq, peer, ` to ${what}`);
     Atomics.wait(control, slot, seen, Math.min(remaining, WAIT_SLICE_MS));

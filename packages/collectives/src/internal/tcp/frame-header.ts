@@ -15,6 +15,9 @@ import type { OpHeader } from '../engine/op-header.js';
  * A rank compares every header it receives with its own op before moving data: a difference
  * fails the op on every rank with code 'mismatch' and no payload is sent, so the streams stay
  * aligned; bytes that are not a header fail with code 'malformed-frame'.
+ *
+ * An abort notice ([Note: abort]) is a header with kind byte 255 whose u32 at offset 8 is the
+ * byte length of the UTF-8 message that follows it; every other field is 0.
  */
 export const HEADER_BYTES = 32;
 const MAGIC = 0x50445346;
@@ -34,6 +37,34 @@ const WIRES: readonly ('float32' | 'bfloat16')[] = ['float32', 'bfloat16'];
 const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
 
 export type { OpHeader };
+
+const ABORT_KIND = 255;
+
+/** The abort notice: its header, then the message. */
+export function encodeAbortFrame(message: string): Buffer {
+  const text = Buffer.from(message, 'utf8');
+  const bytes = Buffer.alloc(HEADER_BYTES + text.length);
+  bytes.writeUInt32LE(MAGIC, 0);
+  bytes.writeUInt8(ABORT_KIND, 4);
+  bytes.writeUInt32LE(text.length, 8);
+  text.copy(bytes, HEADER_BYTES);
+  return bytes;
+}
+
+/** The message length if these 32 bytes are an abort notice's header; undefined otherwise. */
+export function abortMessageLength(bytes: Uint8Array): number | undefined {
+  if (bytes.length < HEADER_BYTES) return undefined;
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
+  if (view.readUInt32LE(0) !== MAGIC || view.readUInt8(4) !== ABORT_KIND) return undefined;
+  return view.readUInt32LE(8);
+}
+
+/** The message of a complete abort notice at the start of `bytes`; undefined if there is none. */
+export function abortMessageIn(bytes: Buffer): string | undefined {
+  const length = abortMessageLength(bytes);
+  if (length === undefined || bytes.length < HEADER_BYTES + length) return undefined;
+  return bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + length);
+}
 
 export function encodeHeader(header: OpHeader): Buffer {
   const bytes = Buffer.alloc(HEADER_BYTES);

@@ -70,6 +70,16 @@ export class PeerLink {
     return new Promise((resolve, reject) => this.flushWaiters.push({ resolve, reject }));
   }
 
+  /** The bytes that arrived but nobody read yet. */
+  unreadBytes(): Buffer {
+    return Buffer.concat(this.queued);
+  }
+
+  /** Sends what was written, then closes this side gracefully (FIN, no reset). */
+  end(): void {
+    this.socket.end();
+  }
+
   close(): void {
     this.lose(`this rank closed its connection to rank ${this.peer}`, undefined, false);
     this.socket.destroy();

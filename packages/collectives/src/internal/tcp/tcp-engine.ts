@@ -5,7 +5,14 @@ import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
 import { directAllReduce } from './direct-all-reduce.js';
-import { decodeHeader, encodeHeader, HEADER_BYTES } from './frame-header.js';
+import {
+  abortMessageIn,
+  abortMessageLength,
+  decodeHeader,
+  encodeAbortFrame,
+  encodeHeader,
+  HEADER_BYTES,
+} from './frame-header.js';
 import { PeerLink } from './peer-link.js';
 import { type RingPlan, RingScratch, runRing, type Wire, type WorkArray } from './ring.js';
 import {
@@ -77,7 +84,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
         connectPeers(endpoints, this.init),
       ]);
       for (const [peer, socket] of [...accepted, ...connected]) {
-        this.links[peer] = new PeerLink(peer, socket, (_link, error) => this.peerLost(error));
+        this.links[peer] = new PeerLink(peer, socket, (link, error) => this.peerLost(link, error));
       }
       // Every peer is in: stop listening, so nothing else can even attempt the handshake.
       this.acceptor!.server.close();
@@ -99,6 +106,19 @@ export class TcpEngine extends EngineBase<TcpInit> {
     for (const link of this.links) link?.close();
   }
 
+  /** [Note: abort] on tcp: the notice on every connection, then a graceful close once it is sent. */
+  protected override sendAbort(message: string): void {
+    const frame = encodeAbortFrame(message);
+    for (const link of this.links) {
+      if (link === null) continue;
+      link.write(frame);
+      link.flushed().then(
+        () => link.end(),
+        () => undefined,
+      );
+    }
+  }
+
   protected override waitingOn(): number | undefined {
     const peer = this.links.findIndex((link) => link?.isReading() === true);
     return peer >= 0 ? peer : undefined;
@@ -109,8 +129,11 @@ export class TcpEngine extends EngineBase<TcpInit> {
    * fail at once. When the failure is a lost peer, closing waits a moment: in the full mesh every
    * rank sees the dead peer's connection close itself, and should blame it rather than this rank.
    */
-  private peerLost(error: CollectiveError): void {
-    this.markBroken(error);
+  private peerLost(link: PeerLink, error: CollectiveError): void {
+    // A peer that aborted wrote its notice, then closed: the notice may wait unread.
+    const notice = abortMessageIn(link.unreadBytes());
+    if (notice !== undefined) this.peerAborted(link.peer, notice);
+    else this.markBroken(error);
     setTimeout(() => this.closeTransport(), PEER_LOSS_CLOSE_DELAY_MS).unref();
   }
 
@@ -252,13 +275,23 @@ export class TcpEngine extends EngineBase<TcpInit> {
   }
 
   private async readHeader(link: PeerLink): Promise<OpHeader> {
-    const bytes = Buffer.alloc(HEADER_BYTES);
+    const bytes = await this.readBytes(link, HEADER_BYTES);
+    const abortLength = abortMessageLength(bytes);
+    if (abortLength !== undefined) {
+      const message = await this.readBytes(link, abortLength);
+      throw this.peerAborted(link.peer, message.toString('utf8'));
+    }
+    return decodeHeader(bytes, link.peer);
+  }
+
+  private async readBytes(link: PeerLink, length: number): Promise<Buffer> {
+    const bytes = Buffer.alloc(length);
     let filled = 0;
-    await link.read(HEADER_BYTES, (chunk) => {
+    await link.read(length, (chunk) => {
       bytes.set(chunk, filled);
       filled += chunk.length;
     });
-    return decodeHeader(bytes, link.peer);
+    return bytes;
   }
 
   private async send(op: OpMessage, header: OpHeader): Promise<void> {

@@ -14,7 +14,10 @@ export interface LoopbackInit extends EngineInit {
   ports: (MessagePort | null)[];
 }
 
-type Message = { type: 'header'; header: OpHeader } | { type: 'data'; bytes: ArrayBuffer };
+type Message =
+  | { type: 'header'; header: OpHeader }
+  | { type: 'data'; bytes: ArrayBuffer }
+  | { type: 'abort'; message: string };
 
 /** One peer's incoming messages, in order, and the receive waiting for the next. */
 class Inbox {
@@ -26,14 +29,25 @@ class Inbox {
     readonly peer: number,
     private readonly port: MessagePort,
     onLost: (error: CollectiveError) => void,
+    private readonly onAborted: (message: string) => CollectiveError,
   ) {
     port.on('message', (message: Message) => {
+      // An abort notice takes effect in order, as the next message read from this peer.
+      if (message.type === 'abort' && this.waiter !== undefined) {
+        const waiter = this.waiter;
+        this.waiter = undefined;
+        waiter.reject(onAborted(message.message));
+        return;
+      }
       const waiter = this.waiter;
       this.waiter = undefined;
       if (waiter === undefined) this.queued.push(message);
       else waiter.resolve(message);
     });
     port.on('close', () => {
+      // A peer that aborted and then closed: its notice, still unread, says why.
+      const notice = this.queued.find((message) => message.type === 'abort');
+      if (notice !== undefined) this.failure ??= onAborted(notice.message);
       this.failure ??= new CollectiveError(`rank ${peer} closed its port`, { code: 'peer-lost', peer });
       this.waiter?.reject(this.failure);
       this.waiter = undefined;
@@ -47,6 +61,7 @@ class Inbox {
 
   next(): Promise<Message> {
     const queued = this.queued.shift();
+    if (queued?.type === 'abort') return Promise.reject(this.onAborted(queued.message));
     if (queued !== undefined) return Promise.resolve(queued);
     if (this.failure !== undefined) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
@@ -74,7 +89,14 @@ export class LoopbackEngine extends EngineBase<LoopbackInit> {
   constructor(init: LoopbackInit) {
     super(init);
     this.inboxes = init.ports.map((port, peer) =>
-      port === null ? null : new Inbox(peer, port, (error) => this.breakGroup(error)),
+      port === null
+        ? null
+        : new Inbox(
+            peer,
+            port,
+            (error) => this.breakGroup(error),
+            (message) => this.peerAborted(peer, message),
+          ),
     );
   }
 
@@ -123,6 +145,10 @@ export class LoopbackEngine extends EngineBase<LoopbackInit> {
       default:
         break;
     }
+  }
+
+  protected override sendAbort(message: string): void {
+    for (const inbox of this.inboxes) inbox?.post({ type: 'abort', message });
   }
 
   protected override closeTransport(): void {

@@ -1,0 +1,54 @@
+import { allocateShared, CollectiveError, type ProcessGroup } from '../../src/index.js';
+import type { CaseOutcome } from './run-conformance.js';
+
+/** Why `error` is not the abort error of `aborting` (undefined when it is). */
+function wrongAbortError(error: unknown, aborting: number, what: string): string | undefined {
+  if (!(error instanceof CollectiveError))
+    return `${what} threw ${String(error)}, expected a CollectiveError`;
+  if (error.code !== 'aborted') return `${what} failed with code '${error.code}' (${error.message})`;
+  if (error.peer !== aborting) return `${what} names rank ${error.peer}, expected ${aborting}`;
+  if (!error.message.includes(`boom on rank ${aborting}`))
+    return `${what}'s message lacks the aborting rank's error: ${error.message}`;
+  return undefined;
+}
+
+async function expectAborted(run: () => PromiseLike<void>, aborting: number, what: string) {
+  try {
+    await run();
+    return `${what} succeeded after the abort`;
+  } catch (error) {
+    return wrongAbortError(error, aborting, what);
+  }
+}
+
+/**
+ * group.abort: for the first, a middle and the last rank, a fresh group of every rank where that
+ * rank aborts while the others wait in an all-reduce. Every rank's pending op and next op must
+ * fail with code 'aborted' naming the aborting rank and its error; the world group stays usable.
+ */
+export async function abortOutcomes(world: ProcessGroup): Promise<CaseOutcome[]> {
+  const { rank, size } = world;
+  const members = Array.from({ length: size }, (_, index) => index);
+  const outcomes: CaseOutcome[] = [];
+  for (const aborting of [...new Set([0, Math.floor(size / 2), size - 1])]) {
+    const name = `abort by rank ${aborting} of ${size}`;
+    const group = await world.newGroup(members);
+    let failure: string | undefined;
+    try {
+      await group.barrier();
+      const buffer = allocateShared(Float32Array, 16).fill(1);
+      if (rank === aborting) group.abort(new Error(`boom on rank ${aborting}`));
+      failure = await expectAborted(() => group.allReduce(buffer), aborting, 'the pending all-reduce');
+      failure ??= await expectAborted(() => group.barrier(), aborting, 'the next barrier');
+    } catch (error) {
+      failure = String(error);
+    } finally {
+      await group.destroy();
+    }
+    const after = allocateShared(Float32Array, 4).fill(1);
+    await world.allReduce(after);
+    if (after[0] !== size) failure ??= `the world all-reduce afterwards gave ${after[0]}, expected ${size}`;
+    outcomes.push({ name, ...(failure === undefined ? {} : { failure: `rank ${rank}: ${failure}` }) });
+  }
+  return outcomes;
+}
