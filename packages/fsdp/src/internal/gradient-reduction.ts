@@ -71,7 +71,7 @@ export class UnitReduction {
   /** Adds one Parameter's full gradient into its handle's unsharded gradient buffer. */
   write(handle: FlatParamHandle, index: number, gradient: tf.Tensor): void {
     if (!this.#settings.sharding.shardParameters && !this.#received) this.#resetKeptGradients();
-    if (!handle.unshardedGradStorage.isAllocated) this.#zeroRanges.set(handle, new Set());
+    if (!handle.hasUnshardedGrad) this.#zeroRanges.set(handle, new Set());
     handle.unshardedGradBuffer();
     this.#received = true;
     const target = handle.unshardedGradView(index)!.typedArray() as Float32Array;
