@@ -216,7 +216,8 @@ describe('the packed packages installed into a fresh app', () => {
       writeFileSync(join(alone, 'package.json'), JSON.stringify({ name: 'tensor-alone', private: true }));
       await succeed(
         'npm',
-        ['install', ...npmOptions, tarballOf.get('@fsdp-ts/tensor')!],
+        // With its one project dependency, the error base (not on the registry before a release).
+        ['install', ...npmOptions, tarballOf.get('@fsdp-ts/tensor')!, tarballOf.get('@fsdp-ts/errors')!],
         alone,
         10 * minutes,
       );
