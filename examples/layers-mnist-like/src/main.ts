@@ -3,27 +3,15 @@
  * --world-size processes (fsdp-run, tcp on loopback), and prints both results side by side.
  * Extra arguments (--epochs, --samples, ...) go to both runs.
  */
+
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { fsdpRunCommand } from '@fsdp-ts/collectives';
 import { parseExampleOptions } from './options';
 import type { RunResult } from './train';
-
-/** The fsdp-run command line: from source through tsx when this example runs from source. */
-function launcherCommand(): string[] {
-  const entry = import.meta.resolve('@fsdp-ts/collectives');
-  if (entry.endsWith('.ts')) {
-    return [
-      '--conditions=@fsdp-ts/source',
-      '--import',
-      'tsx',
-      fileURLToPath(new URL('./bin/fsdp-run.ts', entry)),
-    ];
-  }
-  return [fileURLToPath(new URL('./bin/fsdp-run.js', entry))];
-}
 
 const tsx = ['--conditions=@fsdp-ts/source', '--import', 'tsx'];
 
@@ -49,7 +37,7 @@ console.log(`single process: model.fit, ${options.epochs} epochs of ${options.sa
 await run([...tsx, here('./single.ts'), ...argv, '--out', singleOut]);
 console.log(`${options.worldSize} processes: fsdp-run --nproc-per-node ${options.worldSize}, ShardedTrainer`);
 await run([
-  ...launcherCommand(),
+  ...fsdpRunCommand(),
   '--nproc-per-node',
   String(options.worldSize),
   here('./rank.ts'),

@@ -2,6 +2,7 @@
  * Errors of @fsdp-ts/collectives. Messages say what was expected, what came, and how to fix it;
  * the facts are also typed fields (rank, op, peer) so callers and launchers can branch on them.
  */
+
 export type CollectiveErrorCode =
   | 'timeout'
   | 'peer-lost'
@@ -26,25 +27,48 @@ export interface CollectiveErrorDetails {
   cause?: unknown;
 }
 
+/**
+ * [Note: collectives errors without @fsdp-ts/errors]
+ * This package imports no other project package (its communication worker is bundled alone), so
+ * CollectiveError implements the marker protocol of @fsdp-ts/errors' FsdpTsError structurally
+ * ([Note: errors across package copies]): it carries `Symbol.for('fsdp-ts.error')` and its own
+ * marker, so `FsdpTsError.isInstance(error)`, `CollectiveError.isInstance(error)` and `instanceof`
+ * recognise it from any copy. Keep the two marker strings in step with that package.
+ */
+const baseMarker = Symbol.for('fsdp-ts.error');
+
 export class CollectiveError extends Error {
+  static readonly marker: string = 'fsdp-ts.error.CollectiveError';
+  readonly expected: unknown;
+  readonly actual: unknown;
+  readonly fix: string | undefined;
   readonly code: CollectiveErrorCode;
   readonly op: string | undefined;
   readonly rank: number | undefined;
   readonly peer: number | undefined;
-  readonly expected: unknown;
-  readonly actual: unknown;
-  readonly fix: string | undefined;
 
   constructor(message: string, details: CollectiveErrorDetails) {
     const fix = details.fix === undefined ? '' : ` Fix: ${details.fix}`;
     super(`${message}${fix}`, details.cause === undefined ? undefined : { cause: details.cause });
     this.name = 'CollectiveError';
+    this.expected = details.expected;
+    this.actual = details.actual;
+    this.fix = details.fix;
+    Object.defineProperty(this, baseMarker, { value: true });
+    Object.defineProperty(this, Symbol.for(CollectiveError.marker), { value: true });
     this.code = details.code;
     this.op = details.op;
     this.rank = details.rank;
     this.peer = details.peer;
-    this.expected = details.expected;
-    this.actual = details.actual;
-    this.fix = details.fix;
+  }
+
+  /** Whether `value` is a CollectiveError from any copy of this package. */
+  static isInstance(value: unknown): value is CollectiveError {
+    const key = Symbol.for(CollectiveError.marker);
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[key] === true;
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return CollectiveError.isInstance(value);
   }
 }

@@ -3,6 +3,8 @@
  * was expected, what came, and how to fix it; the same facts are on typed fields so callers can
  * branch on them. Broken internal invariants are not FlatParamErrors: see internal/assert.ts.
  */
+import { FsdpTsError } from '@fsdp-ts/errors';
+
 export type FlatParamErrorCode =
   | 'invalid-argument'
   | 'dtype-mismatch'
@@ -23,21 +25,15 @@ export interface FlatParamErrorDetails {
   cause?: unknown;
 }
 
-export class FlatParamError extends Error {
+export class FlatParamError extends FsdpTsError {
+  static override readonly marker: string = 'fsdp-ts.error.FlatParamError';
   readonly code: FlatParamErrorCode;
-  readonly expected: unknown;
-  readonly actual: unknown;
   readonly parameters: readonly string[];
-  readonly fix: string | undefined;
 
   constructor(message: string, details: FlatParamErrorDetails) {
-    const fix = details.fix === undefined ? '' : ` Fix: ${details.fix}`;
-    super(`${message}${fix}`, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.name = 'FlatParamError';
     this.code = details.code;
-    this.expected = details.expected;
-    this.actual = details.actual;
     this.parameters = details.parameters ?? [];
-    this.fix = details.fix;
   }
 }

@@ -68,14 +68,15 @@ export class FlatParamHandle {
   readonly parameters: readonly Parameter[];
   /** This rank's intersection with each parameter, in layout order. */
   readonly intersections: readonly ShardIntersection[];
-  /** The local shard, [shardNumel] elements, SharedArrayBuffer-backed, allocated for life. */
-  readonly shardedStorage: Storage;
+  /** The local shard, [shardNumel] elements, SharedArrayBuffer-backed; freed only by `replicate()`. */
+  readonly #shardedStorage: Storage;
   /** [paddedNumel] = worldSize × shard, rank-major; allocated on unshard, freed on reshard. */
-  readonly unshardedStorage: Storage;
-  /** [shardNumel] of gradDType, allocated for life. */
-  readonly shardedGradStorage: Storage;
+  readonly #unshardedStorage: Storage;
+  /** [shardNumel] of gradDType; freed only by `replicate()`. */
+  readonly #shardedGradStorage: Storage;
   /** [paddedNumel] of gradDType, allocated by unshardedGradBuffer(), freed by freeUnshardedGrad(). */
-  readonly unshardedGradStorage: Storage;
+  readonly #unshardedGradStorage: Storage;
+  #replicated = false;
   private currentState: FlatParamState = 'sharded';
   private readonly views: ViewSet;
   private readonly gradientPresent: boolean[];
@@ -101,17 +102,17 @@ export class FlatParamHandle {
       { parameters: parameters.length, layout: layout.parameters.length, shardNumel: layout.shardNumel },
     );
     const shared = { shared: true };
-    this.shardedStorage = Storage.allocate(layout.dtype, layout.shardNumel, shared);
-    this.unshardedStorage = Storage.allocate(layout.dtype, layout.paddedNumel, shared);
-    this.unshardedStorage.free();
-    this.shardedGradStorage = Storage.allocate(gradDType, layout.shardNumel, shared);
-    this.unshardedGradStorage = Storage.allocate(gradDType, layout.paddedNumel, shared);
-    this.unshardedGradStorage.free();
+    this.#shardedStorage = Storage.allocate(layout.dtype, layout.shardNumel, shared);
+    this.#unshardedStorage = Storage.allocate(layout.dtype, layout.paddedNumel, shared);
+    this.#unshardedStorage.free();
+    this.#shardedGradStorage = Storage.allocate(gradDType, layout.shardNumel, shared);
+    this.#unshardedGradStorage = Storage.allocate(gradDType, layout.paddedNumel, shared);
+    this.#unshardedGradStorage.free();
     this.views = buildViewSet(layout, parameters, this.intersections, {
-      sharded: this.shardedStorage,
-      unsharded: this.unshardedStorage,
-      shardedGrad: this.shardedGradStorage,
-      unshardedGrad: this.unshardedGradStorage,
+      sharded: this.#shardedStorage,
+      unsharded: this.#unshardedStorage,
+      shardedGrad: this.#shardedGradStorage,
+      unshardedGrad: this.#unshardedGradStorage,
     });
     this.gradientPresent = flattenIntoShard(layout, parameters, this.intersections, this.views);
     this.pointAtShardedViews();
@@ -149,7 +150,7 @@ export class FlatParamHandle {
   }
 
   /** Every [name, Parameter] pair as given to create (a tied Parameter under each of its names). */
-  get namedParameters(): readonly (readonly [string, Parameter])[] {
+  namedParameters(): readonly (readonly [string, Parameter])[] {
     return this.named;
   }
 
@@ -168,18 +169,18 @@ export class FlatParamHandle {
 
   /** The local shard, 1-D [shardNumel]: the all-gather input, the optimizer's memory. */
   shardedBuffer(): TensorView {
-    return flatView(this.shardedStorage);
+    return flatView(this.#shardedStorage);
   }
 
   /** The unsharded flat parameter, 1-D [paddedNumel] (allocated, zero-filled, if it was freed): the all-gather output. */
   unshardedBuffer(): TensorView {
-    this.unshardedStorage.allocate();
-    return flatView(this.unshardedStorage);
+    this.#unshardedStorage.allocate();
+    return flatView(this.#unshardedStorage);
   }
 
   /** The sharded gradient, 1-D [shardNumel]: the reduce-scatter output. */
   shardedGradBuffer(): TensorView {
-    return flatView(this.shardedGradStorage);
+    return flatView(this.#shardedGradStorage);
   }
 
   /**
@@ -188,11 +189,11 @@ export class FlatParamHandle {
    * reads. While unsharded, allocating it points every trainable `grad` at it.
    */
   unshardedGradBuffer(): TensorView {
-    if (!this.unshardedGradStorage.isAllocated) {
-      this.unshardedGradStorage.allocate();
+    if (!this.#unshardedGradStorage.isAllocated) {
+      this.#unshardedGradStorage.allocate();
       if (this.currentState === 'unsharded') this.pointGradsAtUnsharded();
     }
-    return flatView(this.unshardedGradStorage);
+    return flatView(this.#unshardedGradStorage);
   }
 
   /** Precomputed views of parameter `index` (layout order); grad views are null for frozen ones. */
@@ -208,16 +209,12 @@ export class FlatParamHandle {
     return this.views.unshardedGrad[this.checkIndex(index)]!;
   }
 
-  shardedGradView(index: number): TensorView | null {
-    return this.views.shardedGrad[this.checkIndex(index)]!;
-  }
-
   /** Transition 'sharded' → 'unsharded': every Parameter's data becomes its full-shape view. */
   useUnshardedViews(): void {
     this.expectState('sharded', 'useUnshardedViews()');
-    if (!this.unshardedStorage.isAllocated) throw unshardedBufferFreed();
+    if (!this.#unshardedStorage.isAllocated) throw unshardedBufferFreed();
     const { parameters, views, gradientPresent } = this;
-    const withGrad = this.unshardedGradStorage.isAllocated;
+    const withGrad = this.#unshardedGradStorage.isAllocated;
     for (let index = 0; index < parameters.length; index++) {
       const parameter = parameters[index]!;
       const shardedGrad = views.shardedGrad[index]!;
@@ -243,19 +240,19 @@ export class FlatParamHandle {
   writeback(): void {
     this.expectState('unsharded', 'writeback()');
     const start = this.rank * this.layout.shardNumel;
-    const source = this.unshardedStorage.array().subarray(start, start + this.layout.shardNumel);
-    this.shardedStorage.array().set(source);
+    const source = this.#unshardedStorage.array().subarray(start, start + this.layout.shardNumel);
+    this.#shardedStorage.array().set(source);
   }
 
   /** Releases the unsharded buffer's memory (its Storage object and views stay). State 'sharded'. */
   freeUnsharded(): void {
     this.expectState('sharded', 'freeUnsharded()');
-    this.unshardedStorage.free();
+    this.#unshardedStorage.free();
   }
 
   /** Releases the unsharded gradient's memory; while unsharded, trainable grads become null. */
   freeUnshardedGrad(): void {
-    this.unshardedGradStorage.free();
+    this.#unshardedGradStorage.free();
     if (this.currentState === 'unsharded') for (const parameter of this.parameters) parameter.grad = null;
   }
 
@@ -269,6 +266,60 @@ export class FlatParamHandle {
       this.gradientPresent[index] = present && !entry.frozen;
     });
     if (this.currentState === 'sharded') this.pointAtShardedViews();
+  }
+
+  /** Whether the unsharded flat parameter's memory is allocated (gathered, or being gathered into). */
+  get unshardedAllocated(): boolean {
+    return this.#unshardedStorage.isAllocated;
+  }
+
+  /**
+   * Whether the unsharded gradient's memory is allocated: autograd wrote gradients that are not
+   * reduced into the shard yet (or, replicated, the live gradient).
+   */
+  get hasUnshardedGrad(): boolean {
+    return this.#unshardedGradStorage.isAllocated;
+  }
+
+  /** Bytes of memory the handle's four buffers hold now (freed ones count 0). */
+  get allocatedBytes(): number {
+    const storages = [
+      this.#shardedStorage,
+      this.#unshardedStorage,
+      this.#shardedGradStorage,
+      this.#unshardedGradStorage,
+    ];
+    return storages.reduce((sum, storage) => sum + (storage.isAllocated ? storage.byteLength : 0), 0);
+  }
+
+  /** `replicate()` was called: the unsharded buffers are the only copy. */
+  get isReplicated(): boolean {
+    return this.#replicated;
+  }
+
+  /**
+   * This rank's memory of the flat parameter in its layout: the shard, or for a replicated
+   * handle the unsharded buffer (the whole parameter).
+   */
+  localBuffer(): TensorView {
+    return this.#replicated ? this.unshardedBuffer() : this.shardedBuffer();
+  }
+
+  /**
+   * For a world-size-1 layout whose ranks all hold whole parameters (plain data parallel): makes
+   * the unsharded buffers the only copy. Copies the shard into the unsharded buffer, points every
+   * Parameter at its full view (→ 'unsharded', for good) and frees the sharded parameter and
+   * gradient storages, which would only duplicate them. Gradients then live in the unsharded
+   * gradient buffer.
+   */
+  replicate(): void {
+    this.expectState('sharded', 'replicate()');
+    assert(this.worldSize === 1, 'replicate() needs a world-size-1 layout', { worldSize: this.worldSize });
+    this.unshardedBuffer().typedArray().set(this.shardedBuffer().typedArray());
+    this.useUnshardedViews();
+    this.#shardedStorage.free();
+    this.#shardedGradStorage.free();
+    this.#replicated = true;
   }
 
   /** Whether parameter `index` has a gradient in the sharded gradient buffer. */

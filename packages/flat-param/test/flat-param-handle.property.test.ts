@@ -27,7 +27,7 @@ describe('FlatParamHandle over W simulated ranks', () => {
             expect(parameter.shape).toEqual(spec.shape);
             const piece = handle.intersections[index]!;
             expect(parameter.data.shape).toEqual([piece.length]);
-            expect(parameter.data.storage).toBe(handle.shardedStorage);
+            expect(parameter.data.storage).toBe(handle.shardedBuffer().storage);
             parameter.data.toArray().forEach((value, element) => {
               expect(value).toBe(referenceValue(index, piece.offsetInParam + element));
               seen[piece.offsetInParam + element]! += 1;
@@ -49,7 +49,7 @@ describe('FlatParamHandle over W simulated ranks', () => {
           expect(handle.state).toBe('unsharded');
           named[rank]!.forEach(([, parameter], index) => {
             expect(shapesEqual(parameter.data.shape, specs[index]!.shape)).toBe(true);
-            expect(parameter.data.storage).toBe(handle.unshardedStorage);
+            expect(parameter.data.storage).toBe(handle.unshardedBuffer().storage);
             const expected = Array.from({ length: parameter.numel }, (_, element) =>
               referenceValue(index, element),
             );

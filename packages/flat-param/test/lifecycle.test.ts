@@ -30,7 +30,7 @@ describe('state machine', () => {
     expect(() => handle.freeUnsharded()).toThrow(/needs state 'sharded'/);
     handle.useShardedViews();
     handle.freeUnsharded();
-    expect(handle.unshardedStorage.isAllocated).toBe(false);
+    expect(handle.unshardedAllocated).toBe(false);
     expect(() => handle.unshardedView(0).toArray()).toThrow(StorageFreedError);
   });
 

@@ -14,7 +14,7 @@ describe('README example', () => {
       { rank: 0, worldSize: 1 },
     );
     expect(weight.data.shape).toEqual([6]);
-    expect(handle.shardedStorage.shared).toBe(true);
+    expect(handle.shardedBuffer().storage.shared).toBe(true);
     handle.unshardedBuffer().typedArray().set(handle.shardedBuffer().typedArray());
     handle.useUnshardedViews();
     expect(weight.data.shape).toEqual([2, 3]);

@@ -25,7 +25,7 @@ describe('tied parameters', () => {
     expect(handle.parameter('head.weight')).toBe(ranks[0]!.embedding);
     expect(handle.parameter('embedding.weight')).toBe(ranks[0]!.embedding);
     expect(handle.indexOf('head.weight')).toBe(handle.indexOf(ranks[0]!.embedding));
-    expect(handle.namedParameters.map(([name]) => name)).toEqual([
+    expect(handle.namedParameters().map(([name]) => name)).toEqual([
       'embedding.weight',
       'norm.weight',
       'head.weight',

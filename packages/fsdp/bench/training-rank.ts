@@ -98,16 +98,7 @@ function prepare(request: RunRequest): Row {
 
   function storageBytes(): number {
     let total = 0;
-    for (const handle of handles) {
-      for (const storage of [
-        handle.shardedStorage,
-        handle.unshardedStorage,
-        handle.shardedGradStorage,
-        handle.unshardedGradStorage,
-      ]) {
-        if (storage.isAllocated) total += storage.array().byteLength;
-      }
-    }
+    for (const handle of handles) total += handle.allocatedBytes;
     if (wrapped === null) {
       for (const parameter of inner.parameters()) {
         total += parameter.data.numel * 4;

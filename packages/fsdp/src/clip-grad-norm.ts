@@ -1,7 +1,7 @@
+import { allocateShared } from '@fsdp-ts/collectives';
 import type { Parameter, TensorView } from '@fsdp-ts/tensor';
 import { FsdpError } from './errors';
 import type { FullyShardedDataParallel } from './fully-sharded-data-parallel';
-import { sharedFloat32 } from './internal/shared-arrays';
 import { fsdpRuntime } from './internal/wrapper-runtime';
 
 /**
@@ -52,7 +52,7 @@ export function clipGradNorm(model: FullyShardedDataParallel, maxNorm: number, n
     let sum = 0;
     for (const grad of counted) for (let index = 0; index < grad.length; index++) sum += grad[index]! ** 2;
     if (!replicated && group.size > 1) {
-      const parts = sharedFloat32(2);
+      const parts = allocateShared(Float32Array, 2);
       parts[0] = sum;
       parts[1] = sum - parts[0]!;
       group.allReduce(parts, { op: 'sum' }).wait();
@@ -64,7 +64,7 @@ export function clipGradNorm(model: FullyShardedDataParallel, maxNorm: number, n
     for (const grad of counted)
       for (let index = 0; index < grad.length; index++) max = Math.max(max, Math.abs(grad[index]!));
     if (!replicated && group.size > 1) {
-      const buffer = sharedFloat32(1);
+      const buffer = allocateShared(Float32Array, 1);
       buffer[0] = max;
       group.allReduce(buffer, { op: 'max' }).wait();
       max = buffer[0]!;

@@ -2,6 +2,8 @@
  * Errors of @fsdp-ts/fsdp. Messages say what was expected, what came, and how to fix it; the
  * facts are on typed fields too.
  */
+import { FsdpTsError } from '@fsdp-ts/errors';
+
 export type FsdpErrorCode =
   | 'invalid-option'
   | 'structure-mismatch'
@@ -21,21 +23,15 @@ export interface FsdpErrorDetails {
   cause?: unknown;
 }
 
-export class FsdpError extends Error {
+export class FsdpError extends FsdpTsError {
+  static override readonly marker: string = 'fsdp-ts.error.FsdpError';
   readonly code: FsdpErrorCode;
   readonly rank: number | undefined;
-  readonly expected: unknown;
-  readonly actual: unknown;
-  readonly fix: string | undefined;
 
   constructor(message: string, details: FsdpErrorDetails) {
-    const fix = details.fix === undefined ? '' : ` Fix: ${details.fix}`;
-    super(`${message}${fix}`, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.name = 'FsdpError';
     this.code = details.code;
     this.rank = details.rank;
-    this.expected = details.expected;
-    this.actual = details.actual;
-    this.fix = details.fix;
   }
 }

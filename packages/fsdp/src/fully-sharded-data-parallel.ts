@@ -453,7 +453,15 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     };
   }
 
-  /** Issues the all-gather of the unit after `unit` in `order` (prefetch), within the in-flight limit. */
+  /**
+   * Issues the all-gather of the unit after `unit` in `order` (prefetch), within the in-flight limit.
+   *
+   * [Note: in-flight all-gathers]
+   * With `limitAllGathers` (default) a prefetch is issued only when no other unit is 'gathering':
+   * at most one prefetched all-gather is in flight, so besides the root unit at most two units are
+   * gathered at once, the running one and the next (the memory estimate's UNITS_GATHERED_AT_ONCE).
+   * Without it every prefetch is issued as soon as its predecessor starts.
+   */
   private prefetchAfter(unit: FsdpUnit, order: readonly FsdpUnit[], always = false): void {
     if (!always && !this.options.forwardPrefetch) return;
     if (!this.options.sharding.shardParameters) return;

@@ -50,7 +50,10 @@ export interface FsdpOptions {
   backwardPrefetch?: boolean;
   /** Issue the next unit's all-gather when a unit's forward starts. Default false. */
   forwardPrefetch?: boolean;
-  /** At most two units' all-gathers in flight at once (bounds memory). Default true. */
+  /**
+   * At most one prefetched all-gather in flight, so at most two non-root units gathered at once
+   * (the running one and the next): bounds memory. Default true. See [Note: in-flight all-gathers].
+   */
   limitAllGathers?: boolean;
   /** Modules whose parameters FSDP leaves alone (not sharded, not reduced). */
   ignoredModules?: readonly Module[];

@@ -135,7 +135,7 @@ function gatherUnit(model: FullyShardedDataParallel, unit: FsdpUnit, withGrads: 
 function release(unit: FsdpUnit, writeback: boolean, withGrads: boolean): void {
   for (const handle of unit.handles) {
     if (writeback) handle.writeback();
-    if (!withGrads || !handle.unshardedGradStorage.isAllocated) continue;
+    if (!withGrads || !handle.hasUnshardedGrad) continue;
     if (writeback) {
       const start = handle.rank * handle.layout.shardNumel;
       const full = handle.unshardedGradBuffer().typedArray() as Float32Array;

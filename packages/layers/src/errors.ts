@@ -1,8 +1,10 @@
 /**
  * Errors of @fsdp-ts/layers. Messages say what was expected, what came, and how to fix it; the
- * facts are on typed fields too. `LayersError.isInstance` recognises errors from another copy of
- * this package (a `Symbol.for` marker), where `instanceof` would not.
+ * facts are on typed fields too. `LayersError.isInstance` and `instanceof` recognise errors from
+ * another copy of this package ([Note: errors across package copies] in @fsdp-ts/errors).
  */
+import { FsdpTsError } from '@fsdp-ts/errors';
+
 export type LayersErrorCode =
   | 'invalid-option'
   | 'invalid-data'
@@ -22,29 +24,16 @@ export interface LayersErrorDetails {
   cause?: unknown;
 }
 
-const marker = Symbol.for('@fsdp-ts/layers.LayersError');
-
-export class LayersError extends Error {
+export class LayersError extends FsdpTsError {
+  static override readonly marker: string = 'fsdp-ts.error.LayersError';
   readonly code: LayersErrorCode;
   readonly rank: number | undefined;
   readonly weight: string | undefined;
-  readonly expected: unknown;
-  readonly actual: unknown;
-  readonly fix: string | undefined;
   constructor(message: string, details: LayersErrorDetails) {
-    const fix = details.fix === undefined ? '' : ` Fix: ${details.fix}`;
-    super(`${message}${fix}`, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.name = 'LayersError';
     this.code = details.code;
     this.rank = details.rank;
     this.weight = details.weight;
-    this.expected = details.expected;
-    this.actual = details.actual;
-    this.fix = details.fix;
-    Object.defineProperty(this, marker, { value: true });
-  }
-
-  static isInstance(value: unknown): value is LayersError {
-    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[marker] === true;
   }
 }

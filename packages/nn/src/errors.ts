@@ -2,6 +2,8 @@
  * Errors of @fsdp-ts/nn. Every message says what was expected, what came, and how to fix it; the
  * same facts are on typed fields so callers can branch on them.
  */
+import { FsdpTsError } from '@fsdp-ts/errors';
+
 export type NnErrorCode =
   | 'invalid-argument'
   | 'duplicate-name'
@@ -18,20 +20,14 @@ export interface NnErrorDetails {
   cause?: unknown;
 }
 
-export class NnError extends Error {
+export class NnError extends FsdpTsError {
+  static override readonly marker: string = 'fsdp-ts.error.NnError';
   readonly code: NnErrorCode;
-  readonly expected: unknown;
-  readonly actual: unknown;
-  readonly fix: string | undefined;
 
   constructor(message: string, details: NnErrorDetails) {
-    const fix = details.fix === undefined ? '' : ` Fix: ${details.fix}`;
-    super(`${message}${fix}`, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.name = 'NnError';
     this.code = details.code;
-    this.expected = details.expected;
-    this.actual = details.actual;
-    this.fix = details.fix;
   }
 }
 
@@ -43,6 +39,7 @@ export interface StateDictShapeMismatch {
 
 /** `loadStateDict` found keys or shapes that do not match the module; lists every problem at once. */
 export class StateDictError extends NnError {
+  static override readonly marker: string = 'fsdp-ts.error.StateDictError';
   readonly missingKeys: readonly string[];
   readonly unexpectedKeys: readonly string[];
   readonly shapeMismatches: readonly StateDictShapeMismatch[];

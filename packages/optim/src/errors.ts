@@ -2,6 +2,8 @@
  * Errors of @fsdp-ts/optim. Every message says what was expected, what came, and how to fix it;
  * the same facts are typed fields so callers can branch on them.
  */
+import { FsdpTsError } from '@fsdp-ts/errors';
+
 export type OptimErrorCode =
   | 'invalid-hyperparameter'
   | 'unknown-hyperparameter'
@@ -24,21 +26,15 @@ export interface OptimErrorDetails {
   cause?: unknown;
 }
 
-export class OptimError extends Error {
+export class OptimError extends FsdpTsError {
+  static override readonly marker: string = 'fsdp-ts.error.OptimError';
   readonly code: OptimErrorCode;
   readonly parameter: string | undefined;
-  readonly expected: unknown;
-  readonly actual: unknown;
-  readonly fix: string | undefined;
 
   constructor(message: string, details: OptimErrorDetails) {
-    const fix = details.fix === undefined ? '' : ` Fix: ${details.fix}`;
-    super(`${message}${fix}`, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.name = 'OptimError';
     this.code = details.code;
     this.parameter = details.parameter;
-    this.expected = details.expected;
-    this.actual = details.actual;
-    this.fix = details.fix;
   }
 }

@@ -2,6 +2,8 @@
  * Errors of @fsdp-ts/tensor. Every message says what was expected, what came, and how to fix it;
  * the same facts are on typed fields so callers can branch on them.
  */
+import { FsdpTsError } from '@fsdp-ts/errors';
+
 export type TensorErrorCode =
   | 'storage-freed'
   | 'view-out-of-bounds'
@@ -20,25 +22,20 @@ export interface TensorErrorDetails {
   cause?: unknown;
 }
 
-export class TensorError extends Error {
+export class TensorError extends FsdpTsError {
+  static override readonly marker: string = 'fsdp-ts.error.TensorError';
   readonly code: TensorErrorCode;
-  readonly expected: unknown;
-  readonly actual: unknown;
-  readonly fix: string | undefined;
 
   constructor(message: string, details: TensorErrorDetails) {
-    const fix = details.fix === undefined ? '' : ` Fix: ${details.fix}`;
-    super(`${message}${fix}`, details.cause === undefined ? undefined : { cause: details.cause });
+    super(message, details);
     this.name = 'TensorError';
     this.code = details.code;
-    this.expected = details.expected;
-    this.actual = details.actual;
-    this.fix = details.fix;
   }
 }
 
 /** Reading or writing through a Storage whose memory was released with `free()`. */
 export class StorageFreedError extends TensorError {
+  static override readonly marker: string = 'fsdp-ts.error.StorageFreedError';
   constructor(what: string) {
     super(`Cannot ${what}: the storage was freed (expected an allocated storage, got a freed one).`, {
       code: 'storage-freed',

@@ -12,6 +12,9 @@ export interface ParameterOptions {
 
 let nextParameterId = 1;
 
+/** Shared by every copy of this package (see `Parameter.isInstance`). */
+const parameterMarker = Symbol.for('fsdp-ts.tensor.Parameter');
+
 /**
  * The object users hold. Its identity never changes; what changes is where `data` and `grad`
  * point.
@@ -42,6 +45,19 @@ export class Parameter {
     this.numel = shapeNumel(data.shape);
     this.requiresGrad = options.requiresGrad ?? true;
     this.dataView = data;
+    Object.defineProperty(this, parameterMarker, { value: true });
+  }
+
+  /**
+   * Whether `value` is a Parameter, from this or any other loaded copy of @fsdp-ts/tensor (a
+   * `Symbol.for` marker, as the error classes use: [Note: errors across package copies]).
+   */
+  static isInstance(value: unknown): value is Parameter {
+    return (
+      typeof value === 'object' &&
+      value !== null &&
+      (value as Record<symbol, unknown>)[parameterMarker] === true
+    );
   }
 
   /** A parameter over a new storage holding `values`. */

@@ -34,6 +34,7 @@ export interface CheckpointErrorDetails {
 
 /** Errors of saveCheckpoint / loadCheckpoint and the safetensors functions (an FsdpError). */
 export class CheckpointError extends FsdpError {
+  static override readonly marker: string = 'fsdp-ts.error.CheckpointError';
   readonly reason: CheckpointErrorReason;
   readonly file: string | undefined;
   readonly parameters: readonly string[];

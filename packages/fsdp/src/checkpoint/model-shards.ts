@@ -49,7 +49,7 @@ export function modelHandles(model: FullyShardedDataParallel): ModelHandle[] {
           fix: 'keep float32 master parameters (mixed precision casts copies for compute).',
         });
       }
-      const data = (noShard ? handle.unshardedBuffer() : handle.shardedBuffer()).typedArray() as Float32Array;
+      const data = handle.localBuffer().typedArray() as Float32Array;
       result.push({ unit: unit.name, index, handle, data, writes: !noShard || model.group.rank === 0 });
     });
   }

@@ -1,11 +1,10 @@
-import type { ProcessGroup, Work } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup, type Work } from '@fsdp-ts/collectives';
 import type { FlatParamHandle } from '@fsdp-ts/flat-param';
 import type { Module } from '@fsdp-ts/nn';
 import { bfloat16ToFloat32, float32ToBfloat16, type Parameter } from '@fsdp-ts/tensor';
 import { FsdpError } from '../errors';
 import type { CommunicationDtype } from '../mixed-precision';
 import { type ReductionSettings, UnitReduction } from './gradient-reduction';
-import { sharedUint16 } from './shared-arrays';
 
 /**
  * [Note: unit states]
@@ -104,8 +103,8 @@ export class FsdpUnit implements FsdpUnitView {
         this.#gatherWorks.push(group.allGather(output, input));
         continue;
       }
-      const input16 = float32ToBfloat16(input, sharedUint16(input.length));
-      const output16 = sharedUint16(output.length);
+      const input16 = float32ToBfloat16(input, allocateShared(Uint16Array, input.length));
+      const output16 = allocateShared(Uint16Array, output.length);
       this.#gatherWorks.push(group.allGather(output16, input16, { dtype: 'bfloat16' }));
       this.#widening.push([handle, output16]);
     }
@@ -153,14 +152,8 @@ export class FsdpUnit implements FsdpUnitView {
 
   /** no-shard: the unsharded buffers are this rank's full copies; the shard storages are not needed. */
   #unshardLocally(): void {
-    for (const handle of this.handles) {
-      handle.unshardedBuffer().typedArray().set(handle.shardedBuffer().typedArray());
-      handle.useUnshardedViews();
-      // Gradients live in the unsharded gradient buffer (all-reduced in place): the sharded
-      // storages of a world-size-1 layout would only duplicate parameters and gradients.
-      handle.shardedStorage.free();
-      handle.shardedGradStorage.free();
-    }
+    // Gradients live in the unsharded gradient buffer (all-reduced in place).
+    for (const handle of this.handles) handle.replicate();
     this.#state = 'unsharded';
   }
 }

@@ -1,10 +1,9 @@
-import type { ProcessGroup, Work } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup, type Work } from '@fsdp-ts/collectives';
 import type { FlatParamHandle } from '@fsdp-ts/flat-param';
 import { bfloat16ToFloat32, float32ToBfloat16, readTensorValues } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import type { CommunicationDtype } from '../mixed-precision';
 import type { ShardingSettings } from '../sharding-strategy';
-import { sharedFloat32, sharedUint16 } from './shared-arrays';
 
 /** How a unit's gradients are reduced (from the options). */
 export interface ReductionSettings {
@@ -72,7 +71,7 @@ export class UnitReduction {
   /** Adds one Parameter's full gradient into its handle's unsharded gradient buffer. */
   write(handle: FlatParamHandle, index: number, gradient: tf.Tensor): void {
     if (!this.#settings.sharding.shardParameters && !this.#received) this.#resetKeptGradients();
-    if (!handle.unshardedGradStorage.isAllocated) this.#zeroRanges.set(handle, new Set());
+    if (!handle.hasUnshardedGrad) this.#zeroRanges.set(handle, new Set());
     handle.unshardedGradBuffer();
     this.#received = true;
     const target = handle.unshardedGradView(index)!.typedArray() as Float32Array;
@@ -100,7 +99,7 @@ export class UnitReduction {
     this.#started = true;
     if (!this.#received) return;
     for (const handle of this.#handles) {
-      if (!handle.unshardedGradStorage.isAllocated) continue;
+      if (!handle.hasUnshardedGrad) continue;
       const input = handle.unshardedGradBuffer().typedArray() as Float32Array;
       if (this.#settings.sharding.gradientReduction === 'all-reduce') {
         this.#works.push(this.#reduce(handle, input, input, 'allReduce'));
@@ -129,13 +128,13 @@ export class UnitReduction {
         const replicaWorks: Work[] = [];
         for (const handle of this.#handles) {
           const output = this.#reducedOutputs.get(handle);
-          if (!handle.unshardedGradStorage.isAllocated || output === undefined) continue;
+          if (!handle.hasUnshardedGrad || output === undefined) continue;
           replicaWorks.push(replicateGroup.allReduce(output, { op: 'avg' }));
         }
         for (const work of replicaWorks) work.wait();
       }
       for (const handle of this.#handles) {
-        if (!handle.unshardedGradStorage.isAllocated) continue;
+        if (!handle.hasUnshardedGrad) continue;
         if (this.#accumulating.has(handle)) this.#addScratchIntoShard(handle);
         handle.freeUnshardedGrad();
         handle.setGradientsPresent(true);
@@ -170,8 +169,7 @@ export class UnitReduction {
     this.#received = false;
     this.#unreduced = false;
     if (!this.#settings.sharding.shardParameters) return;
-    for (const handle of this.#handles)
-      if (handle.unshardedGradStorage.isAllocated) handle.freeUnshardedGrad();
+    for (const handle of this.#handles) if (handle.hasUnshardedGrad) handle.freeUnshardedGrad();
   }
 
   #waitAll(): void {
@@ -194,13 +192,13 @@ export class UnitReduction {
         ? group.allReduce(input, { op: 'avg' })
         : group.reduceScatter(output, input, { op: 'avg' });
     }
-    const input16 = float32ToBfloat16(input, sharedUint16(input.length));
+    const input16 = float32ToBfloat16(input, allocateShared(Uint16Array, input.length));
     const options = { op: 'avg', dtype: 'bfloat16' } as const;
     if (kind === 'allReduce') {
       this.#widening.push({ output: input16, target: output });
       return group.allReduce(input16, options);
     }
-    const output16 = sharedUint16(output.length);
+    const output16 = allocateShared(Uint16Array, output.length);
     this.#widening.push({ output: output16, target: output });
     return group.reduceScatter(output16, input16, options);
   }
@@ -208,7 +206,7 @@ export class UnitReduction {
   /** Replicated parameters keep their flat gradient across steps; start from zero if the user dropped the grads. */
   #resetKeptGradients(): void {
     for (const handle of this.#handles) {
-      const wasAllocated = handle.unshardedGradStorage.isAllocated;
+      const wasAllocated = handle.hasUnshardedGrad;
       const buffer = handle.unshardedGradBuffer();
       const kept =
         wasAllocated &&
@@ -227,7 +225,7 @@ export class UnitReduction {
   #scratchFor(handle: FlatParamHandle): Float32Array {
     let scratch = this.#scratch.get(handle);
     if (scratch === undefined) {
-      scratch = sharedFloat32(handle.layout.shardNumel);
+      scratch = allocateShared(Float32Array, handle.layout.shardNumel);
       this.#scratch.set(handle, scratch);
     }
     return scratch;

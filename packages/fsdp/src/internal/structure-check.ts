@@ -1,4 +1,4 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import { FsdpError } from '../errors';
 import type { FsdpUnit } from './fsdp-unit';
 
@@ -25,7 +25,7 @@ function hash(text: string): number {
 }
 
 function shared(length: number): Int32Array {
-  return new Int32Array(new SharedArrayBuffer(Math.max(4, length * 4)), 0, length);
+  return allocateShared(Int32Array, length);
 }
 
 /**

@@ -1,7 +1,7 @@
+import { allocateShared } from '@fsdp-ts/collectives';
 import type { ParameterStateEntry } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
-import { sharedFloat32 } from '../internal/shared-arrays';
 import { localOffset } from '../state-dict/named-parameters';
 import {
   FSDP_OPTIM_STATE_DICT_FORMAT,
@@ -56,12 +56,12 @@ export function fullOptimStateDict(
       const bufferNames = [...new Set(held.flatMap(({ entry }) => Object.keys(entry.buffers)))].sort();
       const full: Record<string, Float32Array> = {};
       for (const buffer of bufferNames) {
-        const shard = sharedFloat32(handle.layout.shardNumel);
+        const shard = allocateShared(Float32Array, handle.layout.shardNumel);
         for (const { index, entry } of held) {
           const values = entry.buffers[buffer];
           if (values !== undefined) shard.set(values, handle.intersections[index]!.offsetInShard);
         }
-        full[buffer] = sharedFloat32(handle.layout.paddedNumel);
+        full[buffer] = allocateShared(Float32Array, handle.layout.paddedNumel);
         group.allGather(full[buffer]!, shard).wait();
       }
       for (const { parameter, index, entry } of held) {

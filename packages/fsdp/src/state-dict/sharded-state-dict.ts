@@ -52,7 +52,7 @@ export function shardedStateDict(model: FullyShardedDataParallel): ShardedStateD
     for (const handle of unit.handles) {
       const { shardNumel } = handle.layout;
       // no-shard handles have world size 1: their one "shard" is the unsharded buffer.
-      const source = handle.shardedStorage.isAllocated ? handle.shardedBuffer() : handle.unshardedBuffer();
+      const source = handle.localBuffer();
       const shard = (source.typedArray() as Float32Array).slice(0, shardNumel);
       shardCopies.set(handle, shard);
       handles.push({ unit: unit.name, metadata: handle.metadata(), rank: handle.rank, shard });

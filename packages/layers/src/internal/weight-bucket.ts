@@ -151,16 +151,13 @@ export class WeightBucket {
     const shardNumel = this.handle.layout.shardNumel;
     const start = this.group.rank * shardNumel;
     (this.handle.shardedBuffer().typedArray() as Float32Array).set(full.subarray(start, start + shardNumel));
-    if (this.handle.unshardedStorage.isAllocated)
+    if (this.handle.unshardedAllocated)
       (this.handle.unshardedBuffer().typedArray() as Float32Array).set(full);
   }
 
   /** Bytes this bucket holds now: its flat buffers (allocated ones only). */
   allocatedBytes(): number {
-    const { shardedStorage, unshardedStorage, shardedGradStorage, unshardedGradStorage } = this.handle;
-    return [shardedStorage, unshardedStorage, shardedGradStorage, unshardedGradStorage]
-      .filter((storage) => storage.isAllocated)
-      .reduce((sum, storage) => sum + storage.numel * 4, 0);
+    return this.handle.allocatedBytes;
   }
 
   private gatherShards(): void {
