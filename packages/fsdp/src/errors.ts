@@ -10,7 +10,9 @@ export type FsdpErrorCode =
   | 'unsupported-model'
   | 'wrong-state'
   | 'state-dict-mismatch'
-  | 'not-a-member';
+  | 'not-a-member'
+  /** An exception in forward or backward on some rank broke the group on every rank ([Note: step failure]). */
+  | 'step-failed';
 
 export interface FsdpErrorDetails {
   code: FsdpErrorCode;

@@ -19,6 +19,7 @@ import { preBackwardHook } from './internal/pre-backward-hook';
 import { reclaimUnflattenedParameters } from './internal/reclaim-unflattened';
 import { ReleasedParameters } from './internal/released-parameters';
 import type { StepContext } from './internal/step-context';
+import { abortGroups, stepFailedError } from './internal/step-failure';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
 import { syncModuleStates } from './internal/sync-module-states';
 import { type TrainingState, TrainingStateMachine } from './internal/training-state';
@@ -249,6 +250,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       ) as ForwardOutput<M>;
       completed = true;
       return output;
+    } catch (error) {
+      this.abortGroups(error);
+      throw error instanceof FsdpError && error.code === 'step-failed'
+        ? error
+        : stepFailedError(error, this.group.rank);
     } finally {
       this.#training.endForward();
       if (training && completed) this.#lastOrder = [...this.#step!.order];
@@ -294,7 +300,10 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       parameters: ignoredTrainable,
       extraInputs: [anchor],
       afterGradients: () => this.finishStep(),
-      onError: () => this.abortStep(),
+      onError: (error) => {
+        this.abortGroups(error);
+        this.abortStep();
+      },
     };
   }
 
@@ -533,6 +542,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   }
 
   /** After an exception in forward, the loss or backward: leave every unit sharded and usable. */
+  /** See [Note: step failure]. */
+  private abortGroups(error: unknown): void {
+    abortGroups([this.options.group, this.options.replicateGroup], error);
+  }
+
   private abortStep(): void {
     try {
       for (const unit of this.#units) unit.reduction.abort();

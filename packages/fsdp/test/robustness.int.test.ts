@@ -18,7 +18,7 @@ describe('FSDP with bad input', () => {
   });
 
   for (const strategy of ['full-shard', 'shard-grad-op'] as const) {
-    it(`${strategy}: a wrong input shape mid-training surfaces, leaves every unit sharded, and the next steps train; a NaN loss does not hang`, async () => {
+    it(`${strategy}: a wrong input shape mid-training surfaces, leaves every unit sharded and the group broken on every rank; a new group trains; a NaN loss does not hang`, async () => {
       const reports = (await spawnThreadRanks(2, fixture, 'badInputs', {
         args: strategy,
         timeoutMs: 90_000,
@@ -28,6 +28,7 @@ describe('FSDP with bad input', () => {
         expect(report.errors[0]).toMatch(/9/); // the sequence length that did not fit
         expect(report.errors[1]).not.toBe('no error');
         expect(report.statesAfterErrors.every((state) => state === 'sharded')).toBe(true);
+        expect(report.nextStepError).toMatch(/^step-failed: /);
         expect(report.losses.every(Number.isFinite)).toBe(true);
         expect(Number.isNaN(report.nanLoss)).toBe(true);
       }
