@@ -35,7 +35,7 @@ export function bundleLauncher(): Promise<string> {
       format: 'esm',
       target: 'node20',
       banner: {
-        js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
+        js: "import { createRequire as createRequireForBundle } from 'node:module'; const require = createRequireForBundle(import.meta.url);",
       },
       external: ['zeromq'],
       logLevel: 'silent',
