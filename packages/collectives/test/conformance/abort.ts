@@ -36,15 +36,21 @@ export async function abortOutcomes(world: ProcessGroup): Promise<CaseOutcome[]>
     let failure: string | undefined;
     try {
       await group.barrier();
+      // Every rank is past the group's barrier before the abort: a barrier can complete on one
+      // rank while a peer still waits for its last message, and the abort would fail that.
+      await world.barrier();
       const buffer = allocateShared(Float32Array, 16).fill(1);
       if (rank === aborting) group.abort(new Error(`boom on rank ${aborting}`));
       failure = await expectAborted(() => group.allReduce(buffer), aborting, 'the pending all-reduce');
       failure ??= await expectAborted(() => group.barrier(), aborting, 'the next barrier');
     } catch (error) {
       failure = String(error);
-    } finally {
-      await group.destroy();
     }
+    // Every rank has seen the abort before any destroys the group: a rank whose peer's port
+    // closed first would see that closure (peer-lost) before the abort notice, which travels on
+    // another connection (no order between connections).
+    await world.barrier();
+    await group.destroy();
     const after = allocateShared(Float32Array, 4).fill(1);
     await world.allReduce(after);
     if (after[0] !== size) failure ??= `the world all-reduce afterwards gave ${after[0]}, expected ${size}`;
