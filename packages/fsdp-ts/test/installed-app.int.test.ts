@@ -184,8 +184,12 @@ describe('the packed packages installed into a fresh app', () => {
         expect(result.sameParameters).toBe(true);
         expect(result.headUnchanged).toBe(true);
         expect(result.umbrellaIsSame).toBe(true);
-        expect(result.losses.at(-1)).toBeLessThan(result.losses[0]);
       }
+      // The gradient is the average over both ranks, so the loss averaged over the ranks falls;
+      // one rank's own loss may rise.
+      const mean = (at: (losses: number[]) => number) =>
+        results.reduce((sum, result) => sum + at(result.losses), 0) / results.length;
+      expect(mean((losses) => losses.at(-1)!)).toBeLessThan(mean((losses) => losses[0]!));
     },
     6 * minutes,
   );
