@@ -101,13 +101,16 @@ describe('deferredInit', () => {
     const deferredGenerator = new Generator(3);
     new Linear(7, 5, { generator: eagerGenerator });
     new Embedding(3, 5, { generator: eagerGenerator });
-    const deferred = deferredInit(() => [
-      new Linear(7, 5, { generator: deferredGenerator }),
-      new Embedding(3, 5, { generator: deferredGenerator }),
-    ]);
+    const deferred = deferredInit(
+      () =>
+        [
+          new Linear(7, 5, { generator: deferredGenerator }),
+          new Embedding(3, 5, { generator: deferredGenerator }),
+        ] as const,
+    );
     expect(deferredGenerator.getState()).toEqual(eagerGenerator.getState());
-    expect(deferred[0]!.weight.initializer).toBeInstanceOf(NormalInitializer);
-    expect(deferred[0]!.bias!.initializer!.description).toBe('constant(0)');
+    expect(deferred[0].weight.initializer).toBeInstanceOf(NormalInitializer);
+    expect(deferred[0].bias!.initializer!.description).toBe('constant(0)');
   });
 
   it('is off outside the scope, and a bfloat16 target gets the eager values converted', () => {
