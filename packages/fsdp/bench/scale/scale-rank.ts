@@ -6,6 +6,8 @@
  */
 import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
 import { FullyShardedDataParallel, loadCheckpoint, saveCheckpoint } from '@fsdp-ts/fsdp';
 import { backward, crossEntropy, deferredInit, GPT, type Module, TransformerBlock } from '@fsdp-ts/nn';
@@ -30,6 +32,23 @@ const sampleRss = (phase?: string) => {
     `[scale] rank ${process.env.RANK ?? 0} ${phase}: RSS ${(rss / 1024 ** 3).toFixed(2)} GiB (peak ${(peakRss / 1024 ** 3).toFixed(2)}, array buffers ${(external / 1024 ** 3).toFixed(2)})\n`,
   );
 };
+// Probe (BENCH_SCALE_GC_EVERY_MIB=n): a full garbage collection each time n MiB of storages were
+// freed, to tell memory that is garbage not yet collected from memory in use.
+const collectEvery = Number(process.env.BENCH_SCALE_GC_EVERY_MIB ?? 0) * 1024 ** 2;
+if (collectEvery > 0) {
+  setFlagsFromString('--expose-gc');
+  const collect = runInNewContext('gc') as () => void;
+  let freedSinceCollection = 0;
+  const free = Storage.prototype.free;
+  Storage.prototype.free = function (this: Storage) {
+    if (this.isAllocated) freedSinceCollection += this.byteLength;
+    free.call(this);
+    if (freedSinceCollection >= collectEvery) {
+      freedSinceCollection = 0;
+      collect();
+    }
+  };
+}
 // The peaks come right after allocations (a gathered unit, a gradient buffer): sample there too.
 const allocate = Storage.prototype.allocate;
 Storage.prototype.allocate = function (this: Storage) {
