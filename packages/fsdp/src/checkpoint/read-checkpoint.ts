@@ -1,20 +1,43 @@
-import type { OptimizerStateDict, ParameterStateEntry } from '@fsdp-ts/optim';
-import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { FlatShard, ShardedModelState } from '../sharded-state/flat-shard';
 import type { CheckpointLog } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
-import type { CheckpointMetadata } from './checkpoint-format';
+import type { CheckpointMetadata, SavedOptimizer } from './checkpoint-format';
 import { readCheckpointMetadata, resolveCheckpointDirectory } from './checkpoint-metadata';
 import { matchParameters, planBufferReads, type SavedLocation } from './checkpoint-read-plan';
 import { throwIfAnyRankFailed } from './group-agreement';
-import { type ModelHandle, modelHandles, parameterLocations } from './model-shards';
-import { type CheckpointOptimizer, describeGroups } from './optimizer-state';
+import type { OptimizerGroupDescription } from './optimizer-state';
 import { executeReads, type PlannedRead } from './verified-range-reader';
 import { verifyOwnedFiles } from './verify-unread-blocks';
 
-export interface LoadCheckpointOptions {
-  model: FullyShardedDataParallel;
-  /** Receives the saved optimizer state for this rank's shards (and the saved hyperparameters). */
-  optimizer?: CheckpointOptimizer;
+/** The optimizer state read for this rank's flat shards, before anything is loaded. */
+export interface StagedOptimizerState {
+  readonly saved: SavedOptimizer;
+  /** Per flat shard, per state buffer: values laid out like the shard's slice (zeros where no state). */
+  readonly buffers: ReadonlyMap<FlatShard, ReadonlyMap<string, Float32Array>>;
+  /** Where each current parameter (by first name) is in the checkpoint. */
+  readonly matched: ReadonlyMap<string, SavedLocation>;
+}
+
+/** The optimizer a checkpoint's state is read for, described without the optimizer. */
+export interface OptimizerReader {
+  readonly kind: string;
+  readonly groups: readonly OptimizerGroupDescription[];
+  /**
+   * Prepares the load from the staged state (may throw: it runs before the ranks agree) and
+   * returns what applies it once every rank succeeded.
+   */
+  stage(staged: StagedOptimizerState): () => void;
+}
+
+export interface ReadCheckpointOptions {
+  group: ProcessGroup;
+  /**
+   * The flat shards to fill (see [Note: sharded model state]); a function is called inside the
+   * load's failure agreement, so a rank that cannot describe its state fails every rank.
+   */
+  model: ShardedModelState | (() => ShardedModelState);
+  optimizer?: OptimizerReader;
   /**
    * Receives the line logged when `latest` under a root is damaged and an older checkpoint is
    * loaded instead (default: console.warn).
@@ -35,35 +58,35 @@ export interface LoadedCheckpoint {
 }
 
 interface Staged {
-  parameters: Map<ModelHandle, Float32Array>;
-  optimizer: OptimizerStateDict | null;
+  parameters: Map<FlatShard, Float32Array>;
+  commitOptimizer: (() => void) | null;
   bytesRead: number;
 }
 
 /**
- * Loads a checkpoint (a step directory, or a root holding `latest`) into the model and optimizer at
- * any world size (collective). Each rank reads only the verified blocks holding its shards. Nothing
- * changes unless every rank read and checked everything it needs; otherwise every rank throws a
- * CheckpointError (the failing rank's names the file and the parameter).
+ * Reads a checkpoint (a step directory, or a root holding `latest`) into flat shards at any world
+ * size (collective). Each rank reads only the verified blocks holding its shards. Nothing changes
+ * unless every rank read and checked everything it needs; otherwise every rank throws a
+ * CheckpointError (the failing rank's names the file and the parameter). Knows nothing of FSDP:
+ * loadCheckpoint describes the model and calls it.
  */
-export function loadCheckpoint(path: string, options: LoadCheckpointOptions): LoadedCheckpoint {
-  const { model, optimizer } = options;
+export function readCheckpoint(path: string, options: ReadCheckpointOptions): LoadedCheckpoint {
+  const { group, optimizer } = options;
   let directory = path;
   let metadata: CheckpointMetadata | undefined;
   let staged: Staged | undefined;
-  let handles: ModelHandle[] = [];
   let localError: unknown;
   try {
     directory = resolveCheckpointDirectory(path, options.log);
     metadata = readCheckpointMetadata(directory);
-    handles = modelHandles(model);
-    staged = stage(directory, metadata, handles, optimizer, model.group);
+    const model = typeof options.model === 'function' ? options.model() : options.model;
+    staged = stage(directory, metadata, model.shards, optimizer, group);
   } catch (error) {
     localError = error;
   }
-  throwIfAnyRankFailed(model.group, localError, `Loading checkpoint ${path}`);
-  for (const [entry, values] of staged!.parameters) entry.data.set(values);
-  if (optimizer !== undefined && staged!.optimizer !== null) optimizer.loadStateDict(staged!.optimizer);
+  throwIfAnyRankFailed(group, localError, `Loading checkpoint ${path}`);
+  for (const [shard, values] of staged!.parameters) shard.data.set(values);
+  staged!.commitOptimizer?.();
   return {
     path: directory,
     step: metadata!.step,
@@ -76,52 +99,53 @@ export function loadCheckpoint(path: string, options: LoadCheckpointOptions): Lo
 function stage(
   directory: string,
   metadata: CheckpointMetadata,
-  handles: readonly ModelHandle[],
-  optimizer: CheckpointOptimizer | undefined,
+  shards: readonly FlatShard[],
+  optimizer: OptimizerReader | undefined,
   group: { rank: number; size: number },
 ): Staged {
-  const matched = matchParameters(directory, metadata, handles);
+  const matched = matchParameters(directory, metadata, shards);
   const reads: PlannedRead[] = [];
-  const parameters = new Map<ModelHandle, Float32Array>();
-  for (const entry of handles) {
-    const target = new Float32Array(entry.data.length);
-    parameters.set(entry, target);
-    reads.push(...planBufferReads(directory, metadata, entry, 'parameters', target, matched));
+  const parameters = new Map<FlatShard, Float32Array>();
+  for (const shard of shards) {
+    const target = new Float32Array(shard.data.length);
+    parameters.set(shard, target);
+    reads.push(...planBufferReads(directory, metadata, shard, 'parameters', target, matched));
   }
-  const flatState = new Map<ModelHandle, Map<string, Float32Array>>();
+  const buffers = new Map<FlatShard, Map<string, Float32Array>>();
+  let saved: SavedOptimizer | undefined;
   if (optimizer !== undefined) {
-    const saved = checkOptimizer(directory, metadata, optimizer);
-    for (const entry of handles) {
-      const buffers = new Map<string, Float32Array>();
+    saved = checkOptimizer(directory, metadata, optimizer);
+    for (const shard of shards) {
+      const shardBuffers = new Map<string, Float32Array>();
       const names = new Set(
-        entry.handle.layout.parameters.flatMap(
-          (parameter) => saved.parameters[matched.get(parameter.names[0]!)!.name]?.buffers ?? [],
+        shard.layout.parameters.flatMap(
+          (parameter) => saved!.parameters[matched.get(parameter.names[0]!)!.name]?.buffers ?? [],
         ),
       );
       for (const name of names) {
-        const target = new Float32Array(entry.data.length);
-        buffers.set(name, target);
+        const target = new Float32Array(shard.data.length);
+        shardBuffers.set(name, target);
         const hasBuffer = (location: SavedLocation) =>
-          saved.parameters[location.name]?.buffers.includes(name) ?? false;
-        reads.push(...planBufferReads(directory, metadata, entry, name, target, matched, hasBuffer));
+          saved!.parameters[location.name]?.buffers.includes(name) ?? false;
+        reads.push(...planBufferReads(directory, metadata, shard, name, target, matched, hasBuffer));
       }
-      flatState.set(entry, buffers);
+      buffers.set(shard, shardBuffers);
     }
   }
   let bytesRead = executeReads(directory, reads);
   bytesRead += verifyOwnedFiles(directory, metadata, reads, group.rank, group.size);
-  const dict =
-    optimizer === undefined ? null : optimizerDict(metadata, optimizer, handles, matched, flatState);
-  return { parameters, optimizer: dict, bytesRead };
+  const commitOptimizer =
+    optimizer === undefined || saved === undefined ? null : optimizer.stage({ saved, buffers, matched });
+  return { parameters, commitOptimizer, bytesRead };
 }
 
 function checkOptimizer(
   directory: string,
   metadata: CheckpointMetadata,
-  optimizer: CheckpointOptimizer,
-): NonNullable<CheckpointMetadata['optimizer']> {
+  optimizer: OptimizerReader,
+): SavedOptimizer {
   const saved = metadata.optimizer;
-  const current = describeGroups(optimizer);
+  const current = optimizer.groups;
   const problem =
     saved === null
       ? 'the checkpoint holds no optimizer state'
@@ -139,53 +163,4 @@ function checkOptimizer(
     });
   }
   return saved!;
-}
-
-/** This rank's optimizer state dict: the saved hyperparameters, state sliced from the flat buffers. */
-function optimizerDict(
-  metadata: CheckpointMetadata,
-  optimizer: CheckpointOptimizer,
-  handles: readonly ModelHandle[],
-  matched: ReadonlyMap<string, SavedLocation>,
-  flatState: ReadonlyMap<ModelHandle, Map<string, Float32Array>>,
-): OptimizerStateDict {
-  const saved = metadata.optimizer!;
-  const locations = parameterLocations(handles);
-  const state: Record<number, ParameterStateEntry> = {};
-  optimizer.parameters.forEach((parameter, position) => {
-    const location = locations.get(parameter);
-    if (location === undefined) {
-      throw new CheckpointError(`The optimizer steps ${parameter}, which the FSDP model does not manage.`, {
-        reason: 'optimizer-mismatch',
-        fix: 'build the optimizer from the wrapped model (parameters of ignored modules are not checkpointed).',
-      });
-    }
-    const { entry, index } = location;
-    const savedName = matched.get(entry.handle.layout.parameters[index]!.names[0]!)!.name;
-    const savedState = saved.parameters[savedName];
-    if (savedState === undefined) return;
-    const { offsetInShard, length } = entry.handle.intersections[index]!;
-    const buffers: Record<string, Float32Array> = {};
-    for (const name of savedState.buffers) {
-      buffers[name] = flatState
-        .get(entry)!
-        .get(name)!
-        .slice(offsetInShard, offsetInShard + length);
-    }
-    state[position] = {
-      name: parameter.name,
-      shape: [...parameter.shape],
-      numel: length,
-      step: savedState.step,
-      buffers,
-    };
-  });
-  // [Note: optimizer state dict positions] positions number the parameters group by group, in order.
-  let position = 0;
-  const paramGroups = describeGroups(optimizer).map((group, index) => ({
-    hyperparameters: saved.groups[index]!.hyperparameters,
-    params: group.paramNames.map(() => position++),
-    paramNames: group.paramNames,
-  }));
-  return { format: 'fsdp-ts/optim-state@1', optimizer: optimizer.kind, state, paramGroups };
 }

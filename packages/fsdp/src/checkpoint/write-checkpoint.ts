@@ -3,7 +3,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
 import type { ProcessGroup } from '@fsdp-ts/collectives';
-import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import type { ShardedModelState } from '../sharded-state/flat-shard';
 import { commitStepDirectory, pruneCheckpoints, writeLatestPointer } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
 import {
@@ -23,19 +23,20 @@ import {
 import { fsyncDirectory, writeFileDurably } from './durable-files';
 import { broadcastOutcome, throwIfAnyRankFailed } from './group-agreement';
 import { serializeMetadata } from './metadata-digest';
-import { type ModelHandle, modelHandles, parameterLocations } from './model-shards';
-import {
-  type CheckpointOptimizer,
-  describeGroups,
-  flattenOptimizerState,
-  type StatePiece,
-} from './optimizer-state';
+import type { ShardedOptimizerState, StatePiece } from './optimizer-state';
 import { RankFileWriter } from './rank-file-writer';
 
-export interface SaveCheckpointOptions {
-  model: FullyShardedDataParallel;
-  /** Its state is saved sharded like the parameters. */
-  optimizer?: CheckpointOptimizer;
+/** What writeCheckpoint needs: the group, the neutral description of the state, and the options. */
+export interface WriteCheckpointOptions {
+  /** Every rank of it calls writeCheckpoint; rank 0 commits. */
+  group: ProcessGroup;
+  /** This rank's flat shards (see [Note: sharded model state]). */
+  model: ShardedModelState;
+  /**
+   * The optimizer state to save with the shards, made inside the save's failure agreement (so a
+   * rank whose optimizer does not fit fails the save on every rank instead of blocking them).
+   */
+  optimizer?: () => ShardedOptimizerState;
   /** The training step the checkpoint is taken after (names the directory: step-00000005). */
   step: number;
   /** JSON data saved with the checkpoint and returned by loadCheckpoint: data order, RNG state, … */
@@ -54,14 +55,14 @@ export interface SavedCheckpoint {
 }
 
 /**
- * Saves a checkpoint under `root/step-NNNNNNNN/` (collective: every rank calls it with the same
- * step). Each rank writes its own shard file in parallel; rank 0 then writes metadata.json and
- * renames the fsynced temporary directory into place, updates `latest` and prunes. A crash at any
- * moment leaves the previous checkpoints intact. See [Note: checkpoint layout].
+ * Writes a checkpoint of a sharded state under `root/step-NNNNNNNN/` (collective: every rank calls
+ * it with the same step). Each rank writes its own shard file in parallel; rank 0 then writes
+ * metadata.json and renames the fsynced temporary directory into place, updates `latest` and
+ * prunes. A crash at any moment leaves the previous checkpoints intact. See [Note: checkpoint
+ * layout]. Knows nothing of FSDP: saveCheckpoint describes the model and calls it.
  */
-export function saveCheckpoint(root: string, options: SaveCheckpointOptions): SavedCheckpoint {
-  const { model, optimizer, step } = options;
-  const group = model.group;
+export function writeCheckpoint(root: string, options: WriteCheckpointOptions): SavedCheckpoint {
+  const { group, model, optimizer, step } = options;
   checkOptions(options);
   const blockBytes = options.blockBytes ?? DEFAULT_BLOCK_BYTES;
   const extra = options.extra === undefined ? null : JSON.parse(JSON.stringify(options.extra));
@@ -80,13 +81,14 @@ export function saveCheckpoint(root: string, options: SaveCheckpointOptions): Sa
   nonce = broadcastOutcome(group, nonce, prepareError, 'Preparing the checkpoint directory');
   const temporary = temporaryDirectory(root, step, nonce);
 
-  const handles = modelHandles(model);
-  const shardWorldSize = handles[0]?.handle.worldSize ?? group.size;
+  const { shardWorldSize } = model;
   let bytes = 0;
   let writeError: unknown;
+  let optimizerState: ShardedOptimizerState | undefined;
   const written: string[] = [];
   try {
-    bytes = writeRankFiles(temporary, handles, optimizer, shardWorldSize, blockBytes, written);
+    optimizerState = optimizer?.();
+    bytes = writeRankFiles(temporary, model, optimizerState, blockBytes, written);
   } catch (error) {
     writeError =
       error instanceof CheckpointError ? error : ioError('Writing this rank’s shard', temporary, error);
@@ -103,7 +105,7 @@ export function saveCheckpoint(root: string, options: SaveCheckpointOptions): Sa
   if (group.rank === 0) {
     let file = join(temporary, METADATA_FILE);
     try {
-      const metadata = buildMetadata(model, handles, optimizer, step, extra, temporary, shardWorldSize);
+      const metadata = buildMetadata(group.size, model, optimizerState, step, extra, temporary);
       writeFileDurably(file, serializeMetadata(metadata));
       fsyncDirectory(temporary);
       file = join(root, stepDirectoryName(step));
@@ -154,17 +156,15 @@ function removeLeftovers(root: string): void {
 /** Writes this rank's data and index files (none on ranks that hold no shard, e.g. no-shard rank > 0). */
 function writeRankFiles(
   directory: string,
-  handles: readonly ModelHandle[],
-  optimizer: CheckpointOptimizer | undefined,
-  shardWorldSize: number,
+  model: ShardedModelState,
+  state: ShardedOptimizerState | undefined,
   blockBytes: number,
   written: string[],
 ): number {
-  const writing = handles.filter((entry) => entry.writes);
-  if (writing.length === 0 && handles.length > 0) return 0;
-  const rank = handles[0]?.handle.rank ?? 0;
-  const state =
-    optimizer === undefined ? null : flattenOptimizerState(optimizer, handles, parameterLocations(handles));
+  const { shards, shardWorldSize } = model;
+  const writing = shards.filter((entry) => entry.writes);
+  if (writing.length === 0 && shards.length > 0) return 0;
+  const rank = shards[0]?.rank ?? 0;
   const file = dataFileName(rank, shardWorldSize);
   let writer: RankFileWriter;
   written.push(join(directory, file));
@@ -177,7 +177,7 @@ function writeRankFiles(
   try {
     for (const entry of writing) {
       writer.append(entry.unit, entry.index, 'parameters', entry.data);
-      const buffers = state?.flat.get(entry)?.buffers ?? new Map<string, StatePiece[]>();
+      const buffers = state?.buffers.get(entry) ?? new Map<string, StatePiece[]>();
       for (const name of [...buffers.keys()].sort()) {
         writer.appendPieces(entry.unit, entry.index, name, entry.data.length, buffers.get(name)!);
       }
@@ -208,14 +208,14 @@ function writeRankFiles(
 }
 
 function buildMetadata(
-  model: FullyShardedDataParallel,
-  handles: readonly ModelHandle[],
-  optimizer: CheckpointOptimizer | undefined,
+  worldSize: number,
+  model: ShardedModelState,
+  optimizer: ShardedOptimizerState | undefined,
   step: number,
   extra: unknown,
   directory: string,
-  shardWorldSize: number,
 ): CheckpointMetadata {
+  const { shards, shardWorldSize } = model;
   const files: DataFileEntry[] = [];
   const optimizerParameters: SavedOptimizer['parameters'] = {};
   for (let rank = 0; rank < shardWorldSize; rank++) {
@@ -230,20 +230,20 @@ function buildMetadata(
     format: CHECKPOINT_FORMAT,
     formatVersion: CHECKPOINT_FORMAT_VERSION,
     step,
-    worldSize: model.group.size,
+    worldSize,
     shardWorldSize,
-    shardingStrategy: model.options.shardingStrategy,
+    shardingStrategy: model.shardingStrategy,
     createdAt: new Date().toISOString(),
-    handles: handles.map((entry) => ({
+    handles: shards.map((entry) => ({
       unit: entry.unit,
       handle: entry.index,
-      layout: entry.handle.metadata(),
+      layout: JSON.parse(JSON.stringify(entry.layout)),
     })),
-    parameters: handles.flatMap((entry) =>
-      entry.handle.layout.parameters.map((parameter) => ({
+    parameters: shards.flatMap((entry) =>
+      entry.layout.parameters.map((parameter) => ({
         names: [...parameter.names],
         shape: [...parameter.shape],
-        dtype: entry.handle.layout.dtype,
+        dtype: entry.layout.dtype,
       })),
     ),
     files,
@@ -252,14 +252,14 @@ function buildMetadata(
         ? null
         : {
             kind: optimizer.kind,
-            groups: describeGroups(optimizer),
+            groups: [...optimizer.groups],
             parameters: optimizerParameters,
           },
     extra,
   };
 }
 
-function checkOptions(options: SaveCheckpointOptions): void {
+function checkOptions(options: WriteCheckpointOptions): void {
   if (endianness() !== 'LE') {
     throw new CheckpointError('Checkpoints are little-endian; this machine is big-endian.', {
       reason: 'io',

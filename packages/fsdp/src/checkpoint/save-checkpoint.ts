@@ -1,0 +1,31 @@
+import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import { parameterShards } from '../sharded-state/model-shards';
+import { checkpointShards } from './model-shards';
+import { type CheckpointOptimizer, flattenOptimizerState } from './optimizer-state';
+import { type SavedCheckpoint, type WriteCheckpointOptions, writeCheckpoint } from './write-checkpoint';
+
+export type { SavedCheckpoint } from './write-checkpoint';
+
+export interface SaveCheckpointOptions extends Omit<WriteCheckpointOptions, 'group' | 'model' | 'optimizer'> {
+  model: FullyShardedDataParallel;
+  /** Its state is saved sharded like the parameters. */
+  optimizer?: CheckpointOptimizer;
+}
+
+/**
+ * Saves a checkpoint of an FSDP model (and optimizer) under `root/step-NNNNNNNN/`. Collective:
+ * every rank calls it with the same step. The model is described as its flat shards
+ * ([Note: sharded model state]) and written by writeCheckpoint.
+ */
+export function saveCheckpoint(root: string, options: SaveCheckpointOptions): SavedCheckpoint {
+  const { model, optimizer, ...rest } = options;
+  const state = checkpointShards(model);
+  return writeCheckpoint(root, {
+    ...rest,
+    group: model.group,
+    model: state,
+    ...(optimizer === undefined
+      ? {}
+      : { optimizer: () => flattenOptimizerState(optimizer, parameterShards(model, state)) }),
+  });
+}
