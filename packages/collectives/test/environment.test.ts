@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveJobSecret } from '../src/auth/job-secret.js';
@@ -10,7 +9,7 @@ import {
   localAddressRoutingTo,
   resolveSocketAddress,
 } from '../src/environment/socket-address.js';
-import { CollectiveError } from '../src/errors.js';
+import { errorOf, temporaryDirectory } from './support/fixtures.js';
 
 const SECRET = 'a'.repeat(32);
 const torchrun = {
@@ -22,16 +21,6 @@ const torchrun = {
   MASTER_PORT: '29500',
   FSDP_JOB_SECRET: SECRET,
 };
-
-function errorOf(action: () => unknown): CollectiveError {
-  try {
-    action();
-  } catch (error) {
-    expect(error).toBeInstanceOf(CollectiveError);
-    return error as CollectiveError;
-  }
-  throw new Error('expected a CollectiveError');
-}
 
 describe('expandSlurmNodelist', () => {
   it('expands ranges, lists, padding and plain names', () => {
@@ -154,7 +143,7 @@ describe('resolveJobSecret', () => {
   it('reads the secret directly or from a file, and rejects short or ambiguous ones', () => {
     expect(resolveJobSecret({})).toBeUndefined();
     expect(resolveJobSecret({ FSDP_JOB_SECRET: SECRET })).toBe(SECRET);
-    const file = join(mkdtempSync(join(tmpdir(), 'fsdp-secret-')), 'secret');
+    const file = join(temporaryDirectory('fsdp-secret-'), 'secret');
     writeFileSync(file, `${SECRET}\n`);
     expect(resolveJobSecret({ FSDP_JOB_SECRET_FILE: file })).toBe(SECRET);
     expect(errorOf(() => resolveJobSecret({ FSDP_JOB_SECRET: 'short' })).message).toContain('at least 16');
