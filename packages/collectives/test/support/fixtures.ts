@@ -6,15 +6,21 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { CollectiveError } from '../../src/errors.js';
 
-/** The CollectiveError `action` throws; fails the test when it throws something else or nothing. */
-export function errorOf(action: () => unknown): CollectiveError {
+/** The error `action` throws; fails the test when it throws nothing. */
+export function errorOf(action: () => unknown): Error {
   try {
     action();
   } catch (error) {
-    expect(error).toBeInstanceOf(CollectiveError);
-    return error as CollectiveError;
+    return error as Error;
   }
-  throw new Error('expected a CollectiveError');
+  throw new Error('expected an error');
+}
+
+/** The CollectiveError `action` throws; fails the test when it throws something else or nothing. */
+export function collectiveErrorOf(action: () => unknown): CollectiveError {
+  const error = errorOf(action);
+  expect(error).toBeInstanceOf(CollectiveError);
+  return error as CollectiveError;
 }
 
 /** A new empty directory under the system's temporary directory. */
