@@ -2,6 +2,8 @@ import { isNativeMatMulActive } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { describe, expect, it } from 'vitest';
 import { crossEntropy, crossEntropyWithOps } from '../src/functional/cross-entropy';
+import { causalAttention } from '../src/internal/causal-attention';
+import { causalAttentionReference } from '../src/internal/causal-attention-reference';
 import { linearKernel, linearWithMatMuls } from '../src/internal/linear-kernel';
 import { gelu, geluTanhWithOps } from '../src/layers/gelu';
 import { layerNorm, layerNormWithOps } from '../src/layers/layer-norm';
@@ -71,6 +73,13 @@ const cases: Case[] = [
     ],
     kernel: ([x, w]) => linearKernel(x!, w!, null),
     oracle: ([x, w]) => linearWithMatMuls(x!, w!, null),
+    needsBlas: true,
+  },
+  {
+    name: 'causal attention [2, 4, 3·8], 2 heads',
+    shapes: [[2, 4, 24]],
+    kernel: ([qkv]) => causalAttention(tf.mul(qkv!, 2), 2),
+    oracle: ([qkv]) => causalAttentionReference(tf.mul(qkv!, 2), 2),
     needsBlas: true,
   },
 ];
