@@ -5,3 +5,4 @@ export type { OptimizerFactory, OptimizerName, OptimizerOptions } from './intern
 export { ShardedTrainer } from './sharded-trainer';
 export type { ShardedFitArgs, ShardedTrainerOptions } from './sharded-trainer-options';
 export { type ShardedTrainerStrategy, shardedTrainerStrategies } from './strategy';
+export type { TrainerMemory } from './trainer-memory';

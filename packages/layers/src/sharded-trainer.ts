@@ -13,8 +13,10 @@ import { checkReplicas } from './internal/check-replicas';
 import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
 import { WeightedMeans } from './internal/epoch-logs';
 import { resolveSaveTarget } from './internal/file-save-handler';
+import { FullShardLayers, type LayerUnit } from './internal/full-shard-layers';
 import { batchRanges, epochOrder, localRange } from './internal/global-batches';
-import { allLayers } from './internal/layer-access';
+import { allLayers, hasRegularizers } from './internal/layer-access';
+import { MemoryMeter } from './internal/memory-meter';
 import { resolveOptimizer } from './internal/resolve-optimizer';
 import { sharedFloat32 } from './internal/shared-float32';
 import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
@@ -22,7 +24,8 @@ import { computeLocalGradients } from './internal/train-step';
 import { checkSampleCounts, splitValidation } from './internal/validate-data';
 import { WeightBucket } from './internal/weight-bucket';
 import type { ShardedFitArgs, ShardedTrainerOptions } from './sharded-trainer-options';
-import { resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
+import { modelBytes, resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
+import type { TrainerMemory } from './trainer-memory';
 
 type TrainerState = 'idle' | 'fitting';
 
@@ -44,7 +47,11 @@ export class ShardedTrainer {
   readonly parameters: readonly Parameter[];
   readonly optimizer: Optimizer<BaseOptions>;
   private readonly settings: StrategySettings;
+  private readonly pieces: { offsetInParam: number; length: number }[];
   private readonly buckets: WeightBucket[];
+  private readonly meter = new MemoryMeter();
+  /** 'full-shard' only: the per-layer gather/release machinery (see [Note: full-shard layers]). */
+  private readonly fullShard: FullShardLayers | null;
   private readonly objective: CompiledObjective;
   private readonly trainable: readonly LayerVariable[];
   private readonly hasBatchNorm: boolean;
@@ -91,10 +98,25 @@ export class ShardedTrainer {
         fix: 'build the model (model.build or one predict) and set trainable: true on the layers to train.',
       });
     }
-    this.buckets = bucketize(this.trainable, options.bucketSizeBytes ?? defaultBucketSizeBytes).map(
-      (variables) => WeightBucket.fromVariables(variables, this.group, this.settings),
-    );
-    this.parameters = this.buckets.flatMap((bucket) => bucket.parameters);
+    if (this.settings.shardParameters) {
+      const units = layerUnits(model, this.trainable, this.group, this.settings, this.meter);
+      this.buckets = units.map((unit) => unit.bucket);
+      this.fullShard = new FullShardLayers(units);
+    } else {
+      this.buckets = bucketize(this.trainable, options.bucketSizeBytes ?? defaultBucketSizeBytes).map(
+        (variables) => new WeightBucket(variables, this.group, this.settings, this.meter),
+      );
+      this.fullShard = null;
+    }
+    // Parameters (and optimizer state, checkpoints) in the model's trainable-weight order, whatever the buckets.
+    const byVariable = new Map<LayerVariable, [WeightBucket, number]>();
+    for (const bucket of this.buckets)
+      bucket.variables.forEach((variable, index) => {
+        byVariable.set(variable, [bucket, index]);
+      });
+    const located = this.trainable.map((variable) => byVariable.get(variable)!);
+    this.parameters = located.map(([bucket, index]) => bucket.parameters[index]!);
+    this.pieces = located.map(([bucket, index]) => bucket.optimizerPieces()[index]!);
     this.optimizer = resolveOptimizer(options.optimizer, options.optimizerOptions ?? {}, [
       ...this.parameters,
     ]);
@@ -107,7 +129,7 @@ export class ShardedTrainer {
     const batchSize = args.batchSize ?? 32;
     const epochs = args.epochs ?? 1;
     const { train, validation } = splitValidation(x, y, args);
-    checkSampleCounts(this.group, train.x, train.y, batchSize, this.hasBatchNorm);
+    checkSampleCounts(this.group, train.x, train.y, batchSize, this.everyRankNeedsSamples());
     const sampleCount = train.x.shape[0]!;
     const seed = this.agreeOnSeed(args.shuffleSeed);
     const { list, history } = createCallbackList(args.callbacks);
@@ -123,7 +145,11 @@ export class ShardedTrainer {
       metrics: validation === null ? names : [...names, ...names.map((name) => `val_${name}`)],
     });
     this.state = 'fitting';
+    this.adoptVariables();
     const restoreBatchNorm = synchronizeBatchNorm(this.model, this.group);
+    const restoreLayers = this.fullShard?.install() ?? (() => {});
+    for (const bucket of this.buckets) bucket.setResident(false);
+    this.meter.resetPeak();
     this.model.stopTraining = false;
     try {
       await list.onTrainBegin();
@@ -154,7 +180,10 @@ export class ShardedTrainer {
       }
       await list.onTrainEnd();
     } finally {
+      restoreLayers();
       restoreBatchNorm();
+      // Full-shard: the model's variables hold their whole values again between fits (predict, save).
+      for (const bucket of this.buckets) bucket.setResident(true);
       this.state = 'idle';
     }
     return history;
@@ -165,7 +194,9 @@ export class ShardedTrainer {
    * every batch), as model.evaluate's values; the same on every rank.
    */
   evaluate(x: tf.Tensor, y: tf.Tensor, args: { batchSize?: number } = {}): Record<string, number> {
-    checkSampleCounts(this.group, x, y, args.batchSize ?? 32, false);
+    checkSampleCounts(this.group, x, y, args.batchSize ?? 32, null);
+    this.expectIdle('evaluate');
+    this.adoptVariables();
     return this.evaluateLogs(x, y, args.batchSize ?? 32, '');
   }
 
@@ -194,14 +225,8 @@ export class ShardedTrainer {
   /** Loads a checkpoint written by saveCheckpoint (any world size or strategy). Every rank must call it. */
   async loadCheckpoint(directory: string): Promise<void> {
     this.expectIdle('loadCheckpoint');
-    // The optimizer state is checked against the views it steps (full-shape under 'replicate').
-    for (const bucket of this.buckets) bucket.beforeStep();
-    try {
-      loadShardedCheckpoint(directory, this.checkpointSource());
-    } finally {
-      for (const bucket of this.buckets) bucket.releaseStepViews();
-    }
-    for (const bucket of this.buckets) bucket.reloadFromVariables();
+    loadShardedCheckpoint(directory, this.checkpointSource());
+    this.adoptVariables();
     await this.group.barrier();
   }
 
@@ -212,21 +237,47 @@ export class ShardedTrainer {
       strategy: this.strategy,
       optimizer: this.optimizer,
       parameters: this.parameters,
-      pieces: this.buckets.flatMap((bucket) => bucket.optimizerPieces()),
+      pieces: this.pieces,
     };
   }
 
-  /** Bytes this rank holds for training now: the model's weights, the flat buffers, the optimizer state. */
-  memory(): { weights: number; flatBuffers: number; optimizerState: number; total: number } {
-    const weights = this.model.weights.reduce((sum, weight) => sum + weight.read().size * 4, 0);
-    const flatBuffers = this.buckets.reduce((sum, bucket) => sum + bucket.allocatedBytes(), 0);
+  /**
+   * What this rank holds for training, in bytes, against the strategy's model (see TrainerMemory):
+   * now, and the most held at once since the last fit began (the peak, for 'full-shard', includes
+   * the layer gathered while it runs).
+   */
+  memory(): TrainerMemory {
     const state = this.optimizer.stateDict().state;
     const optimizerState = Object.values(state).reduce(
       (sum, entry) =>
         sum + Object.values(entry.buffers).reduce((bytes, buffer) => bytes + buffer.byteLength, 0),
       0,
     );
-    return { weights, flatBuffers, optimizerState, total: weights + flatBuffers + optimizerState };
+    const numel = this.buckets.reduce((sum, bucket) => sum + bucket.numel, 0);
+    const largestLayer =
+      this.fullShard === null ? 0 : Math.max(...this.buckets.map((bucket) => bucket.paddedNumel));
+    const stateBytesPerElement =
+      numel === 0
+        ? 0
+        : Math.round(optimizerState / (this.settings.optimizerOnShard ? numel / this.group.size : numel));
+    const variableCopies = this.buckets.reduce((sum, bucket) => sum + bucket.variableCopyBytes(), 0);
+    const current = this.meter.current + optimizerState + variableCopies;
+    const peak = this.meter.peak + optimizerState + variableCopies;
+    const model = modelBytes(this.strategy, numel, this.group.size, stateBytesPerElement, largestLayer);
+    const measured = this.fullShard === null ? current : peak;
+    return {
+      strategy: this.strategy,
+      trainableParameters: numel,
+      worldSize: this.group.size,
+      buffers: this.meter.current,
+      optimizerState,
+      variableCopies,
+      total: current,
+      peak,
+      model,
+      ratio: measured / model,
+      met: measured <= 1.1 * model,
+    };
   }
 
   private trainBatch(x: tf.Tensor, y: tf.Tensor, indices: Int32Array): number[] {
@@ -252,15 +303,18 @@ export class ShardedTrainer {
         localIndices.length,
         indices.length,
         this.trainable,
+        this.fullShard,
       );
       tf.dispose([xs!, ys!]);
-      for (const bucket of this.buckets) bucket.loadGradients(result.gradients);
+      if (this.fullShard === null) for (const bucket of this.buckets) bucket.loadGradients(result.gradients);
       tf.dispose([...result.gradients.values()]);
       values = result.values;
     }
-    for (const bucket of this.buckets) bucket.startReduction();
-    for (const bucket of this.buckets) bucket.finishReduction();
-    for (const bucket of this.buckets) bucket.beforeStep();
+    // Full-shard reduced each layer's gradient during the backward (see [Note: full-shard layers]).
+    if (this.fullShard === null) {
+      for (const bucket of this.buckets) bucket.startReduction();
+      for (const bucket of this.buckets) bucket.finishReduction();
+    }
     this.optimizer.step();
     for (const bucket of this.buckets) bucket.writeBack();
     return values;
@@ -311,6 +365,21 @@ export class ShardedTrainer {
     return flag[0] === 1;
   }
 
+  /** Variables assigned from outside (model.setWeights, a checkpoint) are copied back into the buckets. */
+  private adoptVariables(): void {
+    for (const bucket of this.buckets) bucket.adoptVariables();
+  }
+
+  /**
+   * Synchronized batch norm and full-shard's per-layer collectives need every rank in every
+   * batch's forward and backward.
+   */
+  private everyRankNeedsSamples(): string | null {
+    if (this.fullShard !== null) return "'full-shard' gathers each layer's weights with all ranks";
+    if (this.hasBatchNorm) return 'every rank needs a sample for the synchronized batch statistics';
+    return null;
+  }
+
   private expectIdle(method: string): void {
     if (this.state !== 'idle') {
       throw new LayersError(`ShardedTrainer.${method}() was called while the trainer is ${this.state}.`, {
@@ -347,4 +416,52 @@ function progressLine(epoch: number, epochs: number, started: number, logs: Reco
     .map(([name, value]) => `${name}=${value.toPrecision(4)}`)
     .join(' ');
   return `Epoch ${epoch + 1}/${epochs} · ${seconds} s · ${values}`;
+}
+
+/**
+ * Full-shard units: each leaf layer owning trainable weights gets a bucket of exactly those
+ * weights (the unit gathered while it runs). Regularized layers are refused (their penalties
+ * read the weights after the layer ran, when they are released).
+ */
+function layerUnits(
+  model: LayersModel,
+  trainable: readonly LayerVariable[],
+  group: ProcessGroup,
+  settings: StrategySettings,
+  meter: MemoryMeter,
+): LayerUnit[] {
+  const wanted = new Set(trainable);
+  const units: LayerUnit[] = [];
+  const covered = new Set<LayerVariable>();
+  for (const layer of allLayers(model)) {
+    if (Array.isArray((layer as unknown as { layers?: unknown }).layers)) continue;
+    const variables = layer.trainableWeights.filter(
+      (variable) => wanted.has(variable) && !covered.has(variable),
+    );
+    if (variables.length === 0) continue;
+    if (hasRegularizers(layer)) {
+      throw new LayersError(
+        `Layer ${layer.name} has a regularizer; 'full-shard' releases a layer's weights once it ran, and tfjs-layers computes regularization penalties from the weights after the forward.`,
+        {
+          code: 'unsupported-model',
+          expected: "layers without kernelRegularizer / biasRegularizer under 'full-shard'",
+          actual: layer.name,
+          fix: "use 'shard-gradients' for this model, or drop the regularizer (AdamW's weightDecay is the usual replacement).",
+        },
+      );
+    }
+    for (const variable of variables) covered.add(variable);
+    units.push({ layer, bucket: new WeightBucket(variables, group, settings, meter) });
+  }
+  const missing = trainable.find((variable) => !covered.has(variable));
+  if (missing !== undefined) {
+    throw new LayersError(`Trainable weight ${missing.name} belongs to no layer of the model.`, {
+      code: 'unsupported-model',
+      weight: missing.name,
+      expected: "every trainable weight owned by one of the model's layers",
+      actual: missing.name,
+      fix: "use 'shard-gradients' for this model.",
+    });
+  }
+  return units;
 }

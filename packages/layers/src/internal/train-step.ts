@@ -3,6 +3,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type { LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
 import { allReduceSumInPlace } from './all-reduce-sum';
 import type { CompiledObjective } from './compiled-objective';
+import type { FullShardLayers } from './full-shard-layers';
 import { backingVariable, regularizationLosses } from './layer-access';
 import { sharedFloat32 } from './shared-float32';
 
@@ -29,9 +30,12 @@ export function computeLocalGradients(
   localCount: number,
   globalCount: number,
   variables: readonly LayerVariable[],
+  fullShard: FullShardLayers | null = null,
 ): LocalGradients {
   const share = localCount / globalCount;
   const local = sharedFloat32(1 + objective.metrics.length);
+  fullShard?.beginStep();
+  const differentiated = fullShard === null ? variables.map(backingVariable) : [fullShard.anchor];
   const { value, grads } = tf.variableGrads(() => {
     const output = model.apply(x, { training: true }) as tf.Tensor;
     const perSample = objective.loss(y, output);
@@ -41,12 +45,19 @@ export function computeLocalGradients(
     });
     for (const penalty of regularizationLosses(model)) loss = tf.add(loss, tf.div(penalty, group.size));
     return loss;
-  }, variables.map(backingVariable));
+  }, differentiated);
   local[0] = value.dataSync()[0] ?? 0;
   value.dispose();
+  const gradients = new Map<LayerVariable, tf.Tensor>();
+  if (fullShard !== null) {
+    // The weights' gradients went to the buckets through the taps (see [Note: full-shard layers]).
+    fullShard.endStep();
+    tf.dispose(Object.values(grads));
+    allReduceSumInPlace(group, local);
+    return { gradients, values: [...local] };
+  }
   allReduceSumInPlace(group, local);
   const byName = new Map(variables.map((variable) => [backingVariable(variable).name, variable] as const));
-  const gradients = new Map<LayerVariable, tf.Tensor>();
   for (const [name, gradient] of Object.entries(grads)) gradients.set(byName.get(name)!, gradient);
   return { gradients, values: [...local] };
 }

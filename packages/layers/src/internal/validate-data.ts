@@ -65,7 +65,8 @@ export function checkSampleCounts(
   x: tf.Tensor,
   y: tf.Tensor,
   batchSize: number,
-  hasBatchNorm: boolean,
+  /** Why every rank must hold a sample of every global batch, or null when it need not. */
+  everyRankReason: string | null,
 ): void {
   checkPair(x, y, 'fit(x, y)');
   if (!Number.isInteger(batchSize) || batchSize < 1) {
@@ -94,9 +95,9 @@ export function checkSampleCounts(
     );
   }
   const smallest = samples % batchSize === 0 ? Math.min(batchSize, samples) : samples % batchSize;
-  if (hasBatchNorm && smallest < group.size) {
+  if (everyRankReason !== null && smallest < group.size) {
     throw new LayersError(
-      `A global batch of ${smallest} sample(s) cannot be split over ${group.size} ranks: every rank needs a sample for the synchronized batch statistics.`,
+      `A global batch of ${smallest} sample(s) cannot be split over ${group.size} ranks: ${everyRankReason}.`,
       {
         code: 'invalid-data',
         expected: `every global batch >= ${group.size} samples`,
