@@ -28,12 +28,19 @@ export interface ArrayKernel {
     shapes: readonly (readonly number[])[],
     attrs: tf.NamedAttrMap,
   ): void;
+  /** A wasm-specific kernel function replacing `compute` there (to call wasm's own kernels). */
+  wasm?: (
+    backend: WasmBackendLike,
+    inputs: readonly tf.TensorInfo[],
+    attrs: tf.NamedAttrMap,
+  ) => tf.TensorInfo[];
 }
 
 /** The parts of tfjs-backend-wasm's BackendWasm used here. */
-interface WasmBackendLike {
+export interface WasmBackendLike {
   makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
   typedArrayFromHeap(info: tf.TensorInfo): tf.TypedArray;
+  disposeData(dataId: tf.DataId, force?: boolean): boolean;
 }
 
 /** The parts of tfjs-backend-cpu's MathBackendCPU used here. */
@@ -61,6 +68,7 @@ function wasmKernel(kernel: ArrayKernel): tf.KernelFunc {
     const backend = args.backend as WasmBackendLike;
     const attrs = args.attrs ?? {};
     const infos = kernel.inputs.map((name) => args.inputs[name]!);
+    if (kernel.wasm !== undefined) return kernel.wasm(backend, infos, attrs);
     const shapes = infos.map((info) => info.shape);
     const outputs = kernel.outputShapes(shapes, attrs).map((shape) => backend.makeOutput(shape, 'float32'));
     // [Note: array kernels]: every view is taken after the last allocation.
