@@ -12,17 +12,22 @@ import { type ArrayKernel, runArrayKernel } from './array-kernel';
 const FORWARD = 'FsdpLayerNorm';
 const BACKWARD = 'FsdpLayerNormGrad';
 
-/** Mean and 1/√(variance + ε) of row `row` of x (rows of `width`). */
+/**
+ * Mean and 1/√(variance + ε) of one row of x (rows of `width`), in one pass: float64 sums of x
+ * and x², variance = E[x²] - mean² (float64 keeps the cancellation far below float32's resolution
+ * for float32 inputs).
+ */
 function rowStatistics(x: Float32Array, base: number, width: number, epsilon: number): [number, number] {
   let sum = 0;
-  for (let column = 0; column < width; column++) sum += x[base + column]!;
-  const mean = sum / width;
   let squares = 0;
   for (let column = 0; column < width; column++) {
-    const centred = x[base + column]! - mean;
-    squares += centred * centred;
+    const value = x[base + column]!;
+    sum += value;
+    squares += value * value;
   }
-  return [mean, 1 / Math.sqrt(squares / width + epsilon)];
+  const mean = sum / width;
+  const variance = Math.max(squares / width - mean * mean, 0);
+  return [mean, 1 / Math.sqrt(variance + epsilon)];
 }
 
 const forwardKernel: ArrayKernel = {
