@@ -11,6 +11,7 @@ import { broadcastWeights } from './internal/broadcast-weights';
 import { createCallbackList } from './internal/callbacks';
 import { checkReplicas } from './internal/check-replicas';
 import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
+import { agreedBatches, checkDatasetArgs, datasetPair, isDataset } from './internal/dataset-batches';
 import { WeightedMeans } from './internal/epoch-logs';
 import { resolveSaveTarget } from './internal/file-save-handler';
 import { FullShardLayers, type LayerUnit } from './internal/full-shard-layers';
@@ -20,10 +21,25 @@ import { MemoryMeter } from './internal/memory-meter';
 import { resolveOptimizer } from './internal/resolve-optimizer';
 import { sharedFloat32 } from './internal/shared-float32';
 import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
-import { computeLocalGradients } from './internal/train-step';
-import { checkSampleCounts, splitValidation } from './internal/validate-data';
+import { applyModel, computeLocalGradients } from './internal/train-step';
+import {
+  type Batch,
+  checkBatch,
+  checkBatchSize,
+  checkSampleCounts,
+  checkSplittable,
+  sliceBatch,
+  splitValidation,
+  standardizeTensors,
+} from './internal/validate-data';
 import { WeightBucket } from './internal/weight-bucket';
-import type { ShardedFitArgs, ShardedTrainerOptions } from './sharded-trainer-options';
+import type {
+  BatchDataset,
+  ShardedFitArgs,
+  ShardedFitDatasetArgs,
+  ShardedTrainerOptions,
+  TensorData,
+} from './sharded-trainer-options';
 import { modelBytes, resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
 import type { TrainerMemory } from './trainer-memory';
 
@@ -123,26 +139,101 @@ export class ShardedTrainer {
     this.hasBatchNorm = allLayers(model).some((layer) => layer.getClassName() === 'BatchNormalization');
   }
 
-  /** Trains like model.fit(x, y, args) on the global batches; every rank passes the same x and y. */
-  async fit(x: tf.Tensor, y: tf.Tensor, args: ShardedFitArgs = {}): Promise<History> {
+  /**
+   * Trains like model.fit(x, y, args) on the global batches; every rank passes the same x and y
+   * (a tensor, an array or a name map per input / output, as model.fit).
+   */
+  async fit(x: TensorData, y: TensorData, args: ShardedFitArgs = {}): Promise<History> {
     this.expectIdle('fit');
     const batchSize = args.batchSize ?? 32;
-    const epochs = args.epochs ?? 1;
-    const { train, validation } = splitValidation(x, y, args);
-    checkSampleCounts(this.group, train.x, train.y, batchSize, this.everyRankNeedsSamples());
-    const sampleCount = train.x.shape[0]!;
+    const standardize = (xs: TensorData, ys: TensorData, what: string) => this.standardize(xs, ys, what);
+    const { train, validation } = splitValidation(this.standardize(x, y, 'fit(x, y)'), args, standardize);
+    checkSampleCounts(this.group, train, batchSize, this.everyRankNeedsSamples());
+    const sampleCount = train.xs[0]!.shape[0]!;
     const seed = this.agreeOnSeed(args.shuffleSeed);
-    const { list, history } = createCallbackList(args.callbacks);
+    const shuffle = args.shuffle ?? true;
+    return this.train({
+      epochs: args.epochs ?? 1,
+      initialEpoch: args.initialEpoch ?? 0,
+      verbose: args.verbose ?? 1,
+      callbacks: args.callbacks,
+      params: { samples: sampleCount, batchSize },
+      doValidation: validation !== null,
+      validate: () => (validation === null ? {} : this.evaluateLogs(validation, batchSize, 'val_')),
+      batches: async function* (epoch) {
+        const order = epochOrder(sampleCount, shuffle, seed, epoch);
+        for (const range of batchRanges(sampleCount, batchSize))
+          yield { batch: train, indices: order.subarray(range.start, range.end) };
+      },
+    });
+  }
+
+  /**
+   * Trains like model.fitDataset(dataset, args): every element of the dataset is one *global*
+   * batch, and every rank iterates the same dataset (the same elements in the same order: build
+   * it the same way on every rank, with the same seeds), taking its slice of each batch. Ranks
+   * check at each batch that they hold the same number of samples.
+   */
+  async fitDataset(dataset: BatchDataset, args: ShardedFitDatasetArgs): Promise<History> {
+    this.expectIdle('fitDataset');
+    checkDatasetArgs(dataset, args);
+    const validationData = args.validationData;
+    const validationBatchSize = args.validationBatchSize ?? 32;
+    let validation: (() => Record<string, number> | Promise<Record<string, number>>) | null = null;
+    if (validationData !== undefined && isDataset(validationData)) {
+      validation = () => this.evaluateDatasetLogs(validationData, args.validationBatches, 'val_');
+    } else if (validationData !== undefined) {
+      const batch = this.standardize(validationData[0], validationData[1], 'validationData');
+      checkBatch(batch, 'validationData');
+      checkBatchSize(validationBatchSize);
+      validation = () => this.evaluateLogs(batch, validationBatchSize, 'val_');
+    }
+    const shared = args.batchesPerEpoch === undefined ? null : await dataset.iterator();
+    const datasetBatches = (iterator: Awaited<ReturnType<BatchDataset['iterator']>>, limit?: number) =>
+      agreedBatches(iterator, this.group, limit, (element, what) => this.standardizeElement(element, what));
+    let exhausted = false;
+    const group = this.group;
+    const everyRank = this.everyRankNeedsSamples();
+    const history = await this.train({
+      epochs: args.epochs,
+      initialEpoch: args.initialEpoch ?? 0,
+      verbose: args.verbose ?? 1,
+      callbacks: args.callbacks,
+      params: { steps: args.batchesPerEpoch ?? null, samples: null, batchSize: null },
+      doValidation: validation !== null,
+      validate: async () => (validation === null ? {} : await validation()),
+      batches: async function* () {
+        const iterator = shared ?? (await dataset.iterator());
+        let count = 0;
+        for await (const batch of datasetBatches(iterator, args.batchesPerEpoch)) {
+          checkSplittable(group, batch.xs[0]!.shape[0]!, everyRank, { batch: count });
+          count++;
+          yield { batch, indices: null };
+        }
+        if (shared !== null && count < args.batchesPerEpoch!) exhausted = true;
+      },
+      interrupted: () => exhausted,
+    });
+    if (exhausted && this.group.rank === 0 && args.verbose !== 0) {
+      this.log(
+        `The dataset ran out of data before ${args.epochs} epochs of ${args.batchesPerEpoch} batches; training was interrupted (as model.fitDataset does). Use dataset.repeat() to train longer.`,
+      );
+    }
+    return history;
+  }
+
+  /** The epoch loop shared by fit and fitDataset: callbacks, logs, validation, progress, agreed stop. */
+  private async train(plan: TrainingPlan): Promise<History> {
+    const { list, history } = createCallbackList(plan.callbacks);
     const names = this.objective.names;
     list.setModel(this.model);
     list.setParams({
-      epochs,
-      initialEpoch: args.initialEpoch ?? 0,
-      samples: sampleCount,
-      batchSize,
-      verbose: args.verbose ?? 1,
-      doValidation: validation !== null,
-      metrics: validation === null ? names : [...names, ...names.map((name) => `val_${name}`)],
+      epochs: plan.epochs,
+      initialEpoch: plan.initialEpoch,
+      ...plan.params,
+      verbose: plan.verbose,
+      doValidation: plan.doValidation,
+      metrics: plan.doValidation ? [...names, ...names.map((name) => `val_${name}`)] : names,
     });
     this.state = 'fitting';
     this.adoptVariables();
@@ -153,30 +244,32 @@ export class ShardedTrainer {
     this.model.stopTraining = false;
     try {
       await list.onTrainBegin();
-      for (let epoch = args.initialEpoch ?? 0; epoch < epochs; epoch++) {
+      for (let epoch = plan.initialEpoch; epoch < plan.epochs; epoch++) {
         const started = performance.now();
         await list.onEpochBegin(epoch);
-        const order = epochOrder(sampleCount, args.shuffle ?? true, seed, epoch);
         const means = new WeightedMeans();
-        const ranges = batchRanges(sampleCount, batchSize);
-        for (const [batchIndex, range] of ranges.entries()) {
-          const count = range.end - range.start;
+        let batchIndex = 0;
+        for await (const { batch, indices } of plan.batches(epoch)) {
+          const rows = indices ?? identityOrder(batch.xs[0]!.shape[0]!);
+          const count = rows.length;
           await list.onBatchBegin(batchIndex, { batch: batchIndex, size: count });
-          const values = this.trainBatch(train.x, train.y, order.subarray(range.start, range.end));
+          const values = this.trainBatch(batch, rows);
           means.add(names, values, count);
           const batchLogs: Record<string, number> = { batch: batchIndex, size: count };
           names.forEach((name, index) => {
             batchLogs[name] = values[index]!;
           });
           await list.onBatchEnd(batchIndex, batchLogs);
+          batchIndex++;
         }
+        // Agreed on every rank (the batch sizes were exchanged): no collective needed.
+        const interrupted = plan.interrupted?.() === true;
         const epochLogs = means.means();
-        if (validation !== null)
-          Object.assign(epochLogs, this.evaluateLogs(validation.x, validation.y, batchSize, 'val_'));
+        if (plan.doValidation && !interrupted) Object.assign(epochLogs, await plan.validate());
         await list.onEpochEnd(epoch, epochLogs);
-        if (args.verbose !== 0 && this.group.rank === 0)
-          this.log(progressLine(epoch, epochs, started, epochLogs));
-        if (this.agreeToStop()) break;
+        if (plan.verbose !== 0 && this.group.rank === 0)
+          this.log(progressLine(epoch, plan.epochs, started, epochLogs));
+        if (interrupted || this.agreeToStop()) break;
       }
       await list.onTrainEnd();
     } finally {
@@ -193,11 +286,12 @@ export class ShardedTrainer {
    * Loss and metrics of the model on (x, y), computed across ranks (each evaluates its slice of
    * every batch), as model.evaluate's values; the same on every rank.
    */
-  evaluate(x: tf.Tensor, y: tf.Tensor, args: { batchSize?: number } = {}): Record<string, number> {
-    checkSampleCounts(this.group, x, y, args.batchSize ?? 32, null);
+  evaluate(x: TensorData, y: TensorData, args: { batchSize?: number } = {}): Record<string, number> {
     this.expectIdle('evaluate');
+    const batch = this.standardize(x, y, 'evaluate(x, y)');
+    checkSampleCounts(this.group, batch, args.batchSize ?? 32, null);
     this.adoptVariables();
-    return this.evaluateLogs(x, y, args.batchSize ?? 32, '');
+    return this.evaluateLogs(batch, args.batchSize ?? 32, '');
   }
 
   /**
@@ -280,7 +374,7 @@ export class ShardedTrainer {
     };
   }
 
-  private trainBatch(x: tf.Tensor, y: tf.Tensor, indices: Int32Array): number[] {
+  private trainBatch(batch: Batch, indices: Int32Array): number[] {
     const local = localRange(indices.length, this.group.rank, this.group.size);
     const localIndices = indices.subarray(local.start, local.end);
     let values: number[];
@@ -290,22 +384,21 @@ export class ShardedTrainer {
       values = [...zeros];
       for (const bucket of this.buckets) bucket.loadGradients(new Map());
     } else {
-      const [xs, ys] = tf.tidy(() => {
-        const rows = tf.tensor1d(localIndices, 'int32');
-        return [tf.gather(x, rows), tf.gather(y, rows)];
-      });
+      const rows = tf.tensor1d(localIndices, 'int32');
+      const gather = (tensor: tf.Tensor) => tf.gather(tensor, rows);
+      const localBatch = tf.tidy(() => ({ xs: batch.xs.map(gather), ys: batch.ys.map(gather) }));
+      rows.dispose();
       const result = computeLocalGradients(
         this.model,
         this.objective,
         this.group,
-        xs!,
-        ys!,
+        localBatch,
         localIndices.length,
         indices.length,
         this.trainable,
         this.fullShard,
       );
-      tf.dispose([xs!, ys!]);
+      tf.dispose([...localBatch.xs, ...localBatch.ys]);
       if (this.fullShard === null) for (const bucket of this.buckets) bucket.loadGradients(result.gradients);
       tf.dispose([...result.gradients.values()]);
       values = result.values;
@@ -320,34 +413,66 @@ export class ShardedTrainer {
     return values;
   }
 
-  private evaluateLogs(
-    x: tf.Tensor,
-    y: tf.Tensor,
-    batchSize: number,
-    prefix: string,
-  ): Record<string, number> {
-    const means = new WeightedMeans();
-    for (const range of batchRanges(x.shape[0]!, batchSize)) {
-      const count = range.end - range.start;
-      const local = localRange(count, this.group.rank, this.group.size);
-      const values = sharedFloat32(this.objective.names.length);
-      const localCount = local.end - local.start;
-      if (localCount > 0) {
-        tf.tidy(() => {
-          const xs = tf.slice(x, range.start + local.start, localCount);
-          const ys = tf.slice(y, range.start + local.start, localCount);
-          const output = this.model.apply(xs, { training: false }) as tf.Tensor;
-          const share = localCount / count;
-          values[0] = (tf.mean(this.objective.loss(ys, output)).dataSync()[0] ?? 0) * share;
-          this.objective.metrics.forEach((metric, index) => {
-            values[1 + index] = (tf.mean(metric(ys, output)).dataSync()[0] ?? 0) * share;
-          });
+  /** This rank's loss and metrics on its slice of one global batch of `count` samples, weighted by its share. */
+  private evaluateSlice(batch: Batch, start: number, count: number): Float32Array {
+    const local = localRange(count, this.group.rank, this.group.size);
+    const values = sharedFloat32(this.objective.names.length);
+    const localCount = local.end - local.start;
+    if (localCount > 0) {
+      tf.tidy(() => {
+        const slice = sliceBatch(batch, start + local.start, localCount);
+        const outputs = applyModel(this.model, slice.xs, false);
+        const share = localCount / count;
+        const { loss, others } = this.objective.compute(slice.ys, outputs);
+        values[0] = (loss.dataSync()[0] ?? 0) * share;
+        others.forEach((value, index) => {
+          values[1 + index] = (value.dataSync()[0] ?? 0) * share;
         });
-      }
-      allReduceSumInPlace(this.group, values);
-      means.add(this.objective.names, [...values], count);
+      });
+    }
+    allReduceSumInPlace(this.group, values);
+    return values;
+  }
+
+  private evaluateLogs(batch: Batch, batchSize: number, prefix: string): Record<string, number> {
+    const means = new WeightedMeans();
+    for (const range of batchRanges(batch.xs[0]!.shape[0]!, batchSize)) {
+      const count = range.end - range.start;
+      means.add(this.objective.names, [...this.evaluateSlice(batch, range.start, count)], count);
     }
     return means.means(prefix);
+  }
+
+  private async evaluateDatasetLogs(
+    dataset: BatchDataset,
+    limit: number | undefined,
+    prefix: string,
+  ): Promise<Record<string, number>> {
+    const means = new WeightedMeans();
+    const iterator = await dataset.iterator();
+    const everyRank = this.everyRankNeedsSamples();
+    for await (const batch of agreedBatches(iterator, this.group, limit, (element, what) =>
+      this.standardizeElement(element, what),
+    )) {
+      const count = batch.xs[0]!.shape[0]!;
+      checkSplittable(this.group, count, everyRank, { validationBatch: count });
+      means.add(this.objective.names, [...this.evaluateSlice(batch, 0, count)], count);
+    }
+    return means.means(prefix);
+  }
+
+  private standardize(x: TensorData, y: TensorData, what: string): Batch {
+    return {
+      xs: standardizeTensors(x, this.objective.inputNames, `${what}: x`),
+      ys: standardizeTensors(y, this.objective.outputNames, `${what}: y`),
+    };
+  }
+
+  private standardizeElement(element: unknown, what: string): Batch {
+    const pair = datasetPair(element, what);
+    const batch = this.standardize(pair[0], pair[1], what);
+    checkBatch(batch, what);
+    return batch;
   }
 
   private agreeOnSeed(requested: number | undefined): number {
@@ -390,6 +515,29 @@ export class ShardedTrainer {
       });
     }
   }
+}
+
+/** What the epoch loop runs: fit's tensors or fitDataset's dataset, as batches of an epoch. */
+interface TrainingPlan {
+  epochs: number;
+  initialEpoch: number;
+  verbose: 0 | 1;
+  callbacks: ShardedFitArgs['callbacks'];
+  /** model.fit's `samples`/`batchSize`, or model.fitDataset's `steps` (and nulls). */
+  params: Record<string, number | null>;
+  doValidation: boolean;
+  validate(): Record<string, number> | Promise<Record<string, number>>;
+  /** The global batches of an epoch; `indices` null: all rows in order. */
+  batches(epoch: number): AsyncIterable<{ batch: Batch; indices: Int32Array | null }>;
+  /**
+   * Checked after each epoch's batches: true ends training after this epoch's onEpochEnd, without
+   * its validation (fitDataset's shared iterator ran out, as model.fitDataset interrupts).
+   */
+  interrupted?(): boolean;
+}
+
+function identityOrder(count: number): Int32Array {
+  return Int32Array.from({ length: count }, (_, index) => index);
 }
 
 function bucketize(variables: readonly LayerVariable[], bucketSizeBytes: number): LayerVariable[][] {
