@@ -103,11 +103,9 @@ export class FlatParamHandle {
     );
     const shared = { shared: true };
     this.#shardedStorage = Storage.allocate(layout.dtype, layout.shardNumel, shared);
-    this.#unshardedStorage = Storage.allocate(layout.dtype, layout.paddedNumel, shared);
-    this.#unshardedStorage.free();
+    this.#unshardedStorage = Storage.unallocated(layout.dtype, layout.paddedNumel, shared);
     this.#shardedGradStorage = Storage.allocate(gradDType, layout.shardNumel, shared);
-    this.#unshardedGradStorage = Storage.allocate(gradDType, layout.paddedNumel, shared);
-    this.#unshardedGradStorage.free();
+    this.#unshardedGradStorage = Storage.unallocated(gradDType, layout.paddedNumel, shared);
     this.views = buildViewSet(layout, parameters, this.intersections, {
       sharded: this.#shardedStorage,
       unsharded: this.#unshardedStorage,
