@@ -32,7 +32,7 @@ function agreeOnSuccess(group: ProcessGroup, error: unknown, what: string): void
   const mine = new Int32Array([error === null ? 0 : 1]);
   if (group.size > 1) group.allGather(failed, mine).wait();
   else failed[0] = mine[0]!;
-  const rank = failed.findIndex((flag) => flag === 1);
+  const rank = failed.indexOf(1);
   if (rank < 0) return;
   const message = error instanceof Error ? `: ${error.message}` : '';
   throw new LayersError(
