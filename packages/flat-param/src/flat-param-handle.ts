@@ -103,10 +103,12 @@ export class FlatParamHandle {
     );
     const shared = { shared: true };
     this.#shardedStorage = Storage.allocate(layout.dtype, layout.shardNumel, shared);
-    this.#unshardedStorage = Storage.allocate(layout.dtype, layout.paddedNumel, shared);
+    // Freed and re-allocated for every use of the unit: pooled (see [Note: storage pool]).
+    const pooled = { shared: true, pooled: true };
+    this.#unshardedStorage = Storage.allocate(layout.dtype, layout.paddedNumel, pooled);
     this.#unshardedStorage.free();
     this.#shardedGradStorage = Storage.allocate(gradDType, layout.shardNumel, shared);
-    this.#unshardedGradStorage = Storage.allocate(gradDType, layout.paddedNumel, shared);
+    this.#unshardedGradStorage = Storage.allocate(gradDType, layout.paddedNumel, pooled);
     this.#unshardedGradStorage.free();
     this.views = buildViewSet(layout, parameters, this.intersections, {
       sharded: this.#shardedStorage,

@@ -245,11 +245,20 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     let completed = false;
     try {
       this.gather(root);
+      // The first unit's all-gather overlaps the root's own first layers (embeddings).
+      this.prefetchAfter(root, [root, ...this.#lastOrder]);
       const output = withParameterTensors(this.parameterTensors(root), () =>
         (this.module.forward as (...args: unknown[]) => unknown)(...inputs),
       ) as ForwardOutput<M>;
       completed = true;
-      return output;
+      if (!training || !(output instanceof tf.Tensor) || !this.options.backwardPrefetch) return output;
+      // [Note: first backward unit] The last unit of forward is the first of backward: its
+      // all-gather starts when backward reaches the model's output, and overlaps the root's
+      // backward up to that unit. (Not at the end of forward: units stay sharded after forward.)
+      const step = this.#step!;
+      return preBackwardHook(output, step.anchor, () =>
+        this.prefetchAfter(root, [root, ...[...step.order].reverse()], true),
+      ) as ForwardOutput<M>;
     } catch (error) {
       this.abortGroups(error);
       throw error instanceof FsdpError && error.code === 'step-failed'

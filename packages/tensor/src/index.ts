@@ -64,4 +64,5 @@ export { loadedTensorCopies } from './package-copies';
 export { explainForeignParameter, Parameter, type ParameterOptions } from './parameter';
 export { contiguousStrides, type Shape, shapeNumel, shapesEqual } from './shape';
 export { STORAGE_ALIGNMENT_BYTES, Storage, type StorageOptions } from './storage';
+export { StoragePool, storagePool } from './storage-pool';
 export { elementOffsets, TensorView } from './tensor-view';
