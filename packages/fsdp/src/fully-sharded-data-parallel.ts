@@ -1,29 +1,22 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { StateDict } from '@fsdp-ts/nn';
-import {
-  type BackwardPlan,
-  backwardHook,
-  Module,
-  randomStatefulModules,
-  withParameterTensors,
-} from '@fsdp-ts/nn';
-import { type Parameter, toTf } from '@fsdp-ts/tensor';
+import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@fsdp-ts/nn';
+import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
-import { FsdpError } from './errors';
 import { withHybridGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
-import { tapGradient } from './internal/gradient-tap';
 import { preBackwardHook } from './internal/pre-backward-hook';
-import { reclaimUnflattenedParameters } from './internal/reclaim-unflattened';
-import { ReleasedParameters } from './internal/released-parameters';
-import type { StepContext } from './internal/step-context';
-import { abortGroups, stepFailedError } from './internal/step-failure';
+import { flattenedBytes, reclaimUnflattenedParameters } from './internal/reclaim-unflattened';
+import { recomputedUnits } from './internal/recomputed-units';
+import { forwardFailure } from './internal/step-failure';
+import { StepLifecycle } from './internal/step-lifecycle';
 import { checkSameStructure, describeStructure } from './internal/structure-check';
 import { syncModuleStates } from './internal/sync-module-states';
 import { type TrainingState, TrainingStateMachine } from './internal/training-state';
-import { runRecomputingUnit } from './internal/unit-function';
+import { UnitForward } from './internal/unit-forward';
+import { type CommunicationStatistics, UnitGathering } from './internal/unit-gathering';
 import { fsdpRuntime, type WrapperRuntime } from './internal/wrapper-runtime';
 import type { MemoryEstimate } from './memory-estimate';
 import { warnWhenOverMemoryLimit } from './memory-warning';
@@ -35,7 +28,6 @@ import {
   shardedStateDict,
 } from './state-dict/sharded-state-dict';
 import { type SummonOptions, summonFullParams } from './summon-full-params';
-import { policyMatches } from './wrap-policy';
 
 /**
  * What the wrapper is doing, for the methods that must not run in the middle of something else.
@@ -44,11 +36,7 @@ import { policyMatches } from './wrap-policy';
  */
 export type WrapperActivity = 'idle' | 'forward' | 'backward' | 'summoned';
 
-/** Communication the main thread waited for in the last step (not overlapped with compute). */
-export interface CommunicationStatistics {
-  allGatherWaitMs: number;
-  reductionWaitMs: number;
-}
+export type { CommunicationStatistics } from './internal/unit-gathering';
 
 /**
  * The arguments of the wrapped module's forward. A wrapper typed with the plain `Module` (the
@@ -88,10 +76,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   readonly #ignored: Set<Parameter>;
   readonly #training: TrainingStateMachine;
   readonly #runtime: WrapperRuntime;
-  #step: StepContext | null = null;
-  #lastOrder: FsdpUnit[] = [];
-  /** Units whose forward is recomputed in backward (activation checkpointing). */
-  readonly #recomputed: ReadonlySet<FsdpUnit>;
+  /** The training step in progress and its gradients (see step-lifecycle.ts). */
+  readonly #step: StepLifecycle;
+  /** How unit forwards run (see unit-forward.ts). */
+  readonly #unitForward: UnitForward;
+  readonly #gathering: UnitGathering;
 
   /**
    * The async constructor: also builds the sub-groups of 'hybrid-shard' from `group` and
@@ -121,25 +110,25 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     this.#runtime = { units: this.#units, training: this.#training };
     checkSameStructure(this.options.group, describeStructure(this.#units));
     if (replicateGroup !== null) checkSameStructure(replicateGroup, describeStructure(this.#units));
-    for (const unit of this.#units) if (!unit.isRoot) this.interceptForward(unit);
+    const parts = {
+      units: this.#units,
+      locations: this.#locations,
+      ignored: this.#ignored,
+      options: this.options,
+      training: this.#training,
+      statistics: this.statistics,
+    };
+    this.#gathering = new UnitGathering(this.#units, this.options, this.statistics);
+    this.#step = new StepLifecycle(parts);
+    this.#unitForward = new UnitForward({
+      ...parts,
+      gathering: this.#gathering,
+      step: this.#step,
+      recomputed: recomputedUnits(this.#units, this.options),
+    });
+    for (const unit of this.#units) if (!unit.isRoot) this.#unitForward.intercept(unit);
     // [Note: releasing the unflattened parameters]
-    reclaimUnflattenedParameters(
-      4 *
-        this.#units.reduce(
-          (sum, unit) => sum + unit.handles.reduce((total, handle) => total + handle.layout.totalNumel, 0),
-          0,
-        ),
-    );
-    const checkpointing = this.options.activationCheckpointing;
-    this.#recomputed = new Set(
-      this.#units.filter(
-        (unit) =>
-          !unit.isRoot &&
-          (this.options.sharding.recompute ||
-            checkpointing === true ||
-            (checkpointing !== false && policyMatches(checkpointing, unit.module, unit.name))),
-      ),
-    );
+    reclaimUnflattenedParameters(flattenedBytes(this.#units));
     this.memoryEstimate = warnWhenOverMemoryLimit(
       this.#units,
       this.options.sharding,
@@ -241,33 +230,28 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   forward(...inputs: ForwardInputs<M>): ForwardOutput<M> {
     this.#training.beginForward();
     const root = this.#units[0]!;
-    const training = this.#step !== null;
+    const training = this.#step.current !== null;
     let completed = false;
     try {
-      this.gather(root);
-      // The first unit's all-gather overlaps the root's own first layers (embeddings).
-      this.prefetchAfter(root, [root, ...this.#lastOrder]);
-      const output = withParameterTensors(this.parameterTensors(root), () =>
+      this.#gathering.gatherRoot(root, this.#step.lastOrder);
+      const output = withParameterTensors(this.#unitForward.parameterTensors(root), () =>
         (this.module.forward as (...args: unknown[]) => unknown)(...inputs),
       ) as ForwardOutput<M>;
       completed = true;
-      if (!training || !(output instanceof tf.Tensor) || !this.options.backwardPrefetch) return output;
+      const step = this.#step.current;
+      if (step === null || !(output instanceof tf.Tensor) || !this.options.backwardPrefetch) return output;
       // [Note: first backward unit] The last unit of forward is the first of backward: its
-      // all-gather starts when backward reaches the model's output, and overlaps the root's
-      // backward up to that unit. (Not at the end of forward: units stay sharded after forward.)
-      const step = this.#step!;
+      // all-gather starts when backward reaches the model's output and overlaps the root's
+      // backward up to that unit (not at the end of forward: units stay sharded after forward).
       return preBackwardHook(output, step.anchor, () =>
-        this.prefetchAfter(root, [root, ...[...step.order].reverse()], true),
+        this.#gathering.prefetchFirstOfBackward(root, step.order),
       ) as ForwardOutput<M>;
     } catch (error) {
-      this.abortGroups(error);
-      throw error instanceof FsdpError && error.code === 'step-failed'
-        ? error
-        : stepFailedError(error, this.group.rank);
+      throw forwardFailure([this.options.group, this.options.replicateGroup], error, this.group.rank);
     } finally {
       this.#training.endForward();
-      if (training && completed) this.#lastOrder = [...this.#step!.order];
-      if (!training) this.reshardAll();
+      if (training && completed) this.#step.recordForwardOrder();
+      if (!training) this.#step.reshardAll();
     }
   }
 
@@ -291,286 +275,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   /** See [Note: gradient hook] in @fsdp-ts/nn: FSDP computes and reduces its own gradients. */
   [backwardHook](): BackwardPlan {
-    this.#training.beginBackward();
-    this.statistics.allGatherWaitMs = 0;
-    this.statistics.reductionWaitMs = 0;
-    const anchor = tf.scalar(0);
-    this.#step = {
-      anchor,
-      tapped: new Map(),
-      released: new Map(),
-      order: [],
-      sync: this.#training.syncGradients,
-      reducing: [],
-    };
-    for (const unit of this.#units) unit.reduction.beginStep(unit.trainableParameters().length);
-    const ignoredTrainable = [...this.#ignored].filter((parameter) => parameter.requiresGrad);
-    return {
-      parameters: ignoredTrainable,
-      extraInputs: [anchor],
-      afterGradients: () => this.finishStep(),
-      onError: (error) => {
-        this.abortGroups(error);
-        this.abortStep();
-      },
-    };
-  }
-
-  /** All-gathers the unit if needed and points its Parameters at full views (timed). */
-  private gather(unit: FsdpUnit): void {
-    if (unit.state === 'unsharded') return;
-    const start = performance.now();
-    unit.finishUnshard(this.group);
-    this.statistics.allGatherWaitMs += performance.now() - start;
-  }
-
-  /** A forward wrapper hook on the unit's module (see [Note: forward hooks] in @fsdp-ts/nn). */
-  private interceptForward(unit: FsdpUnit): void {
-    unit.module.registerForwardWrapper((next, args) => this.runUnit(unit, next, args));
-  }
-
-  private runUnit(unit: FsdpUnit, original: (...args: unknown[]) => unknown, args: unknown[]): unknown {
-    const step = this.#step;
-    if (this.#training.state === 'summoning') return this.runSummonedUnit(unit, original, args);
-    if (step !== null && !step.order.includes(unit)) step.order.push(unit);
-    const { sharding } = this.options;
-    if (step !== null && this.#recomputed.has(unit)) {
-      return runRecomputingUnit(original, args, step.anchor, this.recomputeHooks(unit), unit.label);
-    }
-    if (step !== null && sharding.reshardAfterForward)
-      return this.runReleasingUnit(unit, original, args, step);
-    this.gather(unit);
-    this.prefetchAfter(unit, this.#lastOrder);
-    try {
-      return withParameterTensors(this.parameterTensors(unit), () => original(...args));
-    } finally {
-      if (step === null && sharding.shardParameters) unit.reshard();
-    }
-  }
-
-  /**
-   * A training forward that keeps the unit's activations and releases its gathered parameters
-   * until its backward (see [Note: released parameters]): the parameters are tapped for their
-   * gradients; a pre-backward hook on the output gathers the unit again and restores them; the
-   * last gradient releases them and reshards (receiveTappedGradient).
-   */
-  private runReleasingUnit(
-    unit: FsdpUnit,
-    original: (...args: unknown[]) => unknown,
-    args: unknown[],
-    step: StepContext,
-  ): unknown {
-    this.gather(unit);
-    this.prefetchAfter(unit, this.#lastOrder);
-    const parameters = new ReleasedParameters(unit, (parameter, raw) => this.tap(parameter, raw, step));
-    step.released.set(unit, parameters);
-    let output: unknown;
-    try {
-      output = withParameterTensors(parameters.tensors, () => original(...args));
-    } finally {
-      parameters.release();
-      unit.reshard();
-    }
-    if (!(output instanceof tf.Tensor)) {
-      throw new FsdpError(
-        `${unit.label} returned ${typeof output} from forward; a unit that reshards after forward must return one tensor.`,
-        {
-          code: 'unsupported-model',
-          expected: 'a tf.Tensor',
-          actual: typeof output,
-          fix: "wrap a module that returns one tensor, or use shardingStrategy 'shard-grad-op' for this model.",
-        },
-      );
-    }
-    return preBackwardHook(output, step.anchor, () => {
-      const backwardOrder = [...step.order].reverse();
-      this.gather(unit);
-      if (this.options.backwardPrefetch) this.prefetchAfter(unit, backwardOrder, true);
-      parameters.restore();
-    });
-  }
-
-  /** A trainable Parameter's tensor during a step: a gradient tap on `raw` (same dataId). */
-  private tap(parameter: Parameter, raw: tf.Tensor, step: StepContext): tf.Tensor {
-    if (!parameter.requiresGrad) return raw;
-    const location = this.#locations.get(parameter)!;
-    return tapGradient(raw, step.anchor, (gradient) => this.receiveTappedGradient(location, gradient));
-  }
-
-  /**
-   * `model.module.forward()` inside summonFullParams: the unit is already gathered (float32, by
-   * summonFullParams) and must stay so until summonFullParams writes back and reshards, so it
-   * runs without gathering or resharding. With rank0Only the other ranks hold shards only.
-   */
-  private runSummonedUnit(
-    unit: FsdpUnit,
-    original: (...args: unknown[]) => unknown,
-    args: unknown[],
-  ): unknown {
-    if (unit.state !== 'unsharded') {
-      throw new FsdpError(
-        `${unit.label}'s forward ran inside summonFullParams on a rank that holds only shards.`,
-        {
-          code: 'wrong-state',
-          rank: this.group.rank,
-          expected: 'full parameters (summonFullParams without rank0Only, or rank 0)',
-          actual: unit.state,
-          fix: 'run the forward on rank 0 only under rank0Only, or summon without rank0Only.',
-        },
-      );
-    }
-    return withParameterTensors(this.parameterTensors(unit), () => original(...args));
-  }
-
-  private recomputeHooks(unit: FsdpUnit) {
-    const created: tf.Tensor[] = [];
-    return {
-      gatherParameters: (phase: 'forward' | 'backward') => {
-        if (phase === 'forward') {
-          this.gather(unit);
-          this.prefetchAfter(unit, this.#lastOrder);
-        } else {
-          const backwardOrder = [...(this.#step?.order ?? this.#lastOrder)].reverse();
-          this.gather(unit);
-          if (this.options.backwardPrefetch) this.prefetchAfter(unit, backwardOrder, true);
-        }
-        const tensors = new Map<Parameter, tf.Tensor>();
-        for (const handle of unit.handles) {
-          handle.parameters.forEach((parameter, index) => {
-            const tensor = toTf(handle.unshardedView(index));
-            created.push(tensor);
-            tensors.set(parameter, tensor);
-          });
-        }
-        return tensors;
-      },
-      releaseParameters: (phase: 'forward' | 'backward') => {
-        for (const tensor of created.splice(0)) tensor.dispose();
-        const { sharding } = this.options;
-        if (!sharding.shardParameters) return;
-        if (phase === 'backward' || sharding.reshardAfterForward) unit.reshard();
-      },
-      trainable: () => unit.trainableParameters(),
-      randomLayers: () => randomStatefulModules(unit.module),
-      onParameterGradients: (gradients: tf.Tensor[]) => {
-        unit.trainableParameters().forEach((parameter, index) => {
-          const { handle, index: position } = this.#locations.get(parameter)!;
-          unit.reduction.write(handle, position, gradients[index]!);
-        });
-        this.startUnitReduction(unit);
-      },
-    };
-  }
-
-  /**
-   * Issues the all-gather of the unit after `unit` in `order` (prefetch), within the in-flight limit.
-   *
-   * [Note: in-flight all-gathers]
-   * With `limitAllGathers` (default) a prefetch is issued only when no other unit is 'gathering':
-   * at most one prefetched all-gather is in flight, so besides the root unit at most two units are
-   * gathered at once, the running one and the next (the memory estimate's UNITS_GATHERED_AT_ONCE).
-   * Without it every prefetch is issued as soon as its predecessor starts.
-   */
-  private prefetchAfter(unit: FsdpUnit, order: readonly FsdpUnit[], always = false): void {
-    if (!always && !this.options.forwardPrefetch) return;
-    if (!this.options.sharding.shardParameters) return;
-    const position = order.indexOf(unit);
-    const next = position < 0 ? undefined : order[position + 1];
-    if (next === undefined || next.state !== 'sharded') return;
-    const inFlight = this.#units.filter((candidate) => candidate.state === 'gathering').length;
-    if (this.options.limitAllGathers && inFlight >= 1) return;
-    next.startUnshard(this.group);
-  }
-
-  /** Tensors standing for a gathered unit's Parameters: tapped for gradients during a step. */
-  private parameterTensors(unit: FsdpUnit): Map<Parameter, tf.Tensor> {
-    const step = this.#step;
-    const cached = step?.tapped.get(unit);
-    if (cached !== undefined) return cached;
-    const tensors = new Map<Parameter, tf.Tensor>();
-    for (const handle of unit.handles) {
-      handle.parameters.forEach((parameter, index) => {
-        const raw = toTf(handle.unshardedView(index));
-        tensors.set(parameter, step === null ? raw : this.tap(parameter, raw, step));
-      });
-    }
-    step?.tapped.set(unit, tensors);
-    return tensors;
-  }
-
-  private receiveTappedGradient(location: UnitLocation, gradient: tf.Tensor): void {
-    const { unit, handle, index } = location;
-    unit.reduction.write(handle, index, gradient);
-    if (unit.reduction.gradientArrived()) {
-      this.startUnitReduction(unit);
-      if (unit.isRoot || !this.options.sharding.shardParameters) return;
-      // The unit's backward is done: free its gathered parameters (and their tensors' memory).
-      this.#step?.released.get(unit)?.release();
-      unit.reshard();
-    }
-  }
-
-  /**
-   * [Note: bounded gradient memory]
-   * Issues the unit's reduction, then finishes every earlier one but the newest: the main thread
-   * waits for unit k-1's reduce-scatter only after issuing unit k's, so each had a unit's worth of
-   * backward compute to overlap with, and at most two units' unsharded gradients are alive. The
-   * rule depends only on the order of units, never on timing, so every rank issues the replica
-   * all-reduces of hybrid sharding in the same order.
-   */
-  private startUnitReduction(unit: FsdpUnit): void {
-    const step = this.#step;
-    if (step === null || !step.sync) return;
-    unit.reduction.start();
-    step.reducing.push(unit);
-    while (step.reducing.length > 1) {
-      const start = performance.now();
-      step.reducing.shift()!.reduction.finish();
-      this.statistics.reductionWaitMs += performance.now() - start;
-    }
-  }
-
-  /** After backward: every reduction issued (in unit order on every rank), awaited, units resharded. */
-  private finishStep(): void {
-    try {
-      if (this.#step?.sync === false) {
-        // noSync: the unsharded gradients stay allocated and keep accumulating.
-        for (const unit of this.#units) unit.reduction.keepUnreduced();
-        this.reshardAll();
-        return;
-      }
-      for (const unit of this.#units) unit.reduction.start();
-      const start = performance.now();
-      for (const unit of this.#units) unit.reduction.finish();
-      this.statistics.reductionWaitMs += performance.now() - start;
-      this.reshardAll();
-    } finally {
-      this.#step = null;
-      this.#training.endBackward();
-    }
-  }
-
-  /** After an exception in forward, the loss or backward: leave every unit sharded and usable. */
-  /** See [Note: step failure]. */
-  private abortGroups(error: unknown): void {
-    abortGroups([this.options.group, this.options.replicateGroup], error);
-  }
-
-  private abortStep(): void {
-    try {
-      for (const unit of this.#units) unit.reduction.abort();
-      this.reshardAll();
-    } finally {
-      this.#step = null;
-      // After a failed afterGradients the step has already ended.
-      if (this.#training.state === 'backward') this.#training.endBackward();
-    }
-  }
-
-  private reshardAll(): void {
-    for (const parameters of this.#step?.released.values() ?? []) parameters.release();
-    if (!this.options.sharding.shardParameters) return;
-    for (const unit of this.#units) if (unit.state !== 'sharded') unit.reshard();
+    return this.#step.begin();
   }
 }
 

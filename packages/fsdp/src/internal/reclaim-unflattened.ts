@@ -1,5 +1,6 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import type { FlatParamHandle } from '@fsdp-ts/flat-param';
 
 /**
  * [Note: releasing the unflattened parameters]
@@ -37,4 +38,11 @@ function garbageCollector(): (() => void) | undefined {
 export function reclaimUnflattenedParameters(flattenedBytes: number): void {
   if (flattenedBytes < RECLAIM_THRESHOLD_BYTES) return;
   garbageCollector()?.();
+}
+
+/** The bytes flattening copied: every handle's float32 values. */
+export function flattenedBytes(units: readonly { readonly handles: readonly FlatParamHandle[] }[]): number {
+  let elements = 0;
+  for (const unit of units) for (const handle of unit.handles) elements += handle.layout.totalNumel;
+  return 4 * elements;
 }

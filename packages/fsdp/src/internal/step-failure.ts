@@ -36,3 +36,13 @@ export function stepFailedError(error: unknown, rank: number): FsdpError {
     },
   );
 }
+
+/** After an exception in forward: aborts `groups` and returns what forward throws (see [Note: step failure]). */
+export function forwardFailure(
+  groups: readonly (ProcessGroup | null)[],
+  error: unknown,
+  rank: number,
+): FsdpError {
+  abortGroups(groups, error);
+  return error instanceof FsdpError && error.code === 'step-failed' ? error : stepFailedError(error, rank);
+}

@@ -129,12 +129,20 @@ class NativeMatMul {
   #printNotice(load: Extract<BlasLoadResult, { loaded: false }>): void {
     if (this.#noticePrinted) return;
     this.#noticePrinted = true;
+    const detail = `(${load.reason.slice(0, 160)})`;
+    if (load.tried.length === 0) {
+      // koffi itself did not load: it is an optional peer dependency of this package.
+      console.warn(
+        `fsdp-ts: native matMul needs the koffi package, which did not load, so tfjs's own matMul runs (3-9x slower on CPU). Fix: \`npm install koffi\` and \`${INSTALL_HINT}\` (Debian/Ubuntu); ${BLAS_SWITCH_ENVIRONMENT_VARIABLE}=off silences this. ${detail}`,
+      );
+      return;
+    }
     const which =
       this.#settings?.library === null
         ? 'no OpenBLAS found'
         : `${BLAS_LIBRARY_ENVIRONMENT_VARIABLE}=${this.#settings?.library} did not load`;
     console.warn(
-      `fsdp-ts: ${which}, so tfjs's own matMul runs (3-9x slower on CPU). Fix: \`${INSTALL_HINT}\` (Debian/Ubuntu) or set ${BLAS_LIBRARY_ENVIRONMENT_VARIABLE} to a CBLAS library; ${BLAS_SWITCH_ENVIRONMENT_VARIABLE}=off silences this. (${load.reason.slice(0, 160)})`,
+      `fsdp-ts: ${which}, so tfjs's own matMul runs (3-9x slower on CPU). Fix: \`${INSTALL_HINT}\` (Debian/Ubuntu) or set ${BLAS_LIBRARY_ENVIRONMENT_VARIABLE} to a CBLAS library; ${BLAS_SWITCH_ENVIRONMENT_VARIABLE}=off silences this. ${detail}`,
     );
   }
 }

@@ -1,0 +1,162 @@
+import type { BackwardPlan } from '@fsdp-ts/nn';
+import type { Parameter } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
+import type { ResolvedFsdpOptions } from '../options';
+import type { FsdpUnit, UnitLocation } from './fsdp-unit';
+import { tapGradient } from './gradient-tap';
+import type { StepContext } from './step-context';
+import { abortGroups } from './step-failure';
+import type { TrainingStateMachine } from './training-state';
+import type { CommunicationStatistics } from './unit-gathering';
+
+/** What one training step needs of the wrapper. */
+export interface StepParts {
+  readonly units: readonly FsdpUnit[];
+  readonly locations: ReadonlyMap<Parameter, UnitLocation>;
+  readonly ignored: ReadonlySet<Parameter>;
+  readonly options: ResolvedFsdpOptions;
+  readonly training: TrainingStateMachine;
+  readonly statistics: CommunicationStatistics;
+}
+
+/**
+ * One training step from backward()'s plan to its end: the step's context, the gradients
+ * arriving unit by unit and the reductions they start, the end of the step, and its abort.
+ * The forward order of the last completed training forward outlives the step (prefetch order).
+ */
+export class StepLifecycle {
+  readonly #parts: StepParts;
+  #step: StepContext | null = null;
+  #lastOrder: FsdpUnit[] = [];
+
+  constructor(parts: StepParts) {
+    this.#parts = parts;
+  }
+
+  /** The running step, or null outside backward(). */
+  get current(): StepContext | null {
+    return this.#step;
+  }
+
+  /** The non-root units in the order the last completed training forward ran them. */
+  get lastOrder(): readonly FsdpUnit[] {
+    return this.#lastOrder;
+  }
+
+  /** A training forward completed: its unit order is the prefetch order from now on. */
+  recordForwardOrder(): void {
+    if (this.#step !== null) this.#lastOrder = [...this.#step.order];
+  }
+
+  /** See [Note: gradient hook] in @fsdp-ts/nn: FSDP computes and reduces its own gradients. */
+  begin(): BackwardPlan {
+    const { training, statistics, units, ignored } = this.#parts;
+    training.beginBackward();
+    statistics.allGatherWaitMs = 0;
+    statistics.reductionWaitMs = 0;
+    const anchor = tf.scalar(0);
+    this.#step = {
+      anchor,
+      tapped: new Map(),
+      released: new Map(),
+      order: [],
+      sync: training.syncGradients,
+      reducing: [],
+    };
+    for (const unit of units) unit.reduction.beginStep(unit.trainableParameters().length);
+    const ignoredTrainable = [...ignored].filter((parameter) => parameter.requiresGrad);
+    return {
+      parameters: ignoredTrainable,
+      extraInputs: [anchor],
+      afterGradients: () => this.finish(),
+      onError: (error) => {
+        this.abortGroups(error);
+        this.abort();
+      },
+    };
+  }
+
+  /** A trainable Parameter's tensor during a step: a gradient tap on `raw` (same dataId). */
+  tap(parameter: Parameter, raw: tf.Tensor, step: StepContext): tf.Tensor {
+    if (!parameter.requiresGrad) return raw;
+    const location = this.#parts.locations.get(parameter)!;
+    return tapGradient(raw, step.anchor, (gradient) => this.receiveTappedGradient(location, gradient));
+  }
+
+  private receiveTappedGradient(location: UnitLocation, gradient: tf.Tensor): void {
+    const { unit, handle, index } = location;
+    unit.reduction.write(handle, index, gradient);
+    if (unit.reduction.gradientArrived()) {
+      this.startUnitReduction(unit);
+      if (unit.isRoot || !this.#parts.options.sharding.shardParameters) return;
+      // The unit's backward is done: free its gathered parameters (and their tensors' memory).
+      this.#step?.released.get(unit)?.release();
+      unit.reshard();
+    }
+  }
+
+  /**
+   * [Note: bounded gradient memory]
+   * Issues the unit's reduction, then finishes every earlier one but the newest: the main thread
+   * waits for unit k-1's reduce-scatter only after issuing unit k's, so each had a unit's worth of
+   * backward compute to overlap with, and at most two units' unsharded gradients are alive. The
+   * rule depends only on the order of units, never on timing, so every rank issues the replica
+   * all-reduces of hybrid sharding in the same order.
+   */
+  startUnitReduction(unit: FsdpUnit): void {
+    const step = this.#step;
+    if (step === null || !step.sync) return;
+    unit.reduction.start();
+    step.reducing.push(unit);
+    while (step.reducing.length > 1) {
+      const start = performance.now();
+      step.reducing.shift()!.reduction.finish();
+      this.#parts.statistics.reductionWaitMs += performance.now() - start;
+    }
+  }
+
+  /** After backward: every reduction issued (in unit order on every rank), awaited, units resharded. */
+  private finish(): void {
+    const { units, statistics, training } = this.#parts;
+    try {
+      if (this.#step?.sync === false) {
+        // noSync: the unsharded gradients stay allocated and keep accumulating.
+        for (const unit of units) unit.reduction.keepUnreduced();
+        this.reshardAll();
+        return;
+      }
+      for (const unit of units) unit.reduction.start();
+      const start = performance.now();
+      for (const unit of units) unit.reduction.finish();
+      statistics.reductionWaitMs += performance.now() - start;
+      this.reshardAll();
+    } finally {
+      this.#step = null;
+      training.endBackward();
+    }
+  }
+
+  /** See [Note: step failure]: aborts every group FSDP uses. */
+  abortGroups(error: unknown): void {
+    abortGroups([this.#parts.options.group, this.#parts.options.replicateGroup], error);
+  }
+
+  /** After an exception in forward, the loss or backward: leave every unit sharded and usable. */
+  private abort(): void {
+    try {
+      for (const unit of this.#parts.units) unit.reduction.abort();
+      this.reshardAll();
+    } finally {
+      this.#step = null;
+      // After a failed afterGradients the step has already ended.
+      if (this.#parts.training.state === 'backward') this.#parts.training.endBackward();
+    }
+  }
+
+  /** Releases every released unit's parameter tensors and reshards every gathered unit. */
+  reshardAll(): void {
+    for (const parameters of this.#step?.released.values() ?? []) parameters.release();
+    if (!this.#parts.options.sharding.shardParameters) return;
+    for (const unit of this.#parts.units) if (unit.state !== 'sharded') unit.reshard();
+  }
+}

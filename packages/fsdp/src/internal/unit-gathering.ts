@@ -1,0 +1,76 @@
+import type { ResolvedFsdpOptions } from '../options';
+import type { FsdpUnit } from './fsdp-unit';
+
+/** Communication the main thread waited for in the last step (not overlapped with compute). */
+export interface CommunicationStatistics {
+  allGatherWaitMs: number;
+  reductionWaitMs: number;
+}
+
+/** Gathering units for their forward and backward, and prefetching the next one. */
+export class UnitGathering {
+  readonly #units: readonly FsdpUnit[];
+  readonly #options: ResolvedFsdpOptions;
+  readonly #statistics: CommunicationStatistics;
+
+  constructor(units: readonly FsdpUnit[], options: ResolvedFsdpOptions, statistics: CommunicationStatistics) {
+    this.#units = units;
+    this.#options = options;
+    this.#statistics = statistics;
+  }
+
+  /** All-gathers the unit if needed and points its Parameters at full views (timed). */
+  gather(unit: FsdpUnit): void {
+    if (unit.state === 'unsharded') return;
+    const start = performance.now();
+    unit.finishUnshard(this.#options.group);
+    this.#statistics.allGatherWaitMs += performance.now() - start;
+  }
+
+  /** Before the root's forward: gathers it and prefetches the first unit of the last step's order. */
+  gatherRoot(root: FsdpUnit, lastOrder: readonly FsdpUnit[]): void {
+    this.gather(root);
+    this.prefetchAfter(root, [root, ...lastOrder]);
+  }
+
+  /** Backward reached the model's output: prefetches the last unit of `forwardOrder`. */
+  prefetchFirstOfBackward(root: FsdpUnit, forwardOrder: readonly FsdpUnit[]): void {
+    this.prefetchAfter(root, [root, ...[...forwardOrder].reverse()], true);
+  }
+
+  /** Before a unit's forward: gathers it and prefetches the unit after it in the last step's order. */
+  gatherForForward(unit: FsdpUnit, lastOrder: readonly FsdpUnit[]): void {
+    this.gather(unit);
+    this.prefetchAfter(unit, lastOrder);
+  }
+
+  /**
+   * Before a unit's backward: gathers it and, with `backwardPrefetch`, prefetches the unit whose
+   * backward comes next (the forward order reversed).
+   */
+  gatherForBackward(unit: FsdpUnit, forwardOrder: readonly FsdpUnit[]): void {
+    this.gather(unit);
+    if (this.#options.backwardPrefetch) this.prefetchAfter(unit, [...forwardOrder].reverse(), true);
+  }
+
+  /**
+   * Issues the all-gather of the unit after `unit` in `order` (prefetch), within the in-flight limit.
+   *
+   * [Note: in-flight all-gathers]
+   * With `limitAllGathers` (default) a prefetch is issued only when no other unit is 'gathering':
+   * at most one prefetched all-gather is in flight, so besides the root unit at most two units are
+   * gathered at once, the running one and the next (the memory estimate's UNITS_GATHERED_AT_ONCE).
+   * Without it every prefetch is issued as soon as its predecessor starts.
+   */
+  private prefetchAfter(unit: FsdpUnit, order: readonly FsdpUnit[], always = false): void {
+    const options = this.#options;
+    if (!always && !options.forwardPrefetch) return;
+    if (!options.sharding.shardParameters) return;
+    const position = order.indexOf(unit);
+    const next = position < 0 ? undefined : order[position + 1];
+    if (next === undefined || next.state !== 'sharded') return;
+    const inFlight = this.#units.filter((candidate) => candidate.state === 'gathering').length;
+    if (options.limitAllGathers && inFlight >= 1) return;
+    next.startUnshard(options.group);
+  }
+}
