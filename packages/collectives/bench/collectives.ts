@@ -4,8 +4,11 @@
  * plus single-core memcpy, bfloat16 conversion throughput and a bidirectional raw-socket
  * transfer measured in the same run; then the tcp float32 all-reduce against PyTorch gloo
  * (bench/gloo-all-reduce.py, when /usr/bin/python3 imports torch), interleaved tcp, gloo, tcp,
- * gloo; then every target with met / NOT met and the load average.
- * Options: --quick (256 KiB, 4 MiB, 16 MiB only), --backends shm,tcp, --worlds 2,3, --no-gloo.
+ * gloo; then secure transport against plain (`fsdp-run --secure`, float32 all-reduce and
+ * all-gather, 16 MiB, W=2, interleaved plain, secure, plain, ... for 3 rounds); then every target
+ * with met / NOT met and the load average.
+ * Options: --quick (256 KiB, 4 MiB, 16 MiB only), --backends shm,tcp, --worlds 2,3, --no-gloo,
+ * --no-secure, --secure-only (just the secure comparison and its target).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -21,7 +24,12 @@ const argv = process.argv.slice(2);
 const flag = (name: string) => argv.includes(name);
 const listOption = (name: string, fallback: string) => (argv[argv.indexOf(name) + 1] ?? fallback).split(',');
 const quick = flag('--quick');
-const backends = argv.includes('--backends') ? listOption('--backends', 'shm,tcp') : ['shm', 'tcp'];
+const secureOnly = flag('--secure-only');
+const backends = secureOnly
+  ? []
+  : argv.includes('--backends')
+    ? listOption('--backends', 'shm,tcp')
+    : ['shm', 'tcp'];
 const worlds = (argv.includes('--worlds') ? listOption('--worlds', '2,3') : ['2', '3']).map(Number);
 const MiB = 1 << 20;
 const config: SweepConfig = {
@@ -74,10 +82,11 @@ async function shm(worldSize: number): Promise<BackendRows> {
   return { backend: 'shm', worldSize, rows: results[0]! };
 }
 
-async function tcp(worldSize: number, sweep: SweepConfig = config): Promise<BackendRows> {
+async function tcp(worldSize: number, sweep: SweepConfig = config, secure = false): Promise<BackendRows> {
   const run = await runWithLauncher(worldSize, new URL('./tcp-rank.ts', import.meta.url), [], {
     timeoutMs: 1_800_000,
     env: { FSDP_BENCH_CONFIG: JSON.stringify(sweep) },
+    launcherArgs: secure ? ['--secure'] : [],
   });
   const result = run.results.get(0) as { rows: SweepRow[]; rawSocket?: RawSocketResult } | undefined;
   if (run.code !== 0 || result === undefined)
@@ -153,7 +162,7 @@ for (const backend of backends) {
 
 // tcp float32 all-reduce against PyTorch gloo, interleaved: tcp, gloo, tcp, gloo per world size.
 const glooSizes = quick ? [MiB, 16 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
-const glooWhyNot = flag('--no-gloo') ? 'skipped (--no-gloo)' : glooUnavailable();
+const glooWhyNot = flag('--no-gloo') || secureOnly ? 'skipped (--no-gloo)' : glooUnavailable();
 interface GlooComparison {
   worldSize: number;
   bytes: number;
@@ -197,6 +206,37 @@ if (glooWhyNot === undefined && backends.includes('tcp')) {
     );
   }
 } else console.log(`\ntcp vs gloo: not run: ${glooWhyNot ?? 'tcp not benchmarked'}`);
+
+// Secure transport against plain (issue 17): W=2, 16 MiB float32, interleaved in this run.
+const secureOps = ['allReduce', 'allGather'] as const;
+const secureRates = new Map<string, { plain: number[]; secure: number[] }>(
+  secureOps.map((op) => [op, { plain: [], secure: [] }]),
+);
+const secureWhyNot = flag('--no-secure') ? 'skipped (--no-secure)' : undefined;
+if (secureWhyNot === undefined) {
+  const sweep: SweepConfig = {
+    ops: [...secureOps],
+    variants: ['float32'],
+    sizes: [16 * MiB],
+    iterations: 5,
+    warmup: 2,
+  };
+  for (let round = 0; round < 3; round++) {
+    for (const secure of [false, true]) {
+      const result = await tcp(2, sweep, secure);
+      for (const row of result.rows) secureRates.get(row.op)?.[secure ? 'secure' : 'plain'].push(row.busbw);
+    }
+  }
+  console.log(
+    `\nsecure (fsdp-run --secure, TLS 1.2 PSK-AES256-GCM) vs plain tcp, W=2, 16 MiB float32, busbw GB/s per round, plain and secure interleaved (${uptime()})`,
+  );
+  for (const [op, rates] of secureRates) {
+    const ratios = rates.secure.map((rate, index) => rate / rates.plain[index]!);
+    console.log(
+      `${op.padEnd(14)}plain ${rates.plain.map((rate) => rate.toFixed(2)).join(', ')}  secure ${rates.secure.map((rate) => rate.toFixed(2)).join(', ')}  secure/plain ${ratios.map((ratio) => ratio.toFixed(2)).join(', ')}`,
+    );
+  }
+} else console.log(`\nsecure vs plain: not run: ${secureWhyNot}`);
 
 // Targets (issue 15 and the collectives issue): world size 2, 16 MiB unless stated.
 const pick = (backend: string, op: string, variant: string) =>
@@ -260,6 +300,18 @@ for (const worldSize of worlds) {
     });
   }
 }
+for (const op of secureOps) {
+  const rates = secureRates.get(op)!;
+  const ratio = rates.plain.length === 0 ? undefined : stats(rates.secure).median / stats(rates.plain).median;
+  targets.push({
+    target: `tcp ${op} secure >= 0.6x plain (W=2, 16 MiB float32)`,
+    figure:
+      ratio === undefined
+        ? `not measured (${secureWhyNot})`
+        : `${ratio.toFixed(2)}x (median busbw ${stats(rates.secure).median.toFixed(2)} vs ${stats(rates.plain).median.toFixed(2)} GB/s)`,
+    met: ratio === undefined ? undefined : ratio >= 0.6,
+  });
+}
 const shares = measured
   .filter((result) => result.backend === 'tcp' && result.worldSize === 2)
   .flatMap((result) => result.rows.filter((row) => row.bytes === 16 * MiB && row.variant === 'float32'));
@@ -272,7 +324,7 @@ targets.push({
   met: undefined,
 });
 console.log(`\nTargets (${uptime()}):`);
-for (const target of targets) {
+for (const target of secureOnly ? targets.filter((each) => each.target.includes('secure')) : targets) {
   const verdict = target.met === undefined ? 'n/a    ' : target.met ? 'met    ' : 'NOT met';
   console.log(`  ${verdict} ${target.target}: ${target.figure}`);
 }
@@ -282,9 +334,9 @@ console.log(
 );
 const resultsDirectory = fileURLToPath(new URL('../../../bench-results/', import.meta.url));
 mkdirSync(resultsDirectory, { recursive: true });
-const file = `${resultsDirectory}collectives${quick ? '-quick' : ''}.json`;
+const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : quick ? '-quick' : ''}.json`;
 writeFileSync(
   file,
-  `${JSON.stringify({ startedAt, machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, conversion: converted, measured, comparisons, targets }, null, 2)}\n`,
+  `${JSON.stringify({ startedAt, machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, conversion: converted, measured, comparisons, secure: Object.fromEntries(secureRates), targets }, null, 2)}\n`,
 );
 console.log(`Wrote ${file}`);

@@ -19,6 +19,12 @@ export interface InitProcessGroupOptions {
   secret?: string;
   /** tcp: address this rank's data sockets listen on and peers connect to; default 127.0.0.1. */
   host?: string;
+  /**
+   * tcp: encrypt and authenticate every data byte (TLS 1.2 with a key derived from the job
+   * secret per connection; see README "Secure transport"). Default FSDP_SECURE=1 (set by
+   * `fsdp-run --secure`), else off. Every rank of the group must agree.
+   */
+  secure?: boolean;
   /** Default timeout of rendezvous and of every op, in milliseconds; default 120 000. */
   timeoutMs?: number;
   /** Prefix of the group's store keys; default 'world'. Two jobs sharing a store need distinct names. */

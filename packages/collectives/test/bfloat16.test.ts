@@ -5,7 +5,9 @@ import {
   decodeScalar,
   encodeBfloat16,
   encodeScalar,
+  numberFromBfloat16Bits,
   roundScalar,
+  roundToBfloat16Bits,
   roundToBfloat16InPlace,
 } from '../src/internal/bfloat16.js';
 import { bfloat16Kernels } from '../src/internal/bfloat16-simd.js';
@@ -84,5 +86,17 @@ describe('bfloat16 conversion', () => {
       (bits & 0x7f80) === 0x7f80 && (bits & 0x7f) !== 0 ? bits | 0x40 : bits,
     );
     expect(Array.from(back)).toEqual(Array.from(expected));
+  });
+
+  it('converts one number as the array kernels convert each element', () => {
+    const values = interestingFloats(4096, 11);
+    const encoded = new Uint16Array(values.length);
+    encodeBfloat16(values, encoded);
+    const decoded = new Float32Array(values.length);
+    decodeBfloat16(encoded, decoded);
+    for (let index = 0; index < values.length; index++) {
+      expect(roundToBfloat16Bits(values[index]!)).toBe(encoded[index]);
+      expect(Object.is(numberFromBfloat16Bits(encoded[index]!), decoded[index]!)).toBe(true);
+    }
   });
 });

@@ -1,16 +1,21 @@
 import { connect } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { authenticateSocket } from '../src/index.js';
 import { connectPeers, PeerAcceptor } from '../src/internal/tcp/tcp-connections.js';
 
 const secret = 'a'.repeat(64);
-const options = (rank: number, overrides: Partial<{ secret: string; key: string }> = {}) => ({
+const options = (
+  rank: number,
+  overrides: Partial<{ secret: string; key: string; secure: boolean; timeoutMs: number }> = {},
+) => ({
   rank,
   size: 2,
   key: 'world',
   secret,
   host: '127.0.0.1',
   timeoutMs: 10_000,
+  secure: false,
   ...overrides,
 });
 
@@ -46,6 +51,41 @@ describe('tcp data sockets', () => {
       for (const each of [...peers.values(), ...connected.values()]) each.destroy();
     } finally {
       acceptor.server.close();
+    }
+  }, 30_000);
+
+  it('secure: TLS carries the bytes sealed, and a plain rank and a secure one refuse each other', async () => {
+    const acceptor = await PeerAcceptor.listen(options(0, { secure: true }));
+    const endpoint = `127.0.0.1:${acceptor.port()}`;
+    try {
+      // A plain rank of the same job is dropped after naming itself (another identity magic).
+      const plain = await connectPeers([endpoint], options(1));
+      const plainSocket = [...plain.values()][0]!;
+      await new Promise((resolve) => plainSocket.once('close', resolve));
+      const accepted = acceptor.all();
+      const connected = await connectPeers([endpoint], options(1, { secure: true }));
+      const peers = await accepted;
+      const client = connected.get(0)! as TLSSocket;
+      const server = peers.get(1)! as TLSSocket;
+      expect(client).toBeInstanceOf(TLSSocket);
+      expect(client.getCipher().standardName).toBe('TLS_PSK_WITH_AES_256_GCM_SHA384');
+      expect(server.getProtocol()).toBe('TLSv1.2');
+      client.write(Buffer.from('hello rank 0'));
+      server.resume();
+      const received = await new Promise<Buffer>((resolve) => server.once('data', resolve));
+      expect(received.toString()).toBe('hello rank 0');
+      for (const each of [server, client]) each.destroy();
+    } finally {
+      acceptor.server.close();
+    }
+    // A secure rank meeting a plain one fails at once with 'auth' and says what to align.
+    const plainAcceptor = await PeerAcceptor.listen(options(0));
+    try {
+      await expect(
+        connectPeers([`127.0.0.1:${plainAcceptor.port()}`], options(1, { secure: true })),
+      ).rejects.toMatchObject({ code: 'auth', message: expect.stringMatching(/without secure transport/) });
+    } finally {
+      plainAcceptor.server.close();
     }
   }, 30_000);
 });

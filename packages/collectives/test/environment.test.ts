@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { resolveJobSecret } from '../src/auth/job-secret.js';
@@ -10,7 +9,7 @@ import {
   localAddressRoutingTo,
   resolveSocketAddress,
 } from '../src/environment/socket-address.js';
-import { CollectiveError } from '../src/errors.js';
+import { collectiveErrorOf, temporaryDirectory } from './support/fixtures.js';
 
 const SECRET = 'a'.repeat(32);
 const torchrun = {
@@ -22,16 +21,6 @@ const torchrun = {
   MASTER_PORT: '29500',
   FSDP_JOB_SECRET: SECRET,
 };
-
-function errorOf(action: () => unknown): CollectiveError {
-  try {
-    action();
-  } catch (error) {
-    expect(error).toBeInstanceOf(CollectiveError);
-    return error as CollectiveError;
-  }
-  throw new Error('expected a CollectiveError');
-}
 
 describe('expandSlurmNodelist', () => {
   it('expands ranges, lists, padding and plain names', () => {
@@ -51,7 +40,7 @@ describe('expandSlurmNodelist', () => {
 
   it('rejects malformed lists naming them', () => {
     for (const bad of ['node[01-04', 'node]1[', 'node[a-b]', 'node[4-1]', '', 'a,,b']) {
-      expect(errorOf(() => expandSlurmNodelist(bad)).message).toContain('Slurm host list');
+      expect(collectiveErrorOf(() => expandSlurmNodelist(bad)).message).toContain('Slurm host list');
     }
   });
 });
@@ -108,8 +97,9 @@ describe('readEnvironment', () => {
     });
     expect(lastNode).toMatchObject({ localWorldSize: 1, nodeRank: 2, masterAddr: 'n1', masterPort: 20007 });
     expect(
-      errorOf(() => readEnvironment({ SLURM_PROCID: '0', SLURM_NTASKS: '1', SLURM_TASKS_PER_NODE: '2(y3)' }))
-        .message,
+      collectiveErrorOf(() =>
+        readEnvironment({ SLURM_PROCID: '0', SLURM_NTASKS: '1', SLURM_TASKS_PER_NODE: '2(y3)' }),
+      ).message,
     ).toContain('SLURM_TASKS_PER_NODE');
   });
 
@@ -119,23 +109,23 @@ describe('readEnvironment', () => {
   });
 
   it('names the variable and the fix for missing or malformed values', () => {
-    expect(errorOf(() => readEnvironment({ ...torchrun, RANK: 'two' })).message).toMatch(
+    expect(collectiveErrorOf(() => readEnvironment({ ...torchrun, RANK: 'two' })).message).toMatch(
       /RANK='two'.*integer/,
     );
-    expect(errorOf(() => readEnvironment({ ...torchrun, RANK: '4' })).message).toContain(
+    expect(collectiveErrorOf(() => readEnvironment({ ...torchrun, RANK: '4' })).message).toContain(
       'less than the world size 4',
     );
-    expect(errorOf(() => readEnvironment({ ...torchrun, MASTER_PORT: '70000' })).message).toContain(
+    expect(collectiveErrorOf(() => readEnvironment({ ...torchrun, MASTER_PORT: '70000' })).message).toContain(
       'MASTER_PORT',
     );
     const { MASTER_ADDR: _address, ...noAddress } = torchrun;
-    expect(errorOf(() => readEnvironment(noAddress)).message).toContain('MASTER_ADDR is not set');
+    expect(collectiveErrorOf(() => readEnvironment(noAddress)).message).toContain('MASTER_ADDR is not set');
     const { FSDP_JOB_SECRET: _secret, ...noSecret } = torchrun;
-    const secretError = errorOf(() => readEnvironment(noSecret));
+    const secretError = collectiveErrorOf(() => readEnvironment(noSecret));
     expect(secretError.code).toBe('auth');
     expect(secretError.message).toContain('FSDP_JOB_SECRET');
     const { LOCAL_WORLD_SIZE: _size, ...noLocalSize } = torchrun;
-    expect(errorOf(() => readEnvironment(noLocalSize)).message).toContain('LOCAL_WORLD_SIZE');
+    expect(collectiveErrorOf(() => readEnvironment(noLocalSize)).message).toContain('LOCAL_WORLD_SIZE');
   });
 
   it('reads restart count, store prefix and socket settings', () => {
@@ -154,16 +144,19 @@ describe('resolveJobSecret', () => {
   it('reads the secret directly or from a file, and rejects short or ambiguous ones', () => {
     expect(resolveJobSecret({})).toBeUndefined();
     expect(resolveJobSecret({ FSDP_JOB_SECRET: SECRET })).toBe(SECRET);
-    const file = join(mkdtempSync(join(tmpdir(), 'fsdp-secret-')), 'secret');
+    const file = join(temporaryDirectory('fsdp-secret-'), 'secret');
     writeFileSync(file, `${SECRET}\n`);
     expect(resolveJobSecret({ FSDP_JOB_SECRET_FILE: file })).toBe(SECRET);
-    expect(errorOf(() => resolveJobSecret({ FSDP_JOB_SECRET: 'short' })).message).toContain('at least 16');
-    expect(
-      errorOf(() => resolveJobSecret({ FSDP_JOB_SECRET: SECRET, FSDP_JOB_SECRET_FILE: file })).message,
-    ).toContain('Both');
-    expect(errorOf(() => resolveJobSecret({ FSDP_JOB_SECRET_FILE: `${file}.missing` })).message).toContain(
-      'Cannot read',
+    expect(collectiveErrorOf(() => resolveJobSecret({ FSDP_JOB_SECRET: 'short' })).message).toContain(
+      'at least 16',
     );
+    expect(
+      collectiveErrorOf(() => resolveJobSecret({ FSDP_JOB_SECRET: SECRET, FSDP_JOB_SECRET_FILE: file }))
+        .message,
+    ).toContain('Both');
+    expect(
+      collectiveErrorOf(() => resolveJobSecret({ FSDP_JOB_SECRET_FILE: `${file}.missing` })).message,
+    ).toContain('Cannot read');
   });
 });
 

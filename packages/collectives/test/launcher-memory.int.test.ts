@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { formatBytes, MemoryCgroup, parseMemorySize } from '../src/launcher/memory-cap.js';
-import { bundleLauncher, fixture, launch, linesOf } from './launcher-harness.js';
+import { bundleLauncher, fixture, freePort, launch, linesOf } from './launcher-harness.js';
 
 /**
  * Whether this process may create memory cgroups (root on a cgroup v1 or v2 machine, as CI is).
@@ -87,6 +87,36 @@ describe.skipIf(notWritable !== undefined)('fsdp-run --memory-per-rank (real cgr
     expect(peakOf('1') - peakOf('0')).toBeGreaterThan(40);
     const pid = job.child.pid!;
     const leftovers = cgroupDirectories().filter((name) => name.startsWith(`fsdp-run-${pid}-`));
+    expect(leftovers).toEqual([]);
+  });
+
+  it('caps the workers of an elastic job (--nnodes 1:1) too: the OOM kill is named and ends the round', async () => {
+    const job = launch(
+      [
+        ...['--nnodes', '1:1', '--master-port', String(await freePort()), '--nproc-per-node', '2'],
+        ...['--memory-per-rank', '128M', '--grace-period', '1'],
+        fixture('memory-worker.js'),
+        '8',
+        '400',
+      ],
+      { FSDP_JOB_SECRET: 'e'.repeat(64) },
+    );
+    const { code } = await job.exited;
+    expect(code, job.stderr()).toBe(1);
+    expect(job.stderr()).toContain(
+      'rank 1 (local rank 1) was killed by the out-of-memory killer at its --memory-per-rank cap of 128.00 MiB',
+    );
+    expect(job.stderr()).toMatch(/rank 0 peak memory [\d.]+ MiB of its 128\.00 MiB cap\./);
+    expect(linesOf(job.stdout())).toContain(
+      `[rank 0] rank 0 holds 8 MiB and FSDP_MEMORY_LIMIT_BYTES=${128 * 1024 ** 2}`,
+    );
+    const pid = job.child.pid!;
+    const deadline = Date.now() + 5_000;
+    let leftovers = cgroupDirectories().filter((name) => name.startsWith(`fsdp-run-${pid}-`));
+    while (leftovers.length > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      leftovers = cgroupDirectories().filter((name) => name.startsWith(`fsdp-run-${pid}-`));
+    }
     expect(leftovers).toEqual([]);
   });
 });

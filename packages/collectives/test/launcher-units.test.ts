@@ -7,15 +7,7 @@ import { LinePrefixer } from '../src/launcher/line-prefixer.js';
 import { PARENT_WATCHDOG_IMPORT } from '../src/launcher/parent-watchdog.js';
 import { buildWorkerCommand, checkWorkerScript } from '../src/launcher/worker-command.js';
 import { buildWorkerEnvironment } from '../src/launcher/worker-environment.js';
-
-function errorOf(action: () => unknown): Error {
-  try {
-    action();
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected an error');
-}
+import { errorOf } from './support/fixtures.js';
 
 describe('parseLaunchArguments', () => {
   it('reads options, leaves what follows the script to the script', () => {

@@ -1,5 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import {
@@ -12,6 +11,7 @@ import {
   linesOf,
   survivorsAfter,
 } from './launcher-harness.js';
+import { temporaryDirectory } from './support/fixtures.js';
 
 const SECRET = 'launcher-test-shared-secret-0123456789';
 
@@ -24,7 +24,7 @@ beforeAll(async () => {
 });
 
 function pidDirectory(): string {
-  return mkdtempSync(join(tmpdir(), 'fsdp-run-test-'));
+  return temporaryDirectory('fsdp-run-test-');
 }
 
 function workerPids(directory: string): number[] {

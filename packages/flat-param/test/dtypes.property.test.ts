@@ -1,8 +1,7 @@
-import { FlatParamHandle } from '@fsdp-ts/flat-param';
 import { type DType, Parameter } from '@fsdp-ts/tensor';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { allGather, numelOf, specsArbitrary, worldSizeArbitrary } from './helpers';
+import { allGather, handlesPerRank, numelOf, specsArbitrary, worldSizeArbitrary } from './support/fixtures';
 
 const dtypeArbitrary = fc.constantFrom<DType>('float32', 'bfloat16', 'float16', 'int32', 'uint8');
 
@@ -24,9 +23,7 @@ describe('every dtype', () => {
           ]),
         );
         const words = named[0]!.map(([, parameter]) => Array.from(parameter.data.typedArray()));
-        const handles = named.map((pairs, rank) =>
-          FlatParamHandle.create(pairs, { rank, worldSize, alignment: 3 }),
-        );
+        const handles = handlesPerRank(named, { alignment: 3 });
         expect(handles[0]!.shardedBuffer().dtype).toBe(dtype);
         allGather(handles);
         handles.forEach((handle, rank) => {

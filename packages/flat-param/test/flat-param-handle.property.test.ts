@@ -10,7 +10,7 @@ import {
   referenceValue,
   specsArbitrary,
   worldSizeArbitrary,
-} from './helpers';
+} from './support/fixtures';
 
 const caseArbitrary = fc.tuple(specsArbitrary, worldSizeArbitrary, alignmentArbitrary);
 

@@ -9,7 +9,7 @@ import {
 } from '@fsdp-ts/flat-param';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { alignmentArbitrary, numelOf, shapeArbitrary, worldSizeArbitrary } from './helpers';
+import { alignmentArbitrary, numelOf, shapeArbitrary, worldSizeArbitrary } from './support/fixtures';
 
 function layoutOf(shapes: readonly number[][], worldSize: number, alignment: number): FlatParamLayout {
   return computeFlatParamLayout(

@@ -1,7 +1,7 @@
 import { FlatParamError, FlatParamHandle } from '@fsdp-ts/flat-param';
 import { Parameter, StorageFreedError, TensorView } from '@fsdp-ts/tensor';
 import { describe, expect, it } from 'vitest';
-import { allGather } from './helpers';
+import { allGather } from './support/fixtures';
 
 function linearRanks(worldSize: number) {
   return Array.from({ length: worldSize }, (_, rank) => {

@@ -6,7 +6,7 @@ import {
 } from '@fsdp-ts/flat-param';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { alignmentArbitrary, createRanks, specsArbitrary, worldSizeArbitrary } from './helpers';
+import { alignmentArbitrary, createRanks, specsArbitrary, worldSizeArbitrary } from './support/fixtures';
 
 describe('resharding a checkpoint from metadata alone', () => {
   it('rebuilds the shards of any other world size from saved shards + JSON metadata', () => {

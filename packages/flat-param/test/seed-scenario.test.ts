@@ -1,7 +1,6 @@
-import { FlatParamHandle } from '@fsdp-ts/flat-param';
 import { Parameter } from '@fsdp-ts/tensor';
 import { describe, expect, it } from 'vitest';
-import { allGather, reduceScatter } from './helpers';
+import { allGather, handlesPerRank, reduceScatter } from './support/fixtures';
 
 /** A hand-built stand-in for nn's Module: `layer` is a Linear 5×5 (weight [5, 5], bias [5]). */
 function makeModel(seed: number) {
@@ -28,14 +27,12 @@ const gradients = {
 
 describe('seed scenario: Linear 5×5 flattened for 2 ranks', () => {
   it('keeps the same Parameter objects, holds all 30 values across ranks, and an SGD step matches the unflattened one', () => {
-    const worldSize = 2;
+    const _worldSize = 2;
     const learningRate = 0.1;
     const models = [makeModel(1), makeModel(1)];
     const reference = makeModel(1);
     const originals = models.map((model) => [model.layer.weight, model.layer.bias]);
-    const handles = models.map((model, rank) =>
-      FlatParamHandle.create(model.namedParameters(), { rank, worldSize }),
-    );
+    const handles = handlesPerRank(models.map((model) => model.namedParameters()));
 
     // Same objects, now 1-D views of each rank's shard.
     models.forEach((model, rank) => {

@@ -1,7 +1,7 @@
 import { FlatParamError, FlatParamHandle, locateParameterRange } from '@fsdp-ts/flat-param';
 import { Parameter } from '@fsdp-ts/tensor';
 import { describe, expect, it } from 'vitest';
-import { allGather, reduceScatter } from './helpers';
+import { allGather, handlesPerRank, reduceScatter } from './support/fixtures';
 
 function tiedModel() {
   const embedding = Parameter.fromArray([1, 2, 3, 4, 5, 6], [3, 2]);
@@ -17,7 +17,7 @@ function tiedModel() {
 describe('tied parameters', () => {
   it('occupy the layout once and resolve under both names', () => {
     const ranks = [tiedModel(), tiedModel()];
-    const handles = ranks.map((model, rank) => FlatParamHandle.create(model.named, { rank, worldSize: 2 }));
+    const handles = handlesPerRank(ranks.map((model) => model.named));
     const handle = handles[0]!;
     expect(handle.layout.totalNumel).toBe(8);
     expect(handle.parameters).toHaveLength(2);

@@ -13,6 +13,8 @@ export interface NamespacePair {
   readonly namespaces: readonly [string, string];
   /** The address of each host, host 0 then host 1. */
   readonly addresses: readonly [string, string];
+  /** The veth end inside each namespace, host 0 then host 1 (what a packet capture listens on). */
+  readonly links: readonly [string, string];
   /** Process ids running in a namespace now (`ip netns pids`). */
   pids(host: 0 | 1): number[];
   /** SIGKILLs whatever still runs in both namespaces and deletes them (idempotent). */
@@ -135,6 +137,7 @@ export function createNamespacePair(options: NamespacePairOptions): NamespacePai
   return {
     namespaces,
     addresses,
+    links,
     pids: (host) => pidsIn(namespaces[host]),
     remove: () => removeLeftovers(name),
   };

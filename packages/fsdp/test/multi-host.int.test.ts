@@ -23,6 +23,7 @@ const launcher = join(
   'src/bin/fsdp-run.ts',
 );
 const rankScript = fileURLToPath(new URL('./multi-host-rank.ts', import.meta.url));
+const securePatternScript = fileURLToPath(new URL('./fixtures/secure-pattern-rank.ts', import.meta.url));
 const hybridAvailable = (shardingStrategies as readonly string[]).includes('hybrid-shard');
 const secret = randomBytes(32).toString('hex');
 const LAUNCH_TIMEOUT_SECONDS = 60;
@@ -48,7 +49,13 @@ interface HostLaunch {
 }
 
 /** `fsdp-run --nnodes 2 --node-rank <host> ...` inside the host's namespace (killed after `limitMs`). */
-function launchHost(host: 0 | 1, port: number, args: string[], limitMs: number): HostLaunch {
+function launchHost(
+  host: 0 | 1,
+  port: number,
+  args: string[],
+  limitMs: number,
+  launch: { script?: string; nprocPerNode?: number; launcherArgs?: string[] } = {},
+): HostLaunch {
   const { namespaces, addresses } = hosts();
   const child = spawn(
     'ip',
@@ -61,10 +68,11 @@ function launchHost(host: 0 | 1, port: number, args: string[], limitMs: number):
       '--import',
       'tsx',
       launcher,
-      ...['--nnodes', '2', '--node-rank', String(host), '--nproc-per-node', '2'],
+      ...['--nnodes', '2', '--node-rank', String(host), '--nproc-per-node', String(launch.nprocPerNode ?? 2)],
       ...['--master-addr', addresses[0], '--master-port', String(port)],
       ...['--timeout', String(LAUNCH_TIMEOUT_SECONDS), '--grace-period', '2'],
-      rankScript,
+      ...(launch.launcherArgs ?? []),
+      launch.script ?? rankScript,
       ...args,
     ],
     { env: { ...process.env, FSDP_JOB_SECRET: secret }, stdio: ['ignore', 'pipe', 'pipe'] },
@@ -100,9 +108,9 @@ function launchHost(host: 0 | 1, port: number, args: string[], limitMs: number):
         reject(new Error(`host ${host}'s fsdp-run exited first:\n${stdout}\n${stderr}`)),
       );
     });
-  const launch = { child, stdout: () => stdout, stderr: () => stderr, exited, waitFor };
-  running.push(launch);
-  return launch;
+  const started = { child, stdout: () => stdout, stderr: () => stderr, exited, waitFor };
+  running.push(started);
+  return started;
 }
 
 /** Bytes received by host 0's veth end so far. */
@@ -260,4 +268,97 @@ describe('fsdp-run on 2 namespace hosts x 2 processes (veth 10.231.0.1 <-> 10.23
     }
     expect({ host0: pids(0), host1: pids(1) }).toEqual({ host0: [], host1: [] });
   }, 200_000);
+
+  it('--secure: a capture on the veth link holds no plaintext of an all-reduced pattern; without it, it does', async () => {
+    const stem = `fsdp-ts plaintext pattern ${randomBytes(4).toString('hex')}, rank `;
+    const seen: Record<string, { patterns: boolean[]; capturedBytes: number }> = {};
+    for (const [mode, launcherArgs] of [
+      ['plain', []],
+      ['secure', ['--secure']],
+    ] as const) {
+      const capture = await startCapture();
+      const launch = { script: securePatternScript, nprocPerNode: 1, launcherArgs: [...launcherArgs] };
+      const port = mode === 'plain' ? 29502 : 29503;
+      const launches = [
+        launchHost(0, port, [stem], 60_000, launch),
+        launchHost(1, port, [stem], 60_000, launch),
+      ];
+      const codes = await Promise.all(launches.map((each) => each.exited));
+      const log = launches.map((each) => each.stdout() + each.stderr()).join('\n');
+      const packets = await capture.stop();
+      expect(codes, log).toEqual([0, 0]);
+      // The all-reduce was right in both modes, and each mode ran as asked.
+      for (const [host, each] of launches.entries()) {
+        expect(each.stdout(), log).toContain(
+          `[rank ${host}] RESULT ${JSON.stringify({ rank: host, secure: mode === 'secure', correct: true })}`,
+        );
+      }
+      seen[mode] = {
+        patterns: [0, 1].map((rank) => packets.includes(Buffer.from(`${stem}${rank}|`, 'latin1'))),
+        capturedBytes: packets.length,
+      };
+    }
+    // Both captures saw the 1 MiB payloads cross the link; only the plain one can read them.
+    expect(seen.plain!.capturedBytes).toBeGreaterThan(1 << 20);
+    expect(seen.secure!.capturedBytes).toBeGreaterThan(1 << 20);
+    expect(seen.plain!.patterns).toEqual([true, true]);
+    expect(seen.secure!.patterns).toEqual([false, false]);
+  }, 150_000);
 });
+
+/**
+ * tcpdump on host 0's veth end, writing every TCP packet whole to a file; resolves once it
+ * listens. `stop()` ends it (SIGINT) and returns the capture file's bytes.
+ */
+async function startCapture(): Promise<{ stop(): Promise<Buffer> }> {
+  const { namespaces, links } = hosts();
+  const directory = mkdtempSync(join(tmpdir(), 'fsdp-capture-'));
+  const file = join(directory, 'veth.pcap');
+  const child = spawn(
+    'ip',
+    [
+      'netns',
+      'exec',
+      namespaces[0],
+      'tcpdump',
+      '-i',
+      links[0],
+      '-U',
+      '-s',
+      '0',
+      '-B',
+      '16384',
+      '-w',
+      file,
+      'tcp',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+  await new Promise<void>((resolve, reject) => {
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      if (/listening on/.test(stderr)) resolve();
+    });
+    child.once('error', (error) =>
+      reject(new Error(`cannot run tcpdump (.ci/run installs it with apt-get): ${error.message}`)),
+    );
+    void exited.then((code) =>
+      reject(
+        new Error(
+          `tcpdump exited with ${code} before listening (.ci/run installs it with apt-get):\n${stderr}`,
+        ),
+      ),
+    );
+  });
+  return {
+    async stop() {
+      child.kill('SIGINT');
+      await exited;
+      const bytes = readFileSync(file);
+      rmSync(directory, { recursive: true, force: true });
+      return bytes;
+    },
+  };
+}

@@ -3,5 +3,13 @@ export { LayersError, type LayersErrorCode, type LayersErrorDetails } from './er
 export type { InitialWeights } from './internal/check-replicas';
 export type { OptimizerFactory, OptimizerName, OptimizerOptions } from './internal/resolve-optimizer';
 export { ShardedTrainer } from './sharded-trainer';
-export type { ShardedFitArgs, ShardedTrainerOptions } from './sharded-trainer-options';
+export type {
+  BatchDataset,
+  DatasetBatch,
+  ShardedFitArgs,
+  ShardedFitDatasetArgs,
+  ShardedTrainerOptions,
+  TensorData,
+} from './sharded-trainer-options';
 export { type ShardedTrainerStrategy, shardedTrainerStrategies } from './strategy';
+export type { TrainerMemory } from './trainer-memory';

@@ -25,6 +25,12 @@ export interface ShardedTrainerOptions {
   log?: (line: string) => void;
 }
 
+/**
+ * Inputs or targets as model.fit takes them: a tensor (one input / output), an array of tensors in
+ * the model's input (output) order, or an object from input (output) name to tensor.
+ */
+export type TensorData = tf.Tensor | tf.Tensor[] | { [name: string]: tf.Tensor };
+
 /** model.fit's arguments that ShardedTrainer.fit understands. */
 export interface ShardedFitArgs {
   /** The global batch size (split across ranks). Default 32, as model.fit. */
@@ -37,8 +43,38 @@ export interface ShardedFitArgs {
   shuffle?: boolean;
   /** Seed of the shuffle; default: a random seed rank 0 draws and broadcasts. */
   shuffleSeed?: number;
-  validationData?: [tf.Tensor, tf.Tensor];
+  validationData?: [TensorData, TensorData];
   /** Fraction of the samples (the last ones, before shuffling) held out for validation, as model.fit. */
   validationSplit?: number;
+  callbacks?: ModelFitArgs['callbacks'];
+}
+
+/**
+ * One element of a fitDataset dataset: one *global* batch, as model.fitDataset takes it
+ * (`{ xs, ys }`, each a tensor, an array or a name map), or an `[xs, ys]` pair.
+ */
+export type DatasetBatch = { xs: TensorData; ys: TensorData } | [TensorData, TensorData];
+
+/** What fitDataset reads of a tf.data.Dataset (its `iterator()`); any object with one works. */
+export interface BatchDataset {
+  iterator(): Promise<{ next(): Promise<IteratorResult<unknown>> }>;
+}
+
+/** model.fitDataset's arguments that ShardedTrainer.fitDataset understands. */
+export interface ShardedFitDatasetArgs {
+  epochs: number;
+  /**
+   * Batches per epoch; omitted: the whole dataset each epoch (a new iterator per epoch). Given:
+   * one iterator for the whole training, as model.fitDataset; training stops (every rank) when it
+   * runs out.
+   */
+  batchesPerEpoch?: number;
+  initialEpoch?: number;
+  verbose?: 0 | 1;
+  /** [x, y] tensors (split into batches of `validationBatchSize`), or a dataset of global batches. */
+  validationData?: [TensorData, TensorData] | BatchDataset;
+  validationBatchSize?: number;
+  /** Batches of a validation dataset to use; omitted: all of it. */
+  validationBatches?: number;
   callbacks?: ModelFitArgs['callbacks'];
 }

@@ -11,18 +11,37 @@ import { broadcastWeights } from './internal/broadcast-weights';
 import { createCallbackList } from './internal/callbacks';
 import { checkReplicas } from './internal/check-replicas';
 import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
+import { agreedBatches, checkDatasetArgs, datasetPair, isDataset } from './internal/dataset-batches';
 import { WeightedMeans } from './internal/epoch-logs';
 import { resolveSaveTarget } from './internal/file-save-handler';
+import { FullShardLayers, type LayerUnit } from './internal/full-shard-layers';
 import { batchRanges, epochOrder, localRange } from './internal/global-batches';
-import { allLayers } from './internal/layer-access';
+import { allLayers, hasRegularizers } from './internal/layer-access';
+import { MemoryMeter } from './internal/memory-meter';
 import { resolveOptimizer } from './internal/resolve-optimizer';
 import { sharedFloat32 } from './internal/shared-float32';
 import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
-import { computeLocalGradients } from './internal/train-step';
-import { checkSampleCounts, splitValidation } from './internal/validate-data';
+import { applyModel, computeLocalGradients } from './internal/train-step';
+import {
+  type Batch,
+  checkBatch,
+  checkBatchSize,
+  checkSampleCounts,
+  checkSplittable,
+  sliceBatch,
+  splitValidation,
+  standardizeTensors,
+} from './internal/validate-data';
 import { WeightBucket } from './internal/weight-bucket';
-import type { ShardedFitArgs, ShardedTrainerOptions } from './sharded-trainer-options';
-import { resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
+import type {
+  BatchDataset,
+  ShardedFitArgs,
+  ShardedFitDatasetArgs,
+  ShardedTrainerOptions,
+  TensorData,
+} from './sharded-trainer-options';
+import { modelBytes, resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
+import type { TrainerMemory } from './trainer-memory';
 
 type TrainerState = 'idle' | 'fitting';
 
@@ -44,7 +63,11 @@ export class ShardedTrainer {
   readonly parameters: readonly Parameter[];
   readonly optimizer: Optimizer<BaseOptions>;
   private readonly settings: StrategySettings;
+  private readonly pieces: { offsetInParam: number; length: number }[];
   private readonly buckets: WeightBucket[];
+  private readonly meter = new MemoryMeter();
+  /** 'full-shard' only: the per-layer gather/release machinery (see [Note: full-shard layers]). */
+  private readonly fullShard: FullShardLayers | null;
   private readonly objective: CompiledObjective;
   private readonly trainable: readonly LayerVariable[];
   private readonly hasBatchNorm: boolean;
@@ -91,70 +114,169 @@ export class ShardedTrainer {
         fix: 'build the model (model.build or one predict) and set trainable: true on the layers to train.',
       });
     }
-    this.buckets = bucketize(this.trainable, options.bucketSizeBytes ?? defaultBucketSizeBytes).map(
-      (variables) => WeightBucket.fromVariables(variables, this.group, this.settings),
-    );
-    this.parameters = this.buckets.flatMap((bucket) => bucket.parameters);
+    if (this.settings.shardParameters) {
+      const units = layerUnits(model, this.trainable, this.group, this.settings, this.meter);
+      this.buckets = units.map((unit) => unit.bucket);
+      this.fullShard = new FullShardLayers(units);
+    } else {
+      this.buckets = bucketize(this.trainable, options.bucketSizeBytes ?? defaultBucketSizeBytes).map(
+        (variables) => new WeightBucket(variables, this.group, this.settings, this.meter),
+      );
+      this.fullShard = null;
+    }
+    // Parameters (and optimizer state, checkpoints) in the model's trainable-weight order, whatever the buckets.
+    const byVariable = new Map<LayerVariable, [WeightBucket, number]>();
+    for (const bucket of this.buckets)
+      bucket.variables.forEach((variable, index) => {
+        byVariable.set(variable, [bucket, index]);
+      });
+    const located = this.trainable.map((variable) => byVariable.get(variable)!);
+    this.parameters = located.map(([bucket, index]) => bucket.parameters[index]!);
+    this.pieces = located.map(([bucket, index]) => bucket.optimizerPieces()[index]!);
     this.optimizer = resolveOptimizer(options.optimizer, options.optimizerOptions ?? {}, [
       ...this.parameters,
     ]);
     this.hasBatchNorm = allLayers(model).some((layer) => layer.getClassName() === 'BatchNormalization');
   }
 
-  /** Trains like model.fit(x, y, args) on the global batches; every rank passes the same x and y. */
-  async fit(x: tf.Tensor, y: tf.Tensor, args: ShardedFitArgs = {}): Promise<History> {
+  /**
+   * Trains like model.fit(x, y, args) on the global batches; every rank passes the same x and y
+   * (a tensor, an array or a name map per input / output, as model.fit).
+   */
+  async fit(x: TensorData, y: TensorData, args: ShardedFitArgs = {}): Promise<History> {
     this.expectIdle('fit');
     const batchSize = args.batchSize ?? 32;
-    const epochs = args.epochs ?? 1;
-    const { train, validation } = splitValidation(x, y, args);
-    checkSampleCounts(this.group, train.x, train.y, batchSize, this.hasBatchNorm);
-    const sampleCount = train.x.shape[0]!;
+    const standardize = (xs: TensorData, ys: TensorData, what: string) => this.standardize(xs, ys, what);
+    const { train, validation } = splitValidation(this.standardize(x, y, 'fit(x, y)'), args, standardize);
+    checkSampleCounts(this.group, train, batchSize, this.everyRankNeedsSamples());
+    const sampleCount = train.xs[0]!.shape[0]!;
     const seed = this.agreeOnSeed(args.shuffleSeed);
-    const { list, history } = createCallbackList(args.callbacks);
+    const shuffle = args.shuffle ?? true;
+    return this.train({
+      epochs: args.epochs ?? 1,
+      initialEpoch: args.initialEpoch ?? 0,
+      verbose: args.verbose ?? 1,
+      callbacks: args.callbacks,
+      params: { samples: sampleCount, batchSize },
+      doValidation: validation !== null,
+      validate: () => (validation === null ? {} : this.evaluateLogs(validation, batchSize, 'val_')),
+      batches: async function* (epoch) {
+        const order = epochOrder(sampleCount, shuffle, seed, epoch);
+        for (const range of batchRanges(sampleCount, batchSize))
+          yield { batch: train, indices: order.subarray(range.start, range.end) };
+      },
+    });
+  }
+
+  /**
+   * Trains like model.fitDataset(dataset, args): every element of the dataset is one *global*
+   * batch, and every rank iterates the same dataset (the same elements in the same order: build
+   * it the same way on every rank, with the same seeds), taking its slice of each batch. Ranks
+   * check at each batch that they hold the same number of samples.
+   */
+  async fitDataset(dataset: BatchDataset, args: ShardedFitDatasetArgs): Promise<History> {
+    this.expectIdle('fitDataset');
+    checkDatasetArgs(dataset, args);
+    const validationData = args.validationData;
+    const validationBatchSize = args.validationBatchSize ?? 32;
+    let validation: (() => Record<string, number> | Promise<Record<string, number>>) | null = null;
+    if (validationData !== undefined && isDataset(validationData)) {
+      validation = () => this.evaluateDatasetLogs(validationData, args.validationBatches, 'val_');
+    } else if (validationData !== undefined) {
+      const batch = this.standardize(validationData[0], validationData[1], 'validationData');
+      checkBatch(batch, 'validationData');
+      checkBatchSize(validationBatchSize);
+      validation = () => this.evaluateLogs(batch, validationBatchSize, 'val_');
+    }
+    const shared = args.batchesPerEpoch === undefined ? null : await dataset.iterator();
+    const datasetBatches = (iterator: Awaited<ReturnType<BatchDataset['iterator']>>, limit?: number) =>
+      agreedBatches(iterator, this.group, limit, (element, what) => this.standardizeElement(element, what));
+    let exhausted = false;
+    const group = this.group;
+    const everyRank = this.everyRankNeedsSamples();
+    const history = await this.train({
+      epochs: args.epochs,
+      initialEpoch: args.initialEpoch ?? 0,
+      verbose: args.verbose ?? 1,
+      callbacks: args.callbacks,
+      params: { steps: args.batchesPerEpoch ?? null, samples: null, batchSize: null },
+      doValidation: validation !== null,
+      validate: async () => (validation === null ? {} : await validation()),
+      batches: async function* () {
+        const iterator = shared ?? (await dataset.iterator());
+        let count = 0;
+        for await (const batch of datasetBatches(iterator, args.batchesPerEpoch)) {
+          checkSplittable(group, batch.xs[0]!.shape[0]!, everyRank, { batch: count });
+          count++;
+          yield { batch, indices: null };
+        }
+        if (shared !== null && count < args.batchesPerEpoch!) exhausted = true;
+      },
+      interrupted: () => exhausted,
+    });
+    if (exhausted && this.group.rank === 0 && args.verbose !== 0) {
+      this.log(
+        `The dataset ran out of data before ${args.epochs} epochs of ${args.batchesPerEpoch} batches; training was interrupted (as model.fitDataset does). Use dataset.repeat() to train longer.`,
+      );
+    }
+    return history;
+  }
+
+  /** The epoch loop shared by fit and fitDataset: callbacks, logs, validation, progress, agreed stop. */
+  private async train(plan: TrainingPlan): Promise<History> {
+    const { list, history } = createCallbackList(plan.callbacks);
     const names = this.objective.names;
     list.setModel(this.model);
     list.setParams({
-      epochs,
-      initialEpoch: args.initialEpoch ?? 0,
-      samples: sampleCount,
-      batchSize,
-      verbose: args.verbose ?? 1,
-      doValidation: validation !== null,
-      metrics: validation === null ? names : [...names, ...names.map((name) => `val_${name}`)],
+      epochs: plan.epochs,
+      initialEpoch: plan.initialEpoch,
+      ...plan.params,
+      verbose: plan.verbose,
+      doValidation: plan.doValidation,
+      metrics: plan.doValidation ? [...names, ...names.map((name) => `val_${name}`)] : names,
     });
     this.state = 'fitting';
+    this.adoptVariables();
     const restoreBatchNorm = synchronizeBatchNorm(this.model, this.group);
+    const restoreLayers = this.fullShard?.install() ?? (() => {});
+    for (const bucket of this.buckets) bucket.setResident(false);
+    this.meter.resetPeak();
     this.model.stopTraining = false;
     try {
       await list.onTrainBegin();
-      for (let epoch = args.initialEpoch ?? 0; epoch < epochs; epoch++) {
+      for (let epoch = plan.initialEpoch; epoch < plan.epochs; epoch++) {
         const started = performance.now();
         await list.onEpochBegin(epoch);
-        const order = epochOrder(sampleCount, args.shuffle ?? true, seed, epoch);
         const means = new WeightedMeans();
-        const ranges = batchRanges(sampleCount, batchSize);
-        for (const [batchIndex, range] of ranges.entries()) {
-          const count = range.end - range.start;
+        let batchIndex = 0;
+        for await (const { batch, indices } of plan.batches(epoch)) {
+          const rows = indices ?? identityOrder(batch.xs[0]!.shape[0]!);
+          const count = rows.length;
           await list.onBatchBegin(batchIndex, { batch: batchIndex, size: count });
-          const values = this.trainBatch(train.x, train.y, order.subarray(range.start, range.end));
+          const values = this.trainBatch(batch, rows);
           means.add(names, values, count);
           const batchLogs: Record<string, number> = { batch: batchIndex, size: count };
           names.forEach((name, index) => {
             batchLogs[name] = values[index]!;
           });
           await list.onBatchEnd(batchIndex, batchLogs);
+          batchIndex++;
         }
+        // Agreed on every rank (the batch sizes were exchanged): no collective needed.
+        const interrupted = plan.interrupted?.() === true;
         const epochLogs = means.means();
-        if (validation !== null)
-          Object.assign(epochLogs, this.evaluateLogs(validation.x, validation.y, batchSize, 'val_'));
+        if (plan.doValidation && !interrupted) Object.assign(epochLogs, await plan.validate());
         await list.onEpochEnd(epoch, epochLogs);
-        if (args.verbose !== 0 && this.group.rank === 0)
-          this.log(progressLine(epoch, epochs, started, epochLogs));
-        if (this.agreeToStop()) break;
+        if (plan.verbose !== 0 && this.group.rank === 0)
+          this.log(progressLine(epoch, plan.epochs, started, epochLogs));
+        if (interrupted || this.agreeToStop()) break;
       }
       await list.onTrainEnd();
     } finally {
+      restoreLayers();
       restoreBatchNorm();
+      // Full-shard: the model's variables hold their whole values again between fits (predict, save).
+      for (const bucket of this.buckets) bucket.setResident(true);
       this.state = 'idle';
     }
     return history;
@@ -164,9 +286,12 @@ export class ShardedTrainer {
    * Loss and metrics of the model on (x, y), computed across ranks (each evaluates its slice of
    * every batch), as model.evaluate's values; the same on every rank.
    */
-  evaluate(x: tf.Tensor, y: tf.Tensor, args: { batchSize?: number } = {}): Record<string, number> {
-    checkSampleCounts(this.group, x, y, args.batchSize ?? 32, false);
-    return this.evaluateLogs(x, y, args.batchSize ?? 32, '');
+  evaluate(x: TensorData, y: TensorData, args: { batchSize?: number } = {}): Record<string, number> {
+    this.expectIdle('evaluate');
+    const batch = this.standardize(x, y, 'evaluate(x, y)');
+    checkSampleCounts(this.group, batch, args.batchSize ?? 32, null);
+    this.adoptVariables();
+    return this.evaluateLogs(batch, args.batchSize ?? 32, '');
   }
 
   /**
@@ -194,14 +319,8 @@ export class ShardedTrainer {
   /** Loads a checkpoint written by saveCheckpoint (any world size or strategy). Every rank must call it. */
   async loadCheckpoint(directory: string): Promise<void> {
     this.expectIdle('loadCheckpoint');
-    // The optimizer state is checked against the views it steps (full-shape under 'replicate').
-    for (const bucket of this.buckets) bucket.beforeStep();
-    try {
-      loadShardedCheckpoint(directory, this.checkpointSource());
-    } finally {
-      for (const bucket of this.buckets) bucket.releaseStepViews();
-    }
-    for (const bucket of this.buckets) bucket.reloadFromVariables();
+    loadShardedCheckpoint(directory, this.checkpointSource());
+    this.adoptVariables();
     await this.group.barrier();
   }
 
@@ -212,24 +331,50 @@ export class ShardedTrainer {
       strategy: this.strategy,
       optimizer: this.optimizer,
       parameters: this.parameters,
-      pieces: this.buckets.flatMap((bucket) => bucket.optimizerPieces()),
+      pieces: this.pieces,
     };
   }
 
-  /** Bytes this rank holds for training now: the model's weights, the flat buffers, the optimizer state. */
-  memory(): { weights: number; flatBuffers: number; optimizerState: number; total: number } {
-    const weights = this.model.weights.reduce((sum, weight) => sum + weight.read().size * 4, 0);
-    const flatBuffers = this.buckets.reduce((sum, bucket) => sum + bucket.allocatedBytes(), 0);
+  /**
+   * What this rank holds for training, in bytes, against the strategy's model (see TrainerMemory):
+   * now, and the most held at once since the last fit began (the peak, for 'full-shard', includes
+   * the layer gathered while it runs).
+   */
+  memory(): TrainerMemory {
     const state = this.optimizer.stateDict().state;
     const optimizerState = Object.values(state).reduce(
       (sum, entry) =>
         sum + Object.values(entry.buffers).reduce((bytes, buffer) => bytes + buffer.byteLength, 0),
       0,
     );
-    return { weights, flatBuffers, optimizerState, total: weights + flatBuffers + optimizerState };
+    const numel = this.buckets.reduce((sum, bucket) => sum + bucket.numel, 0);
+    const largestLayer =
+      this.fullShard === null ? 0 : Math.max(...this.buckets.map((bucket) => bucket.paddedNumel));
+    const stateBytesPerElement =
+      numel === 0
+        ? 0
+        : Math.round(optimizerState / (this.settings.optimizerOnShard ? numel / this.group.size : numel));
+    const variableCopies = this.buckets.reduce((sum, bucket) => sum + bucket.variableCopyBytes(), 0);
+    const current = this.meter.current + optimizerState + variableCopies;
+    const peak = this.meter.peak + optimizerState + variableCopies;
+    const model = modelBytes(this.strategy, numel, this.group.size, stateBytesPerElement, largestLayer);
+    const measured = this.fullShard === null ? current : peak;
+    return {
+      strategy: this.strategy,
+      trainableParameters: numel,
+      worldSize: this.group.size,
+      buffers: this.meter.current,
+      optimizerState,
+      variableCopies,
+      total: current,
+      peak,
+      model,
+      ratio: measured / model,
+      met: measured <= 1.1 * model,
+    };
   }
 
-  private trainBatch(x: tf.Tensor, y: tf.Tensor, indices: Int32Array): number[] {
+  private trainBatch(batch: Batch, indices: Int32Array): number[] {
     const local = localRange(indices.length, this.group.rank, this.group.size);
     const localIndices = indices.subarray(local.start, local.end);
     let values: number[];
@@ -239,61 +384,95 @@ export class ShardedTrainer {
       values = [...zeros];
       for (const bucket of this.buckets) bucket.loadGradients(new Map());
     } else {
-      const [xs, ys] = tf.tidy(() => {
-        const rows = tf.tensor1d(localIndices, 'int32');
-        return [tf.gather(x, rows), tf.gather(y, rows)];
-      });
+      const rows = tf.tensor1d(localIndices, 'int32');
+      const gather = (tensor: tf.Tensor) => tf.gather(tensor, rows);
+      const localBatch = tf.tidy(() => ({ xs: batch.xs.map(gather), ys: batch.ys.map(gather) }));
+      rows.dispose();
       const result = computeLocalGradients(
         this.model,
         this.objective,
         this.group,
-        xs!,
-        ys!,
+        localBatch,
         localIndices.length,
         indices.length,
         this.trainable,
+        this.fullShard,
       );
-      tf.dispose([xs!, ys!]);
-      for (const bucket of this.buckets) bucket.loadGradients(result.gradients);
+      tf.dispose([...localBatch.xs, ...localBatch.ys]);
+      if (this.fullShard === null) for (const bucket of this.buckets) bucket.loadGradients(result.gradients);
       tf.dispose([...result.gradients.values()]);
       values = result.values;
     }
-    for (const bucket of this.buckets) bucket.startReduction();
-    for (const bucket of this.buckets) bucket.finishReduction();
-    for (const bucket of this.buckets) bucket.beforeStep();
+    // Full-shard reduced each layer's gradient during the backward (see [Note: full-shard layers]).
+    if (this.fullShard === null) {
+      for (const bucket of this.buckets) bucket.startReduction();
+      for (const bucket of this.buckets) bucket.finishReduction();
+    }
     this.optimizer.step();
     for (const bucket of this.buckets) bucket.writeBack();
     return values;
   }
 
-  private evaluateLogs(
-    x: tf.Tensor,
-    y: tf.Tensor,
-    batchSize: number,
-    prefix: string,
-  ): Record<string, number> {
-    const means = new WeightedMeans();
-    for (const range of batchRanges(x.shape[0]!, batchSize)) {
-      const count = range.end - range.start;
-      const local = localRange(count, this.group.rank, this.group.size);
-      const values = sharedFloat32(this.objective.names.length);
-      const localCount = local.end - local.start;
-      if (localCount > 0) {
-        tf.tidy(() => {
-          const xs = tf.slice(x, range.start + local.start, localCount);
-          const ys = tf.slice(y, range.start + local.start, localCount);
-          const output = this.model.apply(xs, { training: false }) as tf.Tensor;
-          const share = localCount / count;
-          values[0] = (tf.mean(this.objective.loss(ys, output)).dataSync()[0] ?? 0) * share;
-          this.objective.metrics.forEach((metric, index) => {
-            values[1 + index] = (tf.mean(metric(ys, output)).dataSync()[0] ?? 0) * share;
-          });
+  /** This rank's loss and metrics on its slice of one global batch of `count` samples, weighted by its share. */
+  private evaluateSlice(batch: Batch, start: number, count: number): Float32Array {
+    const local = localRange(count, this.group.rank, this.group.size);
+    const values = sharedFloat32(this.objective.names.length);
+    const localCount = local.end - local.start;
+    if (localCount > 0) {
+      tf.tidy(() => {
+        const slice = sliceBatch(batch, start + local.start, localCount);
+        const outputs = applyModel(this.model, slice.xs, false);
+        const share = localCount / count;
+        const { loss, others } = this.objective.compute(slice.ys, outputs);
+        values[0] = (loss.dataSync()[0] ?? 0) * share;
+        others.forEach((value, index) => {
+          values[1 + index] = (value.dataSync()[0] ?? 0) * share;
         });
-      }
-      allReduceSumInPlace(this.group, values);
-      means.add(this.objective.names, [...values], count);
+      });
+    }
+    allReduceSumInPlace(this.group, values);
+    return values;
+  }
+
+  private evaluateLogs(batch: Batch, batchSize: number, prefix: string): Record<string, number> {
+    const means = new WeightedMeans();
+    for (const range of batchRanges(batch.xs[0]!.shape[0]!, batchSize)) {
+      const count = range.end - range.start;
+      means.add(this.objective.names, [...this.evaluateSlice(batch, range.start, count)], count);
     }
     return means.means(prefix);
+  }
+
+  private async evaluateDatasetLogs(
+    dataset: BatchDataset,
+    limit: number | undefined,
+    prefix: string,
+  ): Promise<Record<string, number>> {
+    const means = new WeightedMeans();
+    const iterator = await dataset.iterator();
+    const everyRank = this.everyRankNeedsSamples();
+    for await (const batch of agreedBatches(iterator, this.group, limit, (element, what) =>
+      this.standardizeElement(element, what),
+    )) {
+      const count = batch.xs[0]!.shape[0]!;
+      checkSplittable(this.group, count, everyRank, { validationBatch: count });
+      means.add(this.objective.names, [...this.evaluateSlice(batch, 0, count)], count);
+    }
+    return means.means(prefix);
+  }
+
+  private standardize(x: TensorData, y: TensorData, what: string): Batch {
+    return {
+      xs: standardizeTensors(x, this.objective.inputNames, `${what}: x`),
+      ys: standardizeTensors(y, this.objective.outputNames, `${what}: y`),
+    };
+  }
+
+  private standardizeElement(element: unknown, what: string): Batch {
+    const pair = datasetPair(element, what);
+    const batch = this.standardize(pair[0], pair[1], what);
+    checkBatch(batch, what);
+    return batch;
   }
 
   private agreeOnSeed(requested: number | undefined): number {
@@ -311,6 +490,21 @@ export class ShardedTrainer {
     return flag[0] === 1;
   }
 
+  /** Variables assigned from outside (model.setWeights, a checkpoint) are copied back into the buckets. */
+  private adoptVariables(): void {
+    for (const bucket of this.buckets) bucket.adoptVariables();
+  }
+
+  /**
+   * Synchronized batch norm and full-shard's per-layer collectives need every rank in every
+   * batch's forward and backward.
+   */
+  private everyRankNeedsSamples(): string | null {
+    if (this.fullShard !== null) return "'full-shard' gathers each layer's weights with all ranks";
+    if (this.hasBatchNorm) return 'every rank needs a sample for the synchronized batch statistics';
+    return null;
+  }
+
   private expectIdle(method: string): void {
     if (this.state !== 'idle') {
       throw new LayersError(`ShardedTrainer.${method}() was called while the trainer is ${this.state}.`, {
@@ -321,6 +515,29 @@ export class ShardedTrainer {
       });
     }
   }
+}
+
+/** What the epoch loop runs: fit's tensors or fitDataset's dataset, as batches of an epoch. */
+interface TrainingPlan {
+  epochs: number;
+  initialEpoch: number;
+  verbose: 0 | 1;
+  callbacks: ShardedFitArgs['callbacks'];
+  /** model.fit's `samples`/`batchSize`, or model.fitDataset's `steps` (and nulls). */
+  params: Record<string, number | null>;
+  doValidation: boolean;
+  validate(): Record<string, number> | Promise<Record<string, number>>;
+  /** The global batches of an epoch; `indices` null: all rows in order. */
+  batches(epoch: number): AsyncIterable<{ batch: Batch; indices: Int32Array | null }>;
+  /**
+   * Checked after each epoch's batches: true ends training after this epoch's onEpochEnd, without
+   * its validation (fitDataset's shared iterator ran out, as model.fitDataset interrupts).
+   */
+  interrupted?(): boolean;
+}
+
+function identityOrder(count: number): Int32Array {
+  return Int32Array.from({ length: count }, (_, index) => index);
 }
 
 function bucketize(variables: readonly LayerVariable[], bucketSizeBytes: number): LayerVariable[][] {
@@ -347,4 +564,52 @@ function progressLine(epoch: number, epochs: number, started: number, logs: Reco
     .map(([name, value]) => `${name}=${value.toPrecision(4)}`)
     .join(' ');
   return `Epoch ${epoch + 1}/${epochs} · ${seconds} s · ${values}`;
+}
+
+/**
+ * Full-shard units: each leaf layer owning trainable weights gets a bucket of exactly those
+ * weights (the unit gathered while it runs). Regularized layers are refused (their penalties
+ * read the weights after the layer ran, when they are released).
+ */
+function layerUnits(
+  model: LayersModel,
+  trainable: readonly LayerVariable[],
+  group: ProcessGroup,
+  settings: StrategySettings,
+  meter: MemoryMeter,
+): LayerUnit[] {
+  const wanted = new Set(trainable);
+  const units: LayerUnit[] = [];
+  const covered = new Set<LayerVariable>();
+  for (const layer of allLayers(model)) {
+    if (Array.isArray((layer as unknown as { layers?: unknown }).layers)) continue;
+    const variables = layer.trainableWeights.filter(
+      (variable) => wanted.has(variable) && !covered.has(variable),
+    );
+    if (variables.length === 0) continue;
+    if (hasRegularizers(layer)) {
+      throw new LayersError(
+        `Layer ${layer.name} has a regularizer; 'full-shard' releases a layer's weights once it ran, and tfjs-layers computes regularization penalties from the weights after the forward.`,
+        {
+          code: 'unsupported-model',
+          expected: "layers without kernelRegularizer / biasRegularizer under 'full-shard'",
+          actual: layer.name,
+          fix: "use 'shard-gradients' for this model, or drop the regularizer (AdamW's weightDecay is the usual replacement).",
+        },
+      );
+    }
+    for (const variable of variables) covered.add(variable);
+    units.push({ layer, bucket: new WeightBucket(variables, group, settings, meter) });
+  }
+  const missing = trainable.find((variable) => !covered.has(variable));
+  if (missing !== undefined) {
+    throw new LayersError(`Trainable weight ${missing.name} belongs to no layer of the model.`, {
+      code: 'unsupported-model',
+      weight: missing.name,
+      expected: "every trainable weight owned by one of the model's layers",
+      actual: missing.name,
+      fix: "use 'shard-gradients' for this model.",
+    });
+  }
+  return units;
 }

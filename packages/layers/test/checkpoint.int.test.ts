@@ -16,7 +16,7 @@ describe('ShardedTrainer checkpoints', () => {
         args,
         timeoutMs: 90_000,
       })) as number[][][];
-    const [saved] = await run(2, { directory, strategy: 'shard-gradients', mode: 'save' });
+    const [saved] = await run(2, { directory, strategy: 'full-shard', mode: 'save' });
     expect(readdirSync(directory).sort()).toEqual([
       'checkpoint.json',
       'model',

@@ -13,7 +13,17 @@ const fixture = new URL('./fixtures/parity-run.ts', import.meta.url);
 
 const models: ModelKind[] = ['mlp', 'cnn'];
 const optimizers: OptimizerKind[] = ['sgd', 'adam'];
-const strategies = ['replicate', 'shard-optimizer', 'shard-gradients'] as const;
+const strategies = ['replicate', 'shard-optimizer', 'shard-gradients', 'full-shard'] as const;
+
+// Parameters + gradients + optimizer state per rank between steps, by strategy, in units of P
+// trainable elements over N ranks and S bytes of optimizer state per element (Adam 8, SGD 0).
+const betweenSteps: Record<(typeof strategies)[number], (n: number, s: number) => number> = {
+  replicate: (_n, s) => 8 + s,
+  'shard-optimizer': (n, s) => 8 + s / n,
+  'shard-gradients': (n, s) => 4 + (4 + s) / n,
+  // Nothing gathered between steps: every layer's weights were released after its backward.
+  'full-shard': (n, s) => (8 + s) / n,
+};
 const cases: ParityCase[] = models.flatMap((model) =>
   optimizers.flatMap((optimizer) => strategies.map((strategy) => ({ model, optimizer, strategy }))),
 );
@@ -63,6 +73,29 @@ describe('ShardedTrainer parity with single-process model.fit (5 steps, same glo
         // The losses actually move (the test would not notice a trainer that never steps otherwise).
         expect(reference.losses[0]).not.toBeCloseTo(reference.losses[4]!, 3);
         for (const [rank, results] of ranks.entries()) {
+          const { memory } = results[index]!;
+          expect(memory).toHaveLength(5);
+          for (const held of memory!) {
+            const expected =
+              held.trainableParameters *
+              betweenSteps[parity.strategy](worldSize, parity.optimizer === 'adam' ? 8 : 0);
+            // Within 10%: shards are padded to equal sizes, and a rank's optimizer state covers
+            // only the real elements of its shard (fewer on the last rank).
+            const what = `W=${worldSize} rank ${rank} ${parity.model}/${parity.optimizer}/${parity.strategy} bytes`;
+            expect(held.total, what).toBeGreaterThanOrEqual(expected * 0.9);
+            expect(held.total, what).toBeLessThanOrEqual(expected * 1.1);
+            expect(held.met).toBe(true);
+            if (parity.strategy === 'full-shard') {
+              // Some layer was gathered during the step, within the model's "largest layer" allowance.
+              expect(held.peak).toBeGreaterThan(held.total);
+              expect(held.peak).toBeLessThanOrEqual(held.model * 1.1);
+            }
+          }
+          // Between steps the cpu backend holds no trainable weight under full-shard, all of them otherwise.
+          const trainableCount = reference.weights.length - (parity.model === 'cnn' ? 2 : 0);
+          expect(results[index]!.residentWeights).toEqual(
+            Array(5).fill(parity.strategy === 'full-shard' ? 0 : trainableCount),
+          );
           expectParity(
             results[index]!,
             reference,

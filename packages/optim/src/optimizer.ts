@@ -90,7 +90,7 @@ export abstract class Optimizer<Options extends BaseOptions> {
           code: 'invalid-parameter',
           expected: 'Parameter',
           actual: typeof param,
-          fix: 'build groups from module.parameters() or Parameter objects (if it is a Parameter, two copies of @fsdp-ts/tensor are loaded: dedupe them).',
+          fix: 'build groups from module.parameters() or Parameter objects.',
         });
       }
       const other = seen.has(param) ? index : this.groupIndexOf.get(param);

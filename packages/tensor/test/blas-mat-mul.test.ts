@@ -3,6 +3,7 @@ import { type BackendName, computeInfo, initBackend, setNativeMatMul } from '@fs
 import * as tf from '@tensorflow/tfjs-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readBlasSettings } from '../src/bridge/native/blas-settings';
+import { trackTensors } from './support/fixtures';
 
 /**
  * The BLAS kernel against the backend's own kernel, forward and gradient, for every matMul form
@@ -135,7 +136,7 @@ describe.each(backends)('BLAS matMul on %s', (backend) => {
 
   for (const [index, testCase] of cases.entries()) {
     it(`matches the ${backend} kernel, forward and gradients: ${testCase.name}`, async () => {
-      const before = tf.memory().numTensors;
+      const leaks = trackTensors();
       await setNativeMatMul(true);
       const native = evaluate(testCase, 10 * index + 1, false);
       const usedBlas = computeInfo().matMul === 'blas';
@@ -150,7 +151,7 @@ describe.each(backends)('BLAS matMul on %s', (backend) => {
       expectClose(native[1]!, reference[1]!, 'gradient of a');
       expectClose(native[2]!, reference[2]!, 'gradient of b');
       tf.dispose([...native, ...reference]);
-      expect(tf.memory().numTensors).toBe(before);
+      leaks.expectNoneLeft();
     });
   }
 

@@ -11,6 +11,7 @@ import {
 import * as tf from '@tensorflow/tfjs-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finiteDifferenceGradients, initialValues, parameterShapes, tfLoss } from './reference-model';
+import { trackTensors } from './support/fixtures';
 
 // Each backend with the BLAS matMul kernel on (when a library loads) and off.
 const settings: { backend: BackendName; native: boolean }[] = [
@@ -49,7 +50,7 @@ describe.each(settings)('bridge on $backend, native matMul $native', ({ backend,
     const values = initialValues();
     const expected = finiteDifferenceGradients(values);
     const names = Object.keys(parameterShapes);
-    const before = tf.memory().numTensors;
+    const leaks = trackTensors();
     const tensors = names.map((name) => toTf(TensorView.fromArray(values[name]!, parameterShapes[name]!)));
     const gradients = tf.grads((...inputs: tf.Tensor[]) =>
       tfLoss(...(inputs as [tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor])),
@@ -67,7 +68,7 @@ describe.each(settings)('bridge on $backend, native matMul $native', ({ backend,
       }
     });
     tf.dispose([...tensors, ...gradients]);
-    expect(tf.memory().numTensors).toBe(before);
+    leaks.expectNoneLeft();
   });
 
   it('recompute gives the gradients of plain autograd and leaks no tensors', () => {
@@ -76,7 +77,7 @@ describe.each(settings)('bridge on $backend, native matMul $native', ({ backend,
     const block = (input: tf.Tensor, w: tf.Tensor) => tf.tanh(tf.add(tf.matMul(input, w), input));
     const loss = (f: typeof block) => (input: tf.Tensor, w: tf.Tensor) =>
       tf.sum(tf.square(f(f(input, w), w)));
-    const before = tf.memory().numTensors;
+    const leaks = trackTensors();
     const plain = tf.grads(loss(block))([x, weight]);
     const checkpointed = tf.grads(loss(recompute(block)))([x, weight]);
     for (let index = 0; index < 2; index++) {
@@ -85,12 +86,12 @@ describe.each(settings)('bridge on $backend, native matMul $native', ({ backend,
       for (let element = 0; element < a.length; element++) expect(b[element]).toBeCloseTo(a[element]!, 5);
     }
     tf.dispose([...plain, ...checkpointed]);
-    expect(tf.memory().numTensors).toBe(before);
+    leaks.expectNoneLeft();
     tf.dispose([x, weight]);
   });
 
   it('nestedGradients inside a customGrad keeps the outer tape intact', () => {
-    const before = tf.memory().numTensors;
+    const leaks = trackTensors();
     const inner = (value: tf.Tensor) => tf.sum(tf.mul(value, value));
     const outer = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
       const input = args[0] as tf.Tensor;
@@ -108,7 +109,7 @@ describe.each(settings)('bridge on $backend, native matMul $native', ({ backend,
     const [gradient] = tf.grads((input: tf.Tensor) => tf.sum(tf.mul(outer(input), 2)))([x]);
     expect(Array.from(gradient!.dataSync())).toEqual([4, 8, 12]); // 2 * d(sum x^2)/dx
     tf.dispose([x, gradient!]);
-    expect(tf.memory().numTensors).toBe(before);
+    leaks.expectNoneLeft();
   });
 });
 

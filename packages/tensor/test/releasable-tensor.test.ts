@@ -1,8 +1,7 @@
-import { type BackendName, initBackend, ReleasableTensor, TensorView } from '@fsdp-ts/tensor';
+import { initBackend, ReleasableTensor, TensorView } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { beforeAll, describe, expect, it } from 'vitest';
-
-const backends: BackendName[] = ['cpu', 'wasm'];
+import { tfjsBackends, trackTensors } from './support/fixtures';
 
 interface BackendReads {
   readSync(dataId: tf.DataId): ArrayLike<number>;
@@ -11,7 +10,7 @@ interface BackendReads {
 
 const backendReads = () => tf.backend() as unknown as BackendReads;
 
-describe.each(backends)('ReleasableTensor on %s', (backend) => {
+describe.each(tfjsBackends)('ReleasableTensor on %s', (backend) => {
   beforeAll(async () => {
     expect(await initBackend(backend)).toBe(backend);
   });
@@ -36,7 +35,7 @@ describe.each(backends)('ReleasableTensor on %s', (backend) => {
       [-2, 1, 0, 0.75],
     ];
     const doubled = w.map((row) => row.map((value) => 2 * value));
-    const before = tf.memory().numTensors;
+    const leaks = trackTensors();
     const weight = new ReleasableTensor(TensorView.fromArray(w.flat(), [3, 4]));
     const readsAfterRelease: number[] = [];
     // A pre-backward hook: tfjs runs it before the gradients of everything computed before it.
@@ -70,20 +69,20 @@ describe.each(backends)('ReleasableTensor on %s', (backend) => {
       expect(actual.flat()[index]!).toBeCloseTo(value, 4);
     });
     tf.dispose([gradient!, input, weight.tensor]);
-    expect(tf.memory().numTensors).toBe(before);
+    leaks.expectNoneLeft();
   });
 
   it('disposing every holder while released leaves nothing behind; restore then does nothing', () => {
-    const before = tf.memory().numTensors;
+    const leaks = trackTensors();
     const weight = new ReleasableTensor(TensorView.fromArray([1, 2, 3, 4], [2, 2]));
     const held = tf.clone(weight.tensor);
     const references = backendReads().refCount(weight.tensor.dataId);
     weight.release();
     expect(backendReads().refCount(weight.tensor.dataId)).toBe(references);
-    expect(tf.memory().numTensors).toBe(before + 2);
+    expect(leaks.added()).toBe(2);
     held.dispose();
     weight.tensor.dispose();
-    expect(tf.memory().numTensors).toBe(before);
+    leaks.expectNoneLeft();
     expect(weight.state).toBe('gone');
     weight.restore(TensorView.fromArray([5, 6, 7, 8], [2, 2]));
     expect(weight.state).toBe('gone');

@@ -17,12 +17,17 @@ const scalarBits = new Uint32Array(scalarFloat.buffer);
 /** Below this many elements the scalar loop beats the copies into wasm memory. */
 const SIMD_MINIMUM = 64;
 
-export function float32ToBfloat16(value: number): number {
+/**
+ * The bfloat16 bits of one number (rounded to nearest even). Named for what it returns: tensor's
+ * `float32ToBfloat16(source, target)` converts whole arrays.
+ */
+export function roundToBfloat16Bits(value: number): number {
   scalarFloat[0] = value;
   return roundBits(scalarBits[0]!);
 }
 
-export function bfloat16ToFloat32(bits: number): number {
+/** The number whose float32 upper half is the bfloat16 `bits` (the inverse of roundToBfloat16Bits). */
+export function numberFromBfloat16Bits(bits: number): number {
   scalarBits[0] = (bits & 0xffff) << 16;
   return scalarFloat[0]!;
 }

@@ -11,9 +11,10 @@ import { localAddressRoutingTo } from '../environment/socket-address.js';
 import { CollectiveError } from '../errors.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import type { ElasticOptions, LaunchOptions } from './launch-options.js';
+import { createMemoryCaps } from './memory-cap.js';
 import { buildWorkerCommand } from './worker-command.js';
 import { buildWorkerEnvironment } from './worker-environment.js';
-import { describeExit, WorkerProcess } from './worker-process.js';
+import { describeExit, logPeakMemory, WorkerProcess } from './worker-process.js';
 
 const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
@@ -71,6 +72,14 @@ class ElasticAgent {
     let client: RendezvousClient | undefined;
     try {
       buildWorkerCommand(this.options.script, this.options.scriptArguments);
+      // Fail before joining any round when the caps cannot be set (no cgroups, no permission).
+      const local = Array.from({ length: this.options.nprocPerNode }, (_, localRank) => localRank);
+      for (const cap of createMemoryCaps(
+        this.options.memoryPerRankBytes,
+        local,
+        `fsdp-run-${process.pid}-probe`,
+      ))
+        cap?.remove();
       const secret = this.jobSecret();
       ({ store, server } = await this.hostRendezvous(secret));
       const name = await this.launcherName();
@@ -169,6 +178,12 @@ class ElasticAgent {
     );
     this.restartFile = join(tmpdir(), `fsdp-run-${process.pid}-round-${round.round}.restart`);
     rmSync(this.restartFile, { force: true });
+    // [Note: per-rank memory caps], as in fixed-size jobs: fresh cgroups per round.
+    const memoryCaps = createMemoryCaps(
+      this.options.memoryPerRankBytes,
+      Array.from({ length: nprocPerNode }, (_, localRank) => round.rankOffset + localRank),
+      `fsdp-run-${process.pid}-round-${round.round}`,
+    );
     this.workers = Array.from({ length: nprocPerNode }, (_, localRank) => {
       const rank = round.rankOffset + localRank;
       const environment = buildWorkerEnvironment(
@@ -189,13 +204,17 @@ class ElasticAgent {
         FSDP_ELASTIC_ROUND: String(round.round),
         FSDP_RESTART_FILE: this.restartFile,
       });
+      const memoryCap = memoryCaps[localRank];
+      if (memoryCap !== undefined) environment.env.FSDP_MEMORY_LIMIT_BYTES = String(memoryCap.limitBytes);
       return new WorkerProcess({
         rank,
         localRank,
         nodeArguments: environment.nodeArguments,
         env: environment.env,
+        ...(memoryCap === undefined ? {} : { memoryCap }),
       });
     });
+    logPeakMemory(this.workers, (message) => this.log(message));
     const exits = this.workers.map((worker) => worker.exited);
     this.workersOutcome = new Promise<AgentEvent>((resolve) => {
       for (const exited of exits) {

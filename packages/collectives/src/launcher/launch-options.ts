@@ -21,6 +21,8 @@ export interface LaunchOptions {
   memoryPerRankBytes: number | undefined;
   socketIfname: string | undefined;
   socketAddr: string | undefined;
+  /** --secure: workers get FSDP_SECURE=1 (TLS on every data connection). */
+  secure: boolean;
   script: string;
   scriptArguments: string[];
   /** Set by `--nnodes MIN:MAX`: membership comes from the zeromq rendezvous (see ElasticOptions). */
@@ -134,6 +136,7 @@ export function parseLaunchArguments(
     )
     .option('--socket-ifname <name>', 'interface data sockets bind to (FSDP_SOCKET_IFNAME)')
     .option('--socket-addr <address>', 'address data sockets bind to (FSDP_SOCKET_ADDR)')
+    .option('--secure', 'encrypt every data connection of the workers (sets FSDP_SECURE=1)')
     .argument('<script>', 'a .js/.mjs file (run by node) or .ts file (run through tsx)')
     .argument('[args...]', 'arguments passed to the script')
     .passThroughOptions()
@@ -156,6 +159,7 @@ export function parseLaunchArguments(
     socketIfname?: string;
     socketAddr?: string;
     memoryPerRank?: number;
+    secure?: boolean;
   }>();
   const [script, scriptArguments] = program.processedArgs as [string, string[] | undefined];
   const elastic = options.nnodes.elastic;
@@ -185,6 +189,7 @@ export function parseLaunchArguments(
     memoryPerRankBytes: options.memoryPerRank,
     socketIfname: options.socketIfname ?? env.FSDP_SOCKET_IFNAME,
     socketAddr: options.socketAddr ?? env.FSDP_SOCKET_ADDR,
+    secure: options.secure === true,
     script,
     scriptArguments: scriptArguments ?? [],
     ...(elastic

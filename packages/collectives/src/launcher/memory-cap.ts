@@ -159,6 +159,27 @@ export class MemoryCgroup {
   }
 }
 
+/**
+ * With --memory-per-rank (`limit` defined): a fresh cgroup for each of `ranks`, named
+ * `<label>-rank-<rank>`, all made before any worker starts so a failure leaves no worker behind.
+ * Without it, no caps (an empty list). Used by both the fixed-size and the elastic launcher.
+ */
+export function createMemoryCaps(
+  limit: number | undefined,
+  ranks: readonly number[],
+  label: string,
+): (MemoryCgroup | undefined)[] {
+  if (limit === undefined) return [];
+  const caps: MemoryCgroup[] = [];
+  try {
+    for (const rank of ranks) caps.push(MemoryCgroup.create(`${label}-rank-${rank}`, limit));
+  } catch (error) {
+    for (const cap of caps) cap.remove();
+    throw error;
+  }
+  return caps;
+}
+
 /** v2: a child cgroup gets a memory controller only if its parent delegates it. */
 function enableMemoryController(parent: string): void {
   const subtree = join(parent, 'cgroup.subtree_control');

@@ -5,10 +5,10 @@ import { connectStore, type StoreClient } from '../store/store-client.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import { JobCoordinator } from './job-coordinator.js';
 import type { LaunchOptions } from './launch-options.js';
-import { formatBytes, MemoryCgroup } from './memory-cap.js';
+import { createMemoryCaps } from './memory-cap.js';
 import { buildWorkerCommand, checkWorkerScript } from './worker-command.js';
 import { buildWorkerEnvironment } from './worker-environment.js';
-import { describeExit, type WorkerExit, WorkerProcess } from './worker-process.js';
+import { describeExit, logPeakMemory, type WorkerExit, WorkerProcess } from './worker-process.js';
 
 type AttemptResult =
   | { kind: 'success' }
@@ -73,7 +73,14 @@ class Launcher {
       checkWorkerScript(this.options.script);
       buildWorkerCommand(this.options.script, this.options.scriptArguments);
       // Fail before any rendezvous when the caps cannot be set (no cgroups, no permission).
-      for (const cap of this.memoryCaps(-1)) cap?.remove();
+      const { nprocPerNode: perNode, nodeRank: node } = this.options;
+      const probe = Array.from({ length: perNode }, (_, localRank) => node * perNode + localRank);
+      for (const cap of createMemoryCaps(
+        this.options.memoryPerRankBytes,
+        probe,
+        `fsdp-run-${process.pid}-probe`,
+      ))
+        cap?.remove();
       const secret = this.jobSecret();
       const { masterAddr, nodeRank } = this.options;
       let port = this.options.masterPort;
@@ -151,7 +158,11 @@ class Launcher {
     if (joined !== undefined) return this.settle(coordinator, attempt, joined);
     const { nprocPerNode, nodeRank } = this.options;
     // Every cgroup exists before any worker starts, so a failure leaves no worker behind.
-    const memoryCaps = this.memoryCaps(attempt);
+    const memoryCaps = createMemoryCaps(
+      this.options.memoryPerRankBytes,
+      Array.from({ length: nprocPerNode }, (_, localRank) => nodeRank * nprocPerNode + localRank),
+      `fsdp-run-${process.pid}-attempt-${attempt}`,
+    );
     this.workers = Array.from({ length: nprocPerNode }, (_, localRank) => {
       const rank = nodeRank * nprocPerNode + localRank;
       const environment = buildWorkerEnvironment(this.options, this.env, {
@@ -172,7 +183,7 @@ class Launcher {
         ...(memoryCap === undefined ? {} : { memoryCap }),
       });
     });
-    if (this.options.memoryPerRankBytes !== undefined) this.reportPeakMemory(this.workers);
+    logPeakMemory(this.workers, (message) => this.log(message));
     const exits = this.workers.map((worker) => worker.exited);
     const localFailure = new Promise<AttemptEvent>((resolve) => {
       for (const exited of exits) {
@@ -262,35 +273,6 @@ class Launcher {
     this.log(`received ${signal}; forwarding it to the workers.`);
     for (const worker of this.workers) void worker.stop(this.gracePeriodMs, signal);
     this.resolveInterrupted(signal);
-  }
-
-  /** With --memory-per-rank: a fresh cgroup for each local worker of one attempt. */
-  private memoryCaps(attempt: number): (MemoryCgroup | undefined)[] {
-    const { memoryPerRankBytes: limit, nprocPerNode, nodeRank } = this.options;
-    if (limit === undefined) return [];
-    const caps: MemoryCgroup[] = [];
-    try {
-      for (let localRank = 0; localRank < nprocPerNode; localRank++) {
-        const rank = nodeRank * nprocPerNode + localRank;
-        caps.push(MemoryCgroup.create(`fsdp-run-${process.pid}-attempt-${attempt}-rank-${rank}`, limit));
-      }
-    } catch (error) {
-      for (const cap of caps) cap.remove();
-      throw error;
-    }
-    return caps;
-  }
-
-  /** One line per worker when it exits: its peak memory against its cap. */
-  private reportPeakMemory(workers: readonly WorkerProcess[]): void {
-    for (const worker of workers) {
-      void worker.exited.then(({ rank, memory }) => {
-        if (memory === undefined) return;
-        const peak = memory.peakBytes === undefined ? 'unknown' : formatBytes(memory.peakBytes);
-        const outcome = memory.outOfMemory ? ' (killed: out of memory)' : '';
-        this.log(`rank ${rank} peak memory ${peak} of its ${formatBytes(memory.capBytes)} cap${outcome}.`);
-      });
-    }
   }
 
   private async stopWorkers(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {

@@ -41,5 +41,6 @@ export function buildWorkerEnvironment(
   if (options.timeoutGiven) env.FSDP_TIMEOUT_MS = String(identity.timeoutMs);
   if (options.socketIfname !== undefined) env.FSDP_SOCKET_IFNAME = options.socketIfname;
   if (options.socketAddr !== undefined) env.FSDP_SOCKET_ADDR = options.socketAddr;
+  if (options.secure) env.FSDP_SECURE = '1';
   return { env, nodeArguments: buildWorkerCommand(options.script, options.scriptArguments) };
 }

@@ -25,6 +25,18 @@ export interface WorkerSpawnOptions {
 }
 
 /** 'worker rank 1 exited with code 3' / '... was killed by signal SIGKILL'. */
+/** With --memory-per-rank: one line per worker when it exits, its peak memory against its cap. */
+export function logPeakMemory(workers: readonly WorkerProcess[], log: (message: string) => void): void {
+  for (const worker of workers) {
+    void worker.exited.then(({ rank, memory }) => {
+      if (memory === undefined) return;
+      const peak = memory.peakBytes === undefined ? 'unknown' : formatBytes(memory.peakBytes);
+      const outcome = memory.outOfMemory ? ' (killed: out of memory)' : '';
+      log(`rank ${rank} peak memory ${peak} of its ${formatBytes(memory.capBytes)} cap${outcome}.`);
+    });
+  }
+}
+
 export function describeExit(exit: WorkerExit): string {
   const how =
     exit.memory?.outOfMemory === true

@@ -20,7 +20,7 @@ export function runWithLauncher(
   size: number,
   script: URL,
   args: string[],
-  options: { timeoutMs: number; env?: Record<string, string> },
+  options: { timeoutMs: number; env?: Record<string, string>; launcherArgs?: string[] },
 ): Promise<LauncherRun> {
   const child = spawn(
     process.execPath,
@@ -31,6 +31,7 @@ export function runWithLauncher(
       launcher,
       '--nproc-per-node',
       String(size),
+      ...(options.launcherArgs ?? []),
       fileURLToPath(script),
       ...args,
     ],

@@ -1,8 +1,8 @@
 import type { HyperparameterValue, OptimizerStateDict } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
+import type { FlatShard } from '../sharded-state/flat-shard';
 import { CheckpointError } from './checkpoint-error';
 import type { SavedParameterState } from './checkpoint-format';
-import type { ModelHandle } from './model-shards';
 
 /**
  * The part of an optimizer a checkpoint uses: its kind, its parameters in position order, and its
@@ -16,37 +16,44 @@ export interface CheckpointOptimizer {
   loadStateDict(stateDict: OptimizerStateDict): void;
 }
 
-/** A parameter's state buffer and where it starts in the handle's flat shard (elements). */
+/** A parameter's state buffer and where it starts in the flat shard (elements). */
 export interface StatePiece {
   offset: number;
   values: Float32Array;
 }
 
+/** One param group: its hyperparameters and its parameters' names. */
+export interface OptimizerGroupDescription {
+  hyperparameters: Record<string, HyperparameterValue>;
+  paramNames: string[];
+}
+
 /**
- * One handle's optimizer state as flat buffers aligned with its flat parameter shard: per buffer
- * name, the pieces in the shard ([data.length] elements once the gaps are filled with zeros).
+ * An optimizer's state as a checkpoint writes it, described without the optimizer (see
+ * [Note: sharded model state]): its kind and groups, each parameter's step and buffer names (by
+ * the parameter's first name), and each flat shard's buffers as pieces of that shard.
  */
-export interface FlatOptimizerState {
-  buffers: Map<string, StatePiece[]>;
+export interface ShardedOptimizerState {
+  readonly kind: string;
+  readonly groups: readonly OptimizerGroupDescription[];
+  readonly parameters: Record<string, SavedParameterState>;
+  readonly buffers: ReadonlyMap<FlatShard, ReadonlyMap<string, StatePiece[]>>;
 }
 
 /**
  * [Note: flat optimizer state]
  * Optimizer state follows the parameter shard element by element (see [Note: state follows data]
- * in @fsdp-ts/optim), so each state buffer of a handle is stored as a flat shard laid out exactly
- * like the flat parameter: element e of parameter p's state goes where element e of p's shard
- * lives. Resharding state is then the same index computation as resharding parameters.
+ * in @fsdp-ts/optim), so each state buffer of a flat parameter is stored as a flat shard laid out
+ * exactly like the flat parameter: element e of parameter p's state goes where element e of p's
+ * shard lives. Resharding state is then the same index computation as resharding parameters.
  */
 export function flattenOptimizerState(
   optimizer: CheckpointOptimizer,
-  handles: readonly ModelHandle[],
-  locations: Map<Parameter, { entry: ModelHandle; index: number }>,
-): { flat: Map<ModelHandle, FlatOptimizerState>; parameters: Record<string, SavedParameterState> } {
+  locations: ReadonlyMap<Parameter, { shard: FlatShard; index: number }>,
+): ShardedOptimizerState {
   const dict = optimizer.stateDict();
   const positions = optimizer.parameters;
-  const flat = new Map<ModelHandle, FlatOptimizerState>(
-    handles.map((entry) => [entry, { buffers: new Map() }]),
-  );
+  const buffers = new Map<FlatShard, Map<string, StatePiece[]>>();
   const parameters: Record<string, SavedParameterState> = {};
   for (const [key, state] of Object.entries(dict.state)) {
     const parameter = positions[Number(key)]!;
@@ -59,24 +66,23 @@ export function flattenOptimizerState(
         fix: 'build the optimizer from the wrapped model (parameters of ignored modules are not checkpointed).',
       });
     }
-    const { entry, index } = location;
-    const name = entry.handle.layout.parameters[index]!.names[0]!;
-    const offset = entry.handle.intersections[index]!.offsetInShard;
-    const target = flat.get(entry)!;
+    const { shard, index } = location;
+    const name = shard.layout.parameters[index]!.names[0]!;
+    const offset = shard.intersections[index]!.offsetInShard;
+    const target = buffers.get(shard) ?? new Map<string, StatePiece[]>();
+    buffers.set(shard, target);
     for (const [buffer, values] of Object.entries(state.buffers)) {
-      const pieces = target.buffers.get(buffer) ?? [];
+      const pieces = target.get(buffer) ?? [];
       pieces.push({ offset, values });
-      target.buffers.set(buffer, pieces);
+      target.set(buffer, pieces);
     }
     parameters[name] = { step: state.step, buffers: Object.keys(state.buffers).sort() };
   }
-  return { flat, parameters };
+  return { kind: optimizer.kind, groups: describeGroups(optimizer), parameters, buffers };
 }
 
 /** Each param group's hyperparameters and parameter names, read without copying any state. */
-export function describeGroups(
-  optimizer: CheckpointOptimizer,
-): { hyperparameters: Record<string, HyperparameterValue>; paramNames: string[] }[] {
+export function describeGroups(optimizer: CheckpointOptimizer): OptimizerGroupDescription[] {
   return optimizer.paramGroups.map((group) => {
     const { params, ...hyperparameters } = group as { params: readonly Parameter[] } & Record<
       string,

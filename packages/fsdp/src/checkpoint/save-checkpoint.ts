@@ -1,295 +1,31 @@
-import { createHash, randomInt } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { endianness } from 'node:os';
-import { join } from 'node:path';
-import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
-import { commitStepDirectory, pruneCheckpoints, writeLatestPointer } from './checkpoint-directory';
-import { CheckpointError } from './checkpoint-error';
-import {
-  CHECKPOINT_FORMAT,
-  CHECKPOINT_FORMAT_VERSION,
-  type CheckpointMetadata,
-  type DataFileEntry,
-  DEFAULT_BLOCK_BYTES,
-  dataFileName,
-  indexFileName,
-  LATEST_FILE,
-  METADATA_FILE,
-  type RankIndex,
-  type SavedOptimizer,
-  stepDirectoryName,
-} from './checkpoint-format';
-import { fsyncDirectory, writeFileDurably } from './durable-files';
-import { broadcastOutcome, throwIfAnyRankFailed } from './group-agreement';
-import { serializeMetadata } from './metadata-digest';
-import { type ModelHandle, modelHandles, parameterLocations } from './model-shards';
-import {
-  type CheckpointOptimizer,
-  describeGroups,
-  flattenOptimizerState,
-  type StatePiece,
-} from './optimizer-state';
-import { RankFileWriter } from './rank-file-writer';
+import { parameterShards } from '../sharded-state/model-shards';
+import { checkpointShards } from './model-shards';
+import { type CheckpointOptimizer, flattenOptimizerState } from './optimizer-state';
+import { type SavedCheckpoint, type WriteCheckpointOptions, writeCheckpoint } from './write-checkpoint';
 
-export interface SaveCheckpointOptions {
+export type { SavedCheckpoint } from './write-checkpoint';
+
+export interface SaveCheckpointOptions extends Omit<WriteCheckpointOptions, 'group' | 'model' | 'optimizer'> {
   model: FullyShardedDataParallel;
   /** Its state is saved sharded like the parameters. */
   optimizer?: CheckpointOptimizer;
-  /** The training step the checkpoint is taken after (names the directory: step-00000005). */
-  step: number;
-  /** JSON data saved with the checkpoint and returned by loadCheckpoint: data order, RNG state, … */
-  extra?: unknown;
-  /** Keep only the newest `keep` checkpoints under `root`. Default: keep all. */
-  keep?: number;
-  /** Bytes per verified block (advanced). Default 1 MiB. */
-  blockBytes?: number;
-}
-
-export interface SavedCheckpoint {
-  path: string;
-  step: number;
-  /** Bytes this rank wrote. */
-  bytes: number;
 }
 
 /**
- * Saves a checkpoint under `root/step-NNNNNNNN/` (collective: every rank calls it with the same
- * step). Each rank writes its own shard file in parallel; rank 0 then writes metadata.json and
- * renames the fsynced temporary directory into place, updates `latest` and prunes. A crash at any
- * moment leaves the previous checkpoints intact. See [Note: checkpoint layout].
+ * Saves a checkpoint of an FSDP model (and optimizer) under `root/step-NNNNNNNN/`. Collective:
+ * every rank calls it with the same step. The model is described as its flat shards
+ * ([Note: sharded model state]) and written by writeCheckpoint.
  */
 export function saveCheckpoint(root: string, options: SaveCheckpointOptions): SavedCheckpoint {
-  const { model, optimizer, step } = options;
-  const group = model.group;
-  checkOptions(options);
-  const blockBytes = options.blockBytes ?? DEFAULT_BLOCK_BYTES;
-  const extra = options.extra === undefined ? null : JSON.parse(JSON.stringify(options.extra));
-  let nonce = 0;
-  let prepareError: unknown;
-  if (group.rank === 0) {
-    try {
-      nonce = randomInt(1, 2 ** 31 - 1);
-      mkdirSync(root, { recursive: true });
-      removeLeftovers(root);
-      mkdirSync(temporaryDirectory(root, step, nonce));
-    } catch (error) {
-      prepareError = ioError(`Could not create the checkpoint directory under ${root}`, root, error);
-    }
-  }
-  nonce = broadcastOutcome(group, nonce, prepareError, 'Preparing the checkpoint directory');
-  const temporary = temporaryDirectory(root, step, nonce);
-
-  const handles = modelHandles(model);
-  const shardWorldSize = handles[0]?.handle.worldSize ?? group.size;
-  let bytes = 0;
-  let writeError: unknown;
-  const written: string[] = [];
-  try {
-    bytes = writeRankFiles(temporary, handles, optimizer, shardWorldSize, blockBytes, written);
-  } catch (error) {
-    writeError =
-      error instanceof CheckpointError ? error : ioError('Writing this rank’s shard', temporary, error);
-  }
-  try {
-    throwIfAnyRankFailed(group, writeError, `Saving checkpoint step ${step}`);
-  } catch (error) {
-    removeFailedSave(group, temporary, written);
-    throw error;
-  }
-
-  let path = join(root, stepDirectoryName(step));
-  let commitError: unknown;
-  if (group.rank === 0) {
-    let file = join(temporary, METADATA_FILE);
-    try {
-      const metadata = buildMetadata(model, handles, optimizer, step, extra, temporary, shardWorldSize);
-      writeFileDurably(file, serializeMetadata(metadata));
-      fsyncDirectory(temporary);
-      file = join(root, stepDirectoryName(step));
-      path = commitStepDirectory(root, temporary, step, nonce);
-      file = join(root, LATEST_FILE);
-      writeLatestPointer(root, step);
-      file = root;
-      pruneCheckpoints(root, options.keep, path);
-    } catch (error) {
-      commitError = ioError(`Committing checkpoint step ${step} (writing ${file})`, file, error);
-      rmSync(temporary, { recursive: true, force: true });
-    }
-  }
-  broadcastOutcome(group, 0, commitError, `Committing checkpoint step ${step}`);
-  return { path, step, bytes };
-}
-
-function temporaryDirectory(root: string, step: number, nonce: number): string {
-  return join(root, `.tmp-${stepDirectoryName(step)}-${nonce}`);
-}
-
-/**
- * [Note: a failed save leaves nothing behind]
- * After any rank failed to write, every rank removes the files it wrote (so a full disk gets its
- * space back at once, even where the temporary directory is not shared); after a barrier rank 0
- * removes the directory itself. The next save also removes `.tmp-step-*` leftovers of crashed
- * saves before it writes anything.
- */
-function removeFailedSave(group: ProcessGroup, temporary: string, written: readonly string[]): void {
-  for (const file of written) {
-    try {
-      rmSync(file, { force: true });
-    } catch {
-      // Best effort: rank 0 removes the whole directory below.
-    }
-  }
-  group.barrier().wait();
-  if (group.rank === 0) rmSync(temporary, { recursive: true, force: true });
-}
-
-/** Removes temporary directories of saves that crashed (only rank 0 calls this, before a save). */
-function removeLeftovers(root: string): void {
-  for (const name of readdirSync(root)) {
-    if (name.startsWith('.tmp-step-')) rmSync(join(root, name), { recursive: true, force: true });
-  }
-}
-
-/** Writes this rank's data and index files (none on ranks that hold no shard, e.g. no-shard rank > 0). */
-function writeRankFiles(
-  directory: string,
-  handles: readonly ModelHandle[],
-  optimizer: CheckpointOptimizer | undefined,
-  shardWorldSize: number,
-  blockBytes: number,
-  written: string[],
-): number {
-  const writing = handles.filter((entry) => entry.writes);
-  if (writing.length === 0 && handles.length > 0) return 0;
-  const rank = handles[0]?.handle.rank ?? 0;
-  const state =
-    optimizer === undefined ? null : flattenOptimizerState(optimizer, handles, parameterLocations(handles));
-  const file = dataFileName(rank, shardWorldSize);
-  let writer: RankFileWriter;
-  written.push(join(directory, file));
-  try {
-    writer = new RankFileWriter(join(directory, file), blockBytes);
-  } catch (error) {
-    throw ioError(`Creating ${join(directory, file)}`, join(directory, file), error);
-  }
-  let finished: { bytes: number; sha256: string };
-  try {
-    for (const entry of writing) {
-      writer.append(entry.unit, entry.index, 'parameters', entry.data);
-      const buffers = state?.flat.get(entry)?.buffers ?? new Map<string, StatePiece[]>();
-      for (const name of [...buffers.keys()].sort()) {
-        writer.appendPieces(entry.unit, entry.index, name, entry.data.length, buffers.get(name)!);
-      }
-    }
-    finished = writer.finish();
-  } catch (error) {
-    writer.abandon();
-    throw error instanceof CheckpointError ? error : ioError(`Writing ${writer.path}`, writer.path, error);
-  }
-  const index: RankIndex = {
-    rank,
-    file,
-    bytes: finished.bytes,
-    sha256: finished.sha256,
-    blockBytes,
-    blockDigests: writer.blockDigests,
-    segments: writer.segments,
-    optimizerState: state?.parameters ?? {},
-  };
-  const indexPath = join(directory, indexFileName(rank, shardWorldSize));
-  written.push(indexPath);
-  try {
-    writeFileDurably(indexPath, JSON.stringify(index));
-  } catch (error) {
-    throw ioError(`Writing ${indexPath}`, indexPath, error);
-  }
-  return finished.bytes;
-}
-
-function buildMetadata(
-  model: FullyShardedDataParallel,
-  handles: readonly ModelHandle[],
-  optimizer: CheckpointOptimizer | undefined,
-  step: number,
-  extra: unknown,
-  directory: string,
-  shardWorldSize: number,
-): CheckpointMetadata {
-  const files: DataFileEntry[] = [];
-  const optimizerParameters: SavedOptimizer['parameters'] = {};
-  for (let rank = 0; rank < shardWorldSize; rank++) {
-    const indexFile = indexFileName(rank, shardWorldSize);
-    const raw = readFileSync(join(directory, indexFile));
-    const index = JSON.parse(raw.toString('utf8')) as RankIndex;
-    const { optimizerState, ...entry } = index;
-    Object.assign(optimizerParameters, optimizerState);
-    files.push({ ...entry, index: indexFile, indexSha256: createHash('sha256').update(raw).digest('hex') });
-  }
-  return {
-    format: CHECKPOINT_FORMAT,
-    formatVersion: CHECKPOINT_FORMAT_VERSION,
-    step,
-    worldSize: model.group.size,
-    shardWorldSize,
-    shardingStrategy: model.options.shardingStrategy,
-    createdAt: new Date().toISOString(),
-    handles: handles.map((entry) => ({
-      unit: entry.unit,
-      handle: entry.index,
-      layout: entry.handle.metadata(),
-    })),
-    parameters: handles.flatMap((entry) =>
-      entry.handle.layout.parameters.map((parameter) => ({
-        names: [...parameter.names],
-        shape: [...parameter.shape],
-        dtype: entry.handle.layout.dtype,
-      })),
-    ),
-    files,
-    optimizer:
-      optimizer === undefined
-        ? null
-        : {
-            kind: optimizer.kind,
-            groups: describeGroups(optimizer),
-            parameters: optimizerParameters,
-          },
-    extra,
-  };
-}
-
-function checkOptions(options: SaveCheckpointOptions): void {
-  if (endianness() !== 'LE') {
-    throw new CheckpointError('Checkpoints are little-endian; this machine is big-endian.', {
-      reason: 'io',
-      expected: 'LE',
-      actual: endianness(),
-    });
-  }
-  if (!Number.isSafeInteger(options.step) || options.step < 0) {
-    throw new CheckpointError(`saveCheckpoint needs a non-negative integer step; got ${options.step}.`, {
-      reason: 'io',
-      expected: 'an integer >= 0',
-      actual: options.step,
-      fix: 'pass the number of training steps taken so far.',
-    });
-  }
-  if (options.keep !== undefined && (!Number.isSafeInteger(options.keep) || options.keep < 1)) {
-    throw new CheckpointError(`keep must be a positive integer; got ${options.keep}.`, {
-      reason: 'io',
-      expected: 'an integer >= 1',
-      actual: options.keep,
-    });
-  }
-}
-
-function ioError(what: string, file: string, cause: unknown): CheckpointError {
-  const message = cause instanceof Error ? cause.message : String(cause);
-  return new CheckpointError(`${what} failed: ${message}`, {
-    reason: 'io',
-    file,
-    cause,
-    fix: 'check that the directory is on a file system every rank shares, writable, with free space.',
+  const { model, optimizer, ...rest } = options;
+  const state = checkpointShards(model);
+  return writeCheckpoint(root, {
+    ...rest,
+    group: model.group,
+    model: state,
+    ...(optimizer === undefined
+      ? {}
+      : { optimizer: () => flattenOptimizerState(optimizer, parameterShards(model, state)) }),
   });
 }

@@ -2,8 +2,9 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { bfloat16ToFloat32, float16ToFloat32, formatShape, shapesEqual } from '@fsdp-ts/tensor';
 import { CheckpointError } from '../checkpoint/checkpoint-error';
 import { throwIfAnyRankFailed } from '../checkpoint/group-agreement';
-import { type ModelHandle, modelHandles } from '../checkpoint/model-shards';
+import { checkpointShards } from '../checkpoint/model-shards';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import type { FlatShard } from '../sharded-state/flat-shard';
 import { readHeader, type SafetensorsHeader, safetensorsItemSize } from './safetensors-header';
 
 /**
@@ -13,11 +14,11 @@ import { readHeader, type SafetensorsHeader, safetensorsItemSize } from './safet
  * with its shape; tensors the model lacks are an error too.
  */
 export function importSafetensors(model: FullyShardedDataParallel, path: string): void {
-  const staged = new Map<ModelHandle, Float32Array>();
+  const staged = new Map<FlatShard, Float32Array>();
   let localError: unknown;
   try {
     const header = readHeader(path);
-    const handles = modelHandles(model);
+    const handles = checkpointShards(model).shards;
     checkNames(path, header, handles);
     const descriptor = openSync(path, 'r');
     try {
@@ -32,12 +33,12 @@ export function importSafetensors(model: FullyShardedDataParallel, path: string)
   for (const [entry, values] of staged) entry.data.set(values);
 }
 
-function checkNames(path: string, header: SafetensorsHeader, handles: readonly ModelHandle[]): void {
+function checkNames(path: string, header: SafetensorsHeader, handles: readonly FlatShard[]): void {
   const problems: string[] = [];
   const offenders: string[] = [];
   const used = new Set<string>();
   for (const entry of handles) {
-    for (const parameter of entry.handle.layout.parameters) {
+    for (const parameter of entry.layout.parameters) {
       for (const name of parameter.names) used.add(name);
       const name = parameter.names.find((candidate) => header.tensors.has(candidate));
       const tensor = name === undefined ? undefined : header.tensors.get(name);
@@ -66,10 +67,10 @@ function checkNames(path: string, header: SafetensorsHeader, handles: readonly M
   }
 }
 
-function readHandle(descriptor: number, header: SafetensorsHeader, entry: ModelHandle): Float32Array {
+function readHandle(descriptor: number, header: SafetensorsHeader, entry: FlatShard): Float32Array {
   const target = new Float32Array(entry.data.length);
-  entry.handle.layout.parameters.forEach((parameter, index) => {
-    const { offsetInShard, offsetInParam, length } = entry.handle.intersections[index]!;
+  entry.layout.parameters.forEach((parameter, index) => {
+    const { offsetInShard, offsetInParam, length } = entry.intersections[index]!;
     if (length === 0) return;
     const tensor = header.tensors.get(parameter.names.find((name) => header.tensors.has(name))!)!;
     const itemSize = safetensorsItemSize[tensor.dtype];

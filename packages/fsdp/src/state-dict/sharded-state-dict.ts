@@ -2,13 +2,20 @@ import type { FlatParamMetadata } from '@fsdp-ts/flat-param';
 import { TensorView } from '@fsdp-ts/tensor';
 import { FsdpError } from '../errors';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import type { FlatShard } from '../sharded-state/flat-shard';
+import { modelShards } from '../sharded-state/model-shards';
+import { matchSavedParameters, type SavedFlatParameter } from '../sharded-state/saved-parameters';
+import { savedRanges } from '../sharded-state/saved-ranges';
 import { checkNames } from './check-names';
-import { localPart, parameterEntries } from './named-parameters';
+import { parameterEntries } from './named-parameters';
 import { assembleRange, type Piece } from './pieces';
 
 export const SHARDED_STATE_DICT_FORMAT = 'fsdp-ts/sharded-state@1';
 
-/** One flat parameter of one unit as saved by one rank: what a checkpoint writes per rank. */
+/**
+ * One flat parameter of one unit as saved by one rank: a FlatShard ([Note: sharded model state])
+ * with its slice copied, what a checkpoint writes per rank as a segment.
+ */
 export interface ShardedHandleEntry {
   /** Dotted name of the unit's module ('' for the root unit). */
   readonly unit: string;
@@ -45,32 +52,37 @@ export interface ShardedStateDict {
 
 export function shardedStateDict(model: FullyShardedDataParallel): ShardedStateDict {
   model.expectIdle('shardedStateDict()');
+  const state = modelShards(model);
   const handles: ShardedHandleEntry[] = [];
   const parameters: Record<string, ShardedParameterEntry> = {};
-  const shardCopies = new Map<unknown, Float32Array>();
-  for (const unit of model.units) {
-    for (const handle of unit.handles) {
-      const { shardNumel } = handle.layout;
-      // no-shard handles have world size 1: their one "shard" is the unsharded buffer.
-      const source = handle.localBuffer();
-      const shard = (source.typedArray() as Float32Array).slice(0, shardNumel);
-      shardCopies.set(handle, shard);
-      handles.push({ unit: unit.name, metadata: handle.metadata(), rank: handle.rank, shard });
-    }
+  const copies = new Map<FlatShard, Float32Array>();
+  for (const shard of state.shards) {
+    const copy = shard.data.slice();
+    copies.set(shard, copy);
+    handles.push({
+      unit: shard.unit,
+      metadata: JSON.parse(JSON.stringify(shard.layout)),
+      rank: shard.rank,
+      shard: copy,
+    });
   }
+  const shardOf = new Map<string, { shard: FlatShard; index: number }>();
+  for (const shard of state.shards)
+    shard.layout.parameters.forEach((parameter, index) => {
+      for (const name of parameter.names) shardOf.set(name, { shard, index });
+    });
   const unmanaged: Record<string, TensorView> = {};
   for (const entry of parameterEntries(model)) {
-    if (entry.location === undefined) {
+    const location = entry.location === undefined ? undefined : shardOf.get(entry.name);
+    if (location === undefined) {
       unmanaged[entry.name] = TensorView.zeros([...entry.shape]).copyFrom(entry.parameter.data);
       continue;
     }
-    const { handle, index } = entry.location;
-    const intersection = handle.intersections[index]!;
-    const shard = shardCopies.get(handle)!;
-    const values = shard.subarray(
-      intersection.offsetInShard,
-      intersection.offsetInShard + intersection.length,
-    );
+    const { shard, index } = location;
+    const intersection = shard.intersections[index]!;
+    const values = copies
+      .get(shard)!
+      .subarray(intersection.offsetInShard, intersection.offsetInShard + intersection.length);
     parameters[entry.name] = {
       shape: [...entry.shape],
       pieces: [{ offset: intersection.offsetInParam, values }],
@@ -82,7 +94,7 @@ export function shardedStateDict(model: FullyShardedDataParallel): ShardedStateD
     format: SHARDED_STATE_DICT_FORMAT,
     rank: model.group.rank,
     worldSize: model.group.size,
-    shardingStrategy: model.options.shardingStrategy,
+    shardingStrategy: state.shardingStrategy,
     handles,
     parameters,
     unmanaged,
@@ -127,16 +139,76 @@ export function loadShardedStateDict(
   for (const [name, view] of model.namedBuffers()) expected.set(name, view.shape);
   checkNames('loadShardedStateDict', expected, new Map(), actual);
   const unmanaged = dicts[0]!.unmanaged;
-  const targets = entries.map((entry) => ({ entry, part: localPart(entry) }));
+  // The values come from the dicts' flat shards, as a checkpoint's come from its files: the
+  // same name matching and range location ([Note: sharded model state]).
+  const { saved, slices } = savedShards(dicts);
+  const state = modelShards(model);
+  const { matched, problems } = matchSavedParameters(saved, state.shards, 'the dicts');
+  if (problems.length > 0) {
+    throw new FsdpError(
+      `loadShardedStateDict: the dicts' flat parameters do not fit the model: ${problems.join('; ')}.`,
+      {
+        code: 'state-dict-mismatch',
+        actual: problems,
+        fix: 'pass the sharded state dicts saved from this model (same names and shapes); nothing was loaded.',
+      },
+    );
+  }
   // Assemble into copies first so a coverage error leaves the model unchanged.
-  const assembled = targets.map(({ entry, part }) => {
-    if (entry.location === undefined) return unmanaged[entry.name]!.toArray();
-    const values = new Float32Array(part.values.length);
-    assembleRange(entry.name, pieces.get(entry.name) ?? [], part.offset, values);
+  const assembled = state.shards.map((shard) => {
+    const values = shard.data.slice();
+    for (const { index, location, pieces } of savedRanges(shard, matched)) {
+      const available: Piece[] = [];
+      for (const piece of pieces) {
+        const slice = slices.get(sliceKey(location.unit, location.handle, piece.rank));
+        if (slice === undefined) continue;
+        available.push({
+          offset: piece.offsetInParam,
+          values: slice.subarray(piece.offsetInShard, piece.offsetInShard + piece.length),
+        });
+      }
+      const { offsetInShard, offsetInParam, length } = shard.intersections[index]!;
+      assembleRange(
+        location.name,
+        available,
+        offsetInParam,
+        values.subarray(offsetInShard, offsetInShard + length),
+      );
+    }
     return values;
   });
-  targets.forEach(({ part }, index) => {
-    part.values.set(assembled[index]!);
+  const ignored = entries.filter((entry) => entry.location === undefined);
+  const ignoredValues = ignored.map((entry) => unmanaged[entry.name]!.toArray());
+  state.shards.forEach((shard, index) => {
+    shard.data.set(assembled[index]!);
+  });
+  ignored.forEach((entry, index) => {
+    entry.parameter.data.copyFrom(TensorView.fromArray(ignoredValues[index]!, [...entry.shape]));
   });
   for (const [name, view] of model.namedBuffers()) view.copyFrom(unmanaged[name]!);
+}
+
+const sliceKey = (unit: string, handle: number, rank: number) => `${rank}\u0000${handle}\u0000${unit}`;
+
+/**
+ * The flat parameters the dicts hold (each unit's in order, numbered as in its unit) and their
+ * slices by unit, position and rank. Replicas (hybrid-shard) hold equal slices: any one serves.
+ */
+function savedShards(dicts: readonly ShardedStateDict[]): {
+  saved: SavedFlatParameter[];
+  slices: Map<string, Float32Array>;
+} {
+  const saved = new Map<string, SavedFlatParameter>();
+  const slices = new Map<string, Float32Array>();
+  for (const dict of dicts) {
+    const positions = new Map<string, number>();
+    for (const entry of dict.handles) {
+      const handle = positions.get(entry.unit) ?? 0;
+      positions.set(entry.unit, handle + 1);
+      const key = `${handle}\u0000${entry.unit}`;
+      if (!saved.has(key)) saved.set(key, { unit: entry.unit, handle, layout: entry.metadata });
+      slices.set(sliceKey(entry.unit, handle, entry.rank), entry.shard);
+    }
+  }
+  return { saved: [...saved.values()], slices };
 }

@@ -1,20 +1,31 @@
-import type * as tf from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 import type { LayersModel } from '@tensorflow/tfjs-layers';
 import { LayersError } from '../errors';
 
 export type LossOrMetricFunction = (yTrue: tf.Tensor, yPred: tf.Tensor) => tf.Tensor;
 
-/** The loss and metrics of a compiled single-output model, with their log names (model.fit's). */
+/** The loss and metrics of a compiled model (any number of outputs), with model.fit's log names. */
 export interface CompiledObjective {
-  loss: LossOrMetricFunction;
-  metrics: LossOrMetricFunction[];
-  /** ['loss', ...metric names], as model.metricsNames. */
+  /** ['loss', ...], as model.metricsNames (per-output losses, then metrics, for several outputs). */
   names: string[];
+  /** The model's input and output names, in order (x and y given as name maps are read by them). */
+  inputNames: string[];
+  outputNames: string[];
+  /**
+   * model.fit's objective on one batch: the mean over samples of the summed per-output losses
+   * (regularization not included), and the other logged values (names[1..]), each a scalar mean.
+   */
+  compute(
+    targets: readonly tf.Tensor[],
+    outputs: readonly tf.Tensor[],
+  ): { loss: tf.Scalar; others: tf.Scalar[] };
 }
 
 /**
  * Reads the loss and metrics resolved by `model.compile` (tfjs-layers turns names like
- * 'categoricalCrossentropy' or 'accuracy' into functions and log names there).
+ * 'categoricalCrossentropy' or 'accuracy' into functions and log names there), and computes them
+ * as tfjs-layers' own train function does: the total loss is the mean of the per-sample sum of
+ * every output's loss; with several outputs each output's mean loss is logged first.
  */
 export function compiledObjective(model: LayersModel): CompiledObjective {
   // A Sequential keeps its compiled state on the LayersModel it wraps (`model.model`).
@@ -29,20 +40,26 @@ export function compiledObjective(model: LayersModel): CompiledObjective {
       fix: "keep your model.compile call (its optimizer is not used), or pass { loss: 'meanSquaredError', metrics: [...] } to ShardedTrainer.",
     });
   }
-  if (model.outputs.length !== 1 || model.inputs.length !== 1) {
-    throw new LayersError(
-      `ShardedTrainer trains models with one input and one output; this one has ${model.inputs.length} inputs and ${model.outputs.length} outputs.`,
-      {
-        code: 'unsupported-model',
-        expected: '1 input, 1 output',
-        actual: { inputs: model.inputs.length, outputs: model.outputs.length },
-        fix: 'train a single-input, single-output model (concatenate inputs or heads into one tensor), or use @fsdp-ts/fsdp.',
-      },
-    );
-  }
+  const outputCount = model.outputs.length;
+  const metricsTensors = (model.metricsTensors ?? inner?.metricsTensors ?? []) as [
+    LossOrMetricFunction,
+    number,
+  ][];
   return {
-    loss: lossFunctions[0]!,
-    metrics: model.metricsTensors.map(([metric]) => metric as LossOrMetricFunction),
-    names: [...model.metricsNames],
+    names: [...(model.metricsNames ?? inner?.metricsNames ?? ['loss'])],
+    inputNames: [...(model.inputNames ?? inner?.inputNames ?? [])],
+    outputNames: [...(model.outputNames ?? inner?.outputNames ?? [])],
+    compute(targets, outputs) {
+      const perOutput = lossFunctions.map((lossFunction, index) =>
+        lossFunction(targets[index]!, outputs[index]!),
+      );
+      const total = perOutput.reduce((sum, loss) => tf.add(sum, loss));
+      const others = metricsTensors.map(([metric, outputIndex], index) =>
+        outputCount > 1 && index < outputCount
+          ? tf.mean(perOutput[index]!)
+          : tf.mean(metric(targets[outputIndex]!, outputs[outputIndex]!)),
+      );
+      return { loss: tf.mean(total) as tf.Scalar, others: others as tf.Scalar[] };
+    },
   };
 }

@@ -2,7 +2,7 @@ import type { ProcessGroup } from '@fsdp-ts/collectives';
 import * as tf from '@tensorflow/tfjs-core';
 import type * as tfl from '@tensorflow/tfjs-layers';
 import { allReduceSum, allReduceSumInPlace } from './all-reduce-sum';
-import { allLayers, batchNormalizationInternals } from './layer-access';
+import { allLayers, batchNormalizationInternals, replaceCall } from './layer-access';
 import { sharedFloat32 } from './shared-float32';
 
 type CallFunction = (
@@ -26,14 +26,16 @@ type CallFunction = (
 export function synchronizeBatchNorm(model: tfl.LayersModel, group: ProcessGroup): () => void {
   const layers = allLayers(model).filter((layer) => layer.getClassName() === 'BatchNormalization');
   if (group.size === 1 || layers.length === 0) return () => {};
-  for (const layer of layers) {
-    const original = (layer as unknown as { call: CallFunction }).call.bind(layer);
-    const call: CallFunction = (inputs, kwargs) =>
-      kwargs.training === true ? synchronizedCall(layer, group, inputs) : original(inputs, kwargs);
-    Object.defineProperty(layer, 'call', { value: call, configurable: true, writable: true });
-  }
+  const restores = layers.map((layer) =>
+    replaceCall(
+      layer,
+      (original): CallFunction =>
+        (inputs, kwargs) =>
+          kwargs.training === true ? synchronizedCall(layer, group, inputs) : original(inputs, kwargs),
+    ),
+  );
   return () => {
-    for (const layer of layers) delete (layer as unknown as { call?: CallFunction }).call;
+    for (const restore of restores.reverse()) restore();
   };
 }
 

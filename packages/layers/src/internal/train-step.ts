@@ -3,8 +3,16 @@ import * as tf from '@tensorflow/tfjs-core';
 import type { LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
 import { allReduceSumInPlace } from './all-reduce-sum';
 import type { CompiledObjective } from './compiled-objective';
+import type { FullShardLayers } from './full-shard-layers';
 import { backingVariable, regularizationLosses } from './layer-access';
 import { sharedFloat32 } from './shared-float32';
+import type { Batch } from './validate-data';
+
+/** The model's outputs for these inputs, always as an array (one per output). */
+export function applyModel(model: LayersModel, inputs: readonly tf.Tensor[], training: boolean): tf.Tensor[] {
+  const output = model.apply(inputs.length === 1 ? inputs[0]! : [...inputs], { training });
+  return Array.isArray(output) ? (output as tf.Tensor[]) : [output as tf.Tensor];
+}
 
 export interface LocalGradients {
   gradients: Map<LayerVariable, tf.Tensor>;
@@ -24,29 +32,38 @@ export function computeLocalGradients(
   model: LayersModel,
   objective: CompiledObjective,
   group: ProcessGroup,
-  x: tf.Tensor,
-  y: tf.Tensor,
+  batch: Batch,
   localCount: number,
   globalCount: number,
   variables: readonly LayerVariable[],
+  fullShard: FullShardLayers | null = null,
 ): LocalGradients {
   const share = localCount / globalCount;
-  const local = sharedFloat32(1 + objective.metrics.length);
+  const local = sharedFloat32(objective.names.length);
+  fullShard?.beginStep();
+  const differentiated = fullShard === null ? variables.map(backingVariable) : [fullShard.anchor];
   const { value, grads } = tf.variableGrads(() => {
-    const output = model.apply(x, { training: true }) as tf.Tensor;
-    const perSample = objective.loss(y, output);
-    let loss = tf.mul(tf.mean(perSample), share) as tf.Scalar;
-    objective.metrics.forEach((metric, index) => {
-      local[1 + index] = (tf.mean(metric(y, output)).dataSync()[0] ?? 0) * share;
+    const outputs = applyModel(model, batch.xs, true);
+    const objectiveValues = objective.compute(batch.ys, outputs);
+    let loss = tf.mul(objectiveValues.loss, share) as tf.Scalar;
+    objectiveValues.others.forEach((value, index) => {
+      local[1 + index] = (value.dataSync()[0] ?? 0) * share;
     });
     for (const penalty of regularizationLosses(model)) loss = tf.add(loss, tf.div(penalty, group.size));
     return loss;
-  }, variables.map(backingVariable));
+  }, differentiated);
   local[0] = value.dataSync()[0] ?? 0;
   value.dispose();
+  const gradients = new Map<LayerVariable, tf.Tensor>();
+  if (fullShard !== null) {
+    // The weights' gradients went to the buckets through the taps (see [Note: full-shard layers]).
+    fullShard.endStep();
+    tf.dispose(Object.values(grads));
+    allReduceSumInPlace(group, local);
+    return { gradients, values: [...local] };
+  }
   allReduceSumInPlace(group, local);
   const byName = new Map(variables.map((variable) => [backingVariable(variable).name, variable] as const));
-  const gradients = new Map<LayerVariable, tf.Tensor>();
   for (const [name, gradient] of Object.entries(grads)) gradients.set(byName.get(name)!, gradient);
   return { gradients, values: [...local] };
 }

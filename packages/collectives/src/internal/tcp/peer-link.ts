@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net';
+import { isTlsFailure } from '../../auth/secure-socket.js';
 import { CollectiveError } from '../../errors.js';
 
 interface Sink {
@@ -32,7 +33,14 @@ export class PeerLink {
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.receive(chunk));
     socket.on('error', (cause) =>
-      this.lose(`the connection to rank ${peer} failed (${cause.message})`, cause, true),
+      isTlsFailure(cause)
+        ? this.lose(
+            `the secure connection to rank ${peer} failed authentication (${cause.message}): a byte was altered, injected or replayed on the way`,
+            cause,
+            true,
+            'auth',
+          )
+        : this.lose(`the connection to rank ${peer} failed (${cause.message})`, cause, true),
     );
     socket.on('close', () => this.lose(`rank ${peer} closed the connection`, undefined, true));
     socket.resume();
@@ -110,10 +118,24 @@ export class PeerLink {
     }
   }
 
-  private lose(message: string, cause: unknown, byPeer: boolean): void {
+  private lose(
+    message: string,
+    cause: unknown,
+    byPeer: boolean,
+    code: 'peer-lost' | 'auth' = 'peer-lost',
+  ): void {
     if (this.state === 'failed') return;
     this.state = 'failed';
-    this.failure = new CollectiveError(message, { code: 'peer-lost', peer: this.peer, cause });
+    this.failure = new CollectiveError(message, {
+      code,
+      peer: this.peer,
+      cause,
+      ...(code === 'auth'
+        ? {
+            fix: 'nothing to fix in the job: look for a device or process tampering with traffic between the hosts; the group is broken, restart from the last checkpoint.',
+          }
+        : {}),
+    });
     const sink = this.sink;
     this.sink = undefined;
     sink?.reject(this.failure);

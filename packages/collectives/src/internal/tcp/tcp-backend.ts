@@ -15,6 +15,8 @@ export interface TcpConfig {
   secret: string;
   /** Address this rank's data sockets listen on and peers connect to. */
   host: string;
+  /** TLS on every data connection ([Note: secure data links]). */
+  secure: boolean;
 }
 
 /**
@@ -71,7 +73,7 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
         },
       );
     }
-    return { store, secret: secret ?? '', host };
+    return { store, secret: secret ?? '', host, secure: resolveSecure(options.secure, identity.rank) };
   },
 
   async start(setup) {
@@ -84,6 +86,7 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       secret: setup.config.secret,
       host: setup.config.host,
       timeoutMs: setup.timeoutMs,
+      secure: setup.config.secure,
       abort,
     };
     const { client, reply } = await CommunicationClient.start(
@@ -128,4 +131,19 @@ async function exchangeEndpoints(setup: GroupSetup<TcpConfig>, mine: string): Pr
     );
   }
   return endpoints;
+}
+
+/** `secure` from the options, else FSDP_SECURE ('1'/'true' on, '0'/'false'/unset off). */
+function resolveSecure(option: boolean | undefined, rank: number): boolean {
+  if (option !== undefined) return option;
+  const value = process.env.FSDP_SECURE;
+  if (value === undefined || value === '' || value === '0' || value === 'false') return false;
+  if (value === '1' || value === 'true') return true;
+  throw new CollectiveError(`FSDP_SECURE is '${value}'; expected 1 or 0.`, {
+    code: 'invalid-argument',
+    rank,
+    expected: "'1', 'true', '0', 'false' or unset",
+    actual: value,
+    fix: 'set FSDP_SECURE=1 to encrypt the data connections (or run fsdp-run --secure), or unset it.',
+  });
 }

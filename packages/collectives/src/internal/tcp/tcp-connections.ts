@@ -1,5 +1,7 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { authenticateSocket } from '../../auth/authenticate-socket.js';
+import { authenticateSocket, type SessionKeys } from '../../auth/authenticate-socket.js';
+import { readExactly } from '../../auth/internal/read-exactly.js';
+import { secureSocket } from '../../auth/secure-socket.js';
 import { CollectiveError } from '../../errors.js';
 
 /**
@@ -9,9 +11,15 @@ import { CollectiveError } from '../../errors.js';
  * secret), then the connecting side names itself with 12 bytes (magic, its rank, a hash of the
  * group key). A connection that fails either step is dropped and the server keeps listening, so a
  * process without the secret can neither join nor inject data.
+ * With `secure` ([Note: secure data links]) the identity carries another magic (so a secure rank
+ * and a plain one refuse each other), the accepting side answers it with one byte, and only then
+ * do both wrap the socket in TLS: the answer keeps the client's first TLS bytes from arriving
+ * while the plain socket still owns its read buffer.
  */
 const IDENTITY_MAGIC = 0x44495346;
+const SECURE_IDENTITY_MAGIC = 0x53495346;
 const IDENTITY_BYTES = 12;
+const IDENTITY_ACCEPTED = 0x01;
 
 export function groupKeyHash(key: string): number {
   let hash = 0x811c9dc5;
@@ -27,6 +35,17 @@ export interface MeshOptions {
   secret: string;
   host: string;
   timeoutMs: number;
+  /** Seal every data byte with TLS ([Note: secure data links]). */
+  secure: boolean;
+}
+
+function identityMagic(options: MeshOptions): number {
+  return options.secure ? SECURE_IDENTITY_MAGIC : IDENTITY_MAGIC;
+}
+
+/** The PSK identity of the connection from rank `higher` to rank `lower` of the group. */
+function linkIdentity(options: MeshOptions, higher: number, lower: number): string {
+  return `fsdp-ts ${groupKeyHash(options.key).toString(16)} rank ${higher} -> rank ${lower}`;
 }
 
 function readIdentity(socket: Socket, deadline: number): Promise<Buffer> {
@@ -96,7 +115,7 @@ export class PeerAcceptor {
             {
               code: 'timeout',
               rank,
-              fix: 'check that every rank started and that the data address is reachable from the others (FSDP_SOCKET_ADDR).',
+              fix: 'check that every rank started and that the data address is reachable from the others (FSDP_SOCKET_ADDR), and that every rank has the same FSDP_SECURE setting.',
             },
           ),
         );
@@ -114,19 +133,30 @@ export class PeerAcceptor {
     socket.on('error', () => undefined);
     void (async () => {
       try {
-        await authenticateSocket(socket, options.secret, 'server', {
+        const keys = await authenticateSocket(socket, options.secret, 'server', {
           timeoutMs: Math.max(1, deadline - Date.now()),
         });
         const identity = await readIdentity(socket, deadline);
         const peer = identity.readUInt32LE(4);
         const valid =
-          identity.readUInt32LE(0) === IDENTITY_MAGIC &&
+          identity.readUInt32LE(0) === identityMagic(options) &&
           identity.readUInt32LE(8) === groupKeyHash(options.key) &&
           peer > options.rank &&
           peer < options.size &&
           !this.accepted.has(peer);
         if (!valid) throw new Error('bad identity');
-        this.accepted.set(peer, socket);
+        let link: Socket = socket;
+        if (options.secure) {
+          socket.write(Buffer.of(IDENTITY_ACCEPTED));
+          link = await secureSocket(socket, {
+            keys,
+            role: 'server',
+            identity: linkIdentity(options, peer, options.rank),
+            deadline,
+          });
+        }
+        if (this.accepted.has(peer)) throw new Error('duplicate peer');
+        this.accepted.set(peer, link);
         if (this.accepted.size === this.expected) this.waiter?.();
       } catch {
         socket.destroy();
@@ -165,16 +195,47 @@ export async function connectPeers(
           ),
         );
       });
-      await authenticateSocket(socket, options.secret, 'client', {
+      const keys = await authenticateSocket(socket, options.secret, 'client', {
         timeoutMs: Math.max(1, deadline - Date.now()),
       });
       const identity = Buffer.alloc(IDENTITY_BYTES);
-      identity.writeUInt32LE(IDENTITY_MAGIC, 0);
+      identity.writeUInt32LE(identityMagic(options), 0);
       identity.writeUInt32LE(options.rank, 4);
       identity.writeUInt32LE(groupKeyHash(options.key), 8);
       socket.write(identity);
-      sockets.set(peer, socket);
+      sockets.set(peer, options.secure ? await secureClient(socket, keys, options, peer, deadline) : socket);
     }),
   );
   return sockets;
+}
+
+/** The client half of [Note: secure data links]: waits for the identity's answer, then TLS. */
+async function secureClient(
+  socket: Socket,
+  keys: SessionKeys,
+  options: MeshOptions,
+  peer: number,
+  deadline: number,
+): Promise<Socket> {
+  try {
+    await readExactly(socket, 1, deadline, `rank ${peer}'s answer to this rank's identity`);
+  } catch (cause) {
+    socket.destroy();
+    throw new CollectiveError(
+      `Rank ${peer} refused the secure connection of rank ${options.rank}: it runs without secure transport or in another group.`,
+      {
+        code: 'auth',
+        rank: options.rank,
+        peer,
+        cause,
+        fix: 'give every rank the same FSDP_SECURE setting (fsdp-run --secure sets it for all workers).',
+      },
+    );
+  }
+  return secureSocket(socket, {
+    keys,
+    role: 'client',
+    identity: linkIdentity(options, options.rank, peer),
+    deadline,
+  });
 }

@@ -32,6 +32,8 @@ export interface TcpInit extends EngineInit {
   secret: string;
   host: string;
   timeoutMs: number;
+  /** TLS on every data connection ([Note: secure data links]). */
+  secure: boolean;
 }
 
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */

@@ -1,4 +1,6 @@
-import { FlatParamHandle } from '@fsdp-ts/flat-param';
+// What this package's tests repeat: reference parameters, each rank's handle, and the
+// collectives done in-process.
+import { FlatParamHandle, type FlatParamHandleOptions } from '@fsdp-ts/flat-param';
 import { Parameter } from '@fsdp-ts/tensor';
 import fc from 'fast-check';
 
@@ -39,6 +41,19 @@ export const specsArbitrary = fc.array(fc.record({ shape: shapeArbitrary, frozen
 export const worldSizeArbitrary = fc.integer({ min: 1, max: 8 });
 export const alignmentArbitrary = fc.integer({ min: 1, max: 8 });
 
+/**
+ * One handle per rank of `copies.length` ranks, rank r's over `copies[r]` (each rank's own copy of
+ * the same named parameters, as real ranks hold them).
+ */
+export function handlesPerRank(
+  copies: readonly (readonly [string, Parameter][])[],
+  options: Omit<FlatParamHandleOptions, 'rank' | 'worldSize'> = {},
+): FlatParamHandle[] {
+  return copies.map((pairs, rank) =>
+    FlatParamHandle.create(pairs, { ...options, rank, worldSize: copies.length }),
+  );
+}
+
 /** One handle per rank, each over its own copy of the same parameter values (as real ranks are). */
 export function createRanks(
   specs: readonly ParameterSpec[],
@@ -46,7 +61,7 @@ export function createRanks(
   alignment: number,
 ): { handles: FlatParamHandle[]; named: [string, Parameter][][] } {
   const named = Array.from({ length: worldSize }, () => makeNamedParameters(specs));
-  const handles = named.map((pairs, rank) => FlatParamHandle.create(pairs, { rank, worldSize, alignment }));
+  const handles = handlesPerRank(named, { alignment });
   return { handles, named };
 }
 

@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { registerBackend, registeredBackends } from '../src/internal/backend-registry.js';
+import { conformanceLaunchers } from './conformance/launchers.js';
+import { loopbackBackend } from './support/loopback-backend/loopback-backend.js';
+
+// The package's backends plus the test-only one, registered from outside as a user would.
+registerBackend(loopbackBackend);
+const backends = registeredBackends();
+
+describe('conformance: every registered backend', () => {
+  it('has a conformance set-up for every registered backend', () => {
+    expect(backends).toEqual(expect.arrayContaining(['tcp', 'shm', 'loopback']));
+    expect(backends.filter((name) => conformanceLaunchers[name] === undefined)).toEqual([]);
+  });
+
+  for (const backend of backends) {
+    const launcher = conformanceLaunchers[backend];
+    if (launcher === undefined) continue;
+    for (const size of [1, 2, 3, 4]) {
+      it(`${backend}: every op x dtype x size matches the reference on ${size} ${launcher.ranks}`, async () => {
+        const results = await launcher.run(size);
+        expect(results).toHaveLength(size);
+        expect(results.flat().filter((outcome) => outcome.failure !== undefined)).toEqual([]);
+        expect(results[0]!.length).toBeGreaterThan(launcher.minimumCases);
+      }, 180_000);
+    }
+  }
+});

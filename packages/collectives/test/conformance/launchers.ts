@@ -1,0 +1,58 @@
+import { spawnThreadRanks } from '../../src/index.js';
+import { runWithLauncher } from '../helpers/run-with-launcher.js';
+import type { SuiteOptions } from './rank-suite.js';
+import type { CaseOutcome } from './run-conformance.js';
+
+/**
+ * How the conformance suite starts one backend's ranks, with that backend's real set-up: real
+ * processes under fsdp-run for tcp, worker threads for the thread backends. Every registered
+ * backend needs an entry (conformance.int.test.ts fails for one without).
+ */
+export interface ConformanceLauncher {
+  /** 'process(es)' or 'thread rank(s)', for the test names. */
+  readonly ranks: string;
+  /** Each rank's outcomes, by rank. */
+  run(size: number): Promise<CaseOutcome[][]>;
+  /** At least this many outcomes on rank 0 (the suite really ran). */
+  readonly minimumCases: number;
+}
+
+const threadFixture = new URL('../fixtures/conformance-thread-rank.ts', import.meta.url);
+const tcpScript = new URL('../fixtures/tcp-rank.ts', import.meta.url);
+const timeoutMs = 170_000;
+
+function threads(
+  backend: string,
+  options: (size: number) => SuiteOptions,
+  minimumCases: number,
+): ConformanceLauncher {
+  return {
+    ranks: 'thread rank(s)',
+    minimumCases,
+    run: async (size) =>
+      (await spawnThreadRanks(size, threadFixture, 'conformanceRank', {
+        args: { backend, ...options(size) },
+        timeoutMs,
+      })) as CaseOutcome[][],
+  };
+}
+
+export const conformanceLaunchers: Readonly<Record<string, ConformanceLauncher>> = {
+  tcp: {
+    ranks: 'process(es) under fsdp-run',
+    minimumCases: 50,
+    run: async (size) => {
+      const run = await runWithLauncher(size, tcpScript, ['conformance'], { timeoutMs });
+      if (run.code !== 0 || run.results.size !== size) {
+        throw new Error(`fsdp-run exited with ${run.code} and ${run.results.size} results:\n${run.output}`);
+      }
+      return [...run.results.entries()]
+        .sort(([a], [b]) => a - b)
+        .map(([, result]) => result as CaseOutcome[]);
+    },
+  },
+  shm: threads('shm', (size) => ({ huge: size === 2 || size === 3, wire: false }), 40),
+  // The test-only backend of test/support/loopback-backend, built by following CONTRIBUTING.md's
+  // "Add a collectives backend" recipe: registered from outside the package, engine on EngineBase.
+  loopback: threads('loopback', (size) => ({ huge: size === 2, wire: true }), 60),
+};
