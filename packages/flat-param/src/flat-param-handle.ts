@@ -105,11 +105,9 @@ export class FlatParamHandle {
     this.#shardedStorage = Storage.allocate(layout.dtype, layout.shardNumel, shared);
     // Freed and re-allocated for every use of the unit: pooled (see [Note: storage pool]).
     const pooled = { shared: true, pooled: true };
-    this.#unshardedStorage = Storage.allocate(layout.dtype, layout.paddedNumel, pooled);
-    this.#unshardedStorage.free();
+    this.#unshardedStorage = Storage.unallocated(layout.dtype, layout.paddedNumel, pooled);
     this.#shardedGradStorage = Storage.allocate(gradDType, layout.shardNumel, shared);
-    this.#unshardedGradStorage = Storage.allocate(gradDType, layout.paddedNumel, pooled);
-    this.#unshardedGradStorage.free();
+    this.#unshardedGradStorage = Storage.unallocated(gradDType, layout.paddedNumel, pooled);
     this.views = buildViewSet(layout, parameters, this.intersections, {
       sharded: this.#shardedStorage,
       unsharded: this.#unshardedStorage,

@@ -11,7 +11,9 @@ export type LayersErrorCode =
   | 'replica-mismatch'
   | 'unsupported-model'
   | 'not-compiled'
-  | 'checkpoint-mismatch';
+  | 'checkpoint-mismatch'
+  | 'checkpoint-failed'
+  | 'checkpoint-corrupt';
 
 export interface LayersErrorDetails {
   code: LayersErrorCode;

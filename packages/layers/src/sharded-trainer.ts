@@ -3,7 +3,7 @@ import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import type { History, LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
-import { loadShardedCheckpoint } from './checkpoint/load-sharded-checkpoint';
+import { loadShardedCheckpoint, resolveCheckpointDirectory } from './checkpoint/load-sharded-checkpoint';
 import { type CheckpointSource, saveShardedCheckpoint } from './checkpoint/save-sharded-checkpoint';
 import { LayersError } from './errors';
 import { allReduceSumInPlace } from './internal/all-reduce-sum';
@@ -319,7 +319,7 @@ export class ShardedTrainer {
   /** Loads a checkpoint written by saveCheckpoint (any world size or strategy). Every rank must call it. */
   async loadCheckpoint(directory: string): Promise<void> {
     this.expectIdle('loadCheckpoint');
-    loadShardedCheckpoint(directory, this.checkpointSource());
+    loadShardedCheckpoint(resolveCheckpointDirectory(directory, this.log), this.checkpointSource());
     this.adoptVariables();
     await this.group.barrier();
   }

@@ -10,6 +10,7 @@ export type NnErrorCode =
   | 'shape-mismatch'
   | 'state-dict-mismatch'
   | 'parameter-not-full-shape'
+  | 'parameter-deferred'
   | 'loss-not-scalar';
 
 export interface NnErrorDetails {

@@ -7,6 +7,7 @@ export {
   hasBackwardHook,
   trainableParameters,
 } from './backward-hook';
+export { deferredInit, isInitDeferred, materializeParameters } from './deferred-init';
 export {
   NnError,
   type NnErrorCode,
@@ -21,7 +22,15 @@ export type {
   RemovableHandle,
 } from './forward-hooks';
 export { crossEntropy } from './functional/cross-entropy';
-export { GPT2_INIT_STD, initConstant, initNormal, initUniform } from './init';
+export {
+  constantParameter,
+  GPT2_INIT_STD,
+  initConstant,
+  initNormal,
+  initUniform,
+  normalParameter,
+} from './init';
+export { ConstantInitializer, NormalInitializer } from './initializers';
 export { CausalSelfAttention, type CausalSelfAttentionOptions } from './layers/causal-self-attention';
 export { Dropout, type DropoutOptions } from './layers/dropout';
 export { Embedding, type EmbeddingOptions } from './layers/embedding';

@@ -1,4 +1,6 @@
-import { TensorView } from '@fsdp-ts/tensor';
+import { Parameter, type Shape, TensorView } from '@fsdp-ts/tensor';
+import { isInitDeferred } from './deferred-init';
+import { ConstantInitializer, NormalInitializer } from './initializers';
 import { defaultGenerator, type Generator } from './random/generator';
 
 /**
@@ -10,6 +12,8 @@ import { defaultGenerator, type Generator } from './random/generator';
  *     so the residual stream's variance does not grow with depth.
  * Values are drawn in registration order from one Generator (xoshiro128** + Box-Muller), so a
  * model built twice from the same seed is bit-identical.
+ * Layers create their parameters through `normalParameter` and `constantParameter`, which inside
+ * `deferredInit` record the init instead of running it (see [Note: deferred initialisation]).
  */
 export const GPT2_INIT_STD = 0.02;
 
@@ -51,4 +55,32 @@ function writeValues(view: TensorView, values: Float32Array): void {
   }
   // Other dtypes or strided views: convert through copyFrom (init is not a hot path).
   view.copyFrom(TensorView.fromArray(values, view.shape, 'float32'));
+}
+
+/**
+ * A Parameter of `shape` with normal(0, std) values drawn from `generator` (initNormal on a new
+ * zero Parameter); inside `deferredInit` a deferred Parameter that records the generator's state
+ * and advances the generator past its draws.
+ */
+export function normalParameter(
+  shape: Shape,
+  std: number,
+  generator: Generator = defaultGenerator,
+): Parameter {
+  if (isInitDeferred()) {
+    const parameter = Parameter.deferred(shape, new NormalInitializer(generator.getState(), std));
+    generator.skipNormals(parameter.numel);
+    return parameter;
+  }
+  const parameter = Parameter.zeros(shape);
+  initNormal(parameter.data, std, generator);
+  return parameter;
+}
+
+/** A Parameter of `shape` with every element `value`; deferred inside `deferredInit`. */
+export function constantParameter(shape: Shape, value: number): Parameter {
+  if (isInitDeferred()) return Parameter.deferred(shape, new ConstantInitializer(value));
+  const parameter = Parameter.zeros(shape);
+  if (value !== 0) parameter.data.fill(value);
+  return parameter;
 }

@@ -207,6 +207,9 @@ export abstract class Module {
     if (keyProblems || shapeMismatches.length > 0) {
       throw new StateDictError(strict ? missingKeys : [], strict ? unexpectedKeys : [], shapeMismatches);
     }
+    // A deferred Parameter gets its values made first (see [Note: deferred initialisation]),
+    // then overwritten: the state dict may hold only some of them (strict: false).
+    for (const parameter of this.parameters()) parameter.materialize();
     for (const [key, target] of targets) {
       const source = dict[key];
       if (source !== undefined && source !== target) target.copyFrom(source);

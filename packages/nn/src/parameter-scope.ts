@@ -32,6 +32,14 @@ export function parameterTensor(parameter: Parameter): tf.Tensor {
     const tensor = scopes[index]!.get(parameter);
     if (tensor !== undefined) return tensor;
   }
+  if (parameter.isDeferred) {
+    throw new NnError(`${parameter} has no values yet: it was built inside deferredInit.`, {
+      code: 'parameter-deferred',
+      expected: 'a Parameter with values',
+      actual: 'a deferred Parameter',
+      fix: 'wrap the model in FullyShardedDataParallel (it makes each rank its part), or call materializeParameters(model) first.',
+    });
+  }
   if (!parameter.isFullShape) {
     throw new NnError(`${parameter} is sharded (its data has shape [${parameter.data.shape.join(', ')}]).`, {
       code: 'parameter-not-full-shape',

@@ -62,6 +62,7 @@ export {
 } from './errors';
 export { loadedTensorCopies } from './package-copies';
 export { explainForeignParameter, Parameter, type ParameterOptions } from './parameter';
+export type { ParameterInitializer } from './parameter-initializer';
 export { contiguousStrides, type Shape, shapeNumel, shapesEqual } from './shape';
 export { STORAGE_ALIGNMENT_BYTES, Storage, type StorageOptions } from './storage';
 export { StoragePool, storagePool } from './storage-pool';

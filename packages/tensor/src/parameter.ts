@@ -1,8 +1,9 @@
 import type { DType } from './dtype/dtype';
 import { formatShape, TensorError } from './errors';
 import { foreignParameterMessage, PARAMETER_MARKER } from './package-copies';
+import type { ParameterInitializer } from './parameter-initializer';
 import { type Shape, shapeNumel, shapesEqual } from './shape';
-import type { StorageOptions } from './storage';
+import { Storage, type StorageOptions } from './storage';
 import { TensorView } from './tensor-view';
 
 export interface ParameterOptions {
@@ -27,6 +28,17 @@ const parameterMarker = Symbol.for('fsdp-ts.tensor.Parameter');
  *     between 0 and numel elements (sharded).
  * `grad` is null or follows the same rule (and, when both are set, has data's shape).
  * Re-pointing is O(1): the setters check shape and dtype, and never copy.
+ *
+ * [Note: deferred parameters]
+ * A deferred Parameter (`Parameter.deferred`) knows its shape, dtype and how its values are made
+ * (a ParameterInitializer) but holds no values: its `data` is a view of an unallocated storage,
+ * and reading it throws. PyTorch's meta device plus `param_init_fn`, and FSDP2's
+ * init-on-meta-then-materialise: whoever needs the values makes them, and only those it keeps:
+ *   - `materialize()` allocates the full values (eager construction's result, bit for bit);
+ *   - `copyValuesInto(target, start)` writes one range without allocating the rest (a rank
+ *     flattening its shard of a unit fills only its part; see [Note: initializer ranges]).
+ * A Parameter stops being deferred when it is materialised or when `data` is pointed elsewhere
+ * (whoever re-points it has written the values there, as flattening does).
  */
 export class Parameter {
   readonly id = nextParameterId++;
@@ -37,6 +49,7 @@ export class Parameter {
   requiresGrad: boolean;
   private dataView: TensorView;
   private gradView: TensorView | null = null;
+  private deferredInitializer: ParameterInitializer | null = null;
 
   constructor(data: TensorView, options: ParameterOptions = {}) {
     this.name = options.name ?? '';
@@ -79,6 +92,75 @@ export class Parameter {
     );
   }
 
+  /**
+   * A Parameter of `shape` whose values are not made yet: `initializer` makes them on
+   * `materialize()` or range by range (see [Note: deferred parameters]).
+   */
+  static deferred(
+    shape: Shape,
+    initializer: ParameterInitializer,
+    options: ParameterOptions & StorageOptions & { dtype?: DType } = {},
+  ): Parameter {
+    const storage = Storage.unallocated(
+      options.dtype ?? 'float32',
+      shapeNumel(shape),
+      storageOptions(options),
+    );
+    const parameter = new Parameter(new TensorView(storage, 0, shape), options);
+    parameter.deferredInitializer = initializer;
+    return parameter;
+  }
+
+  /** True while the values exist only as an initializer (see [Note: deferred parameters]). */
+  get isDeferred(): boolean {
+    return this.deferredInitializer !== null;
+  }
+
+  /** The initializer of a deferred Parameter; null once it has values. */
+  get initializer(): ParameterInitializer | null {
+    return this.deferredInitializer;
+  }
+
+  /** Makes a deferred Parameter's values in its own storage (no-op otherwise). */
+  materialize(): this {
+    const initializer = this.deferredInitializer;
+    if (initializer === null) return this;
+    this.dataView.storage.allocate();
+    if (this.numel > 0) initializer.fill(this.dataView.flatten(), 0);
+    this.deferredInitializer = null;
+    return this;
+  }
+
+  /**
+   * Writes elements [start, start + target.numel) of the values, row-major, into `target` (1-D,
+   * contiguous, this dtype), from the initializer when deferred (nothing else is made) or from
+   * `data`, which must then have the full shape.
+   */
+  copyValuesInto(target: TensorView, start: number): void {
+    if (target.numel === 0) return;
+    if (start < 0 || start + target.numel > this.numel || target.rank !== 1 || !target.isContiguous) {
+      throw new TensorError(`${this}: cannot copy elements [${start}, ${start + target.numel}).`, {
+        code: 'invalid-argument',
+        expected: `a contiguous 1-D target inside [0, ${this.numel})`,
+        actual: { start, shape: target.shape, contiguous: target.isContiguous },
+        fix: 'pass a contiguous 1-D target view and a start with start + target.numel <= parameter.numel.',
+      });
+    }
+    if (this.deferredInitializer !== null) {
+      if (target.dtype !== this.dtype) {
+        throw new TensorError(`${this}: cannot make ${this.dtype} values into a ${target.dtype} view.`, {
+          code: 'dtype-mismatch',
+          expected: this.dtype,
+          actual: target.dtype,
+          fix: 'pass a target of the parameter dtype.',
+        });
+      }
+      this.deferredInitializer.fill(target, start);
+      return;
+    }
+    target.copyFrom(this.dataView.contiguous().flatten().narrow(0, start, target.numel));
+  }
+
   get data(): TensorView {
     return this.dataView;
   }
@@ -86,6 +168,7 @@ export class Parameter {
   set data(view: TensorView) {
     this.checkView(view, 'data');
     this.dataView = view;
+    this.deferredInitializer = null;
   }
 
   get grad(): TensorView | null {
@@ -103,7 +186,9 @@ export class Parameter {
   }
 
   toString(): string {
-    return `Parameter(${this.name || `#${this.id}`}: ${this.dtype}${formatShape(this.shape)})`;
+    const deferred =
+      this.deferredInitializer === null ? '' : `, deferred ${this.deferredInitializer.description}`;
+    return `Parameter(${this.name || `#${this.id}`}: ${this.dtype}${formatShape(this.shape)}${deferred})`;
   }
 
   private checkView(view: TensorView, field: 'data' | 'grad'): void {

@@ -70,6 +70,17 @@ export class Storage {
   }
 
   /**
+   * A storage without memory yet (state 'freed' from the start): `allocate()` creates it, zero
+   * filled. For buffers that exist only some of the time (a unit's unsharded buffer) and for the
+   * values of a deferred Parameter (see [Note: deferred parameters]), so that nothing is allocated
+   * only to be dropped.
+   */
+  static unallocated(dtype: DType, numel: number, options: StorageOptions = {}): Storage {
+    checkNumel(numel);
+    return new Storage(dtype, numel, options.shared ?? false, null, false, options.pooled ?? false);
+  }
+
+  /**
    * Wraps memory someone else owns (a received buffer, a slab of a bigger SharedArrayBuffer).
    * `byteOffset` must be a multiple of the item size. `free()` only drops the reference.
    */

@@ -6,7 +6,8 @@ import type { ViewSet } from './view-set';
 /**
  * Copies this rank's part of every parameter's current values into the sharded flat parameter,
  * and of every trainable parameter's current gradient (when it has one) into the sharded
- * gradient. Returns which parameters brought a gradient. Reads only the elements this rank keeps.
+ * gradient. Returns which parameters brought a gradient. Reads only the elements this rank keeps,
+ * and of a deferred Parameter makes only those.
  */
 export function flattenIntoShard(
   layout: FlatParamLayout,
@@ -16,7 +17,8 @@ export function flattenIntoShard(
 ): boolean[] {
   return parameters.map((parameter, index) => {
     const piece = intersections[index]!;
-    copyPiece(parameter.data, piece, views.shardedData[index]!);
+    // A deferred Parameter makes only this piece (tensor's [Note: deferred parameters]).
+    if (piece.length > 0) parameter.copyValuesInto(views.shardedData[index]!, piece.offsetInParam);
     const grad = parameter.grad;
     const target = views.shardedGrad[index];
     if (grad === null || target === null || target === undefined) return false;

@@ -31,6 +31,10 @@ export interface ScaleRunRequest {
   worldSize: number;
   /** --memory-per-rank in bytes, or none. */
   capBytes?: number;
+  /** FSDP's activationCheckpointing: recompute each block's forward in backward (keeps only unit inputs). */
+  activationCheckpointing: boolean;
+  /** Build the model inside nn's deferredInit (FSDP runs; a single process builds it whole). */
+  deferred: boolean;
   batch: number;
   seqLen: number;
   warmupSteps: number;
@@ -50,6 +54,13 @@ export interface ScaleRankResult {
   /** FSDP's own estimate (parameters + gradients + Adam state + gathered units); none for 'single'. */
   estimateBytes: number | undefined;
   parameters: number;
+  /** Whether the model was built inside deferredInit (values made per rank while wrapping). */
+  deferred: boolean;
+  /**
+   * Bytes of the storages this rank's parameters and gradients point at, and of the optimizer's
+   * state arrays, after the first optimizer step (live bytes, not RSS).
+   */
+  trainingStateBytes: { parameters: number; gradients: number; optimizer: number };
   initMs: number;
   wrapMs: number;
   scriptStartMs: number;

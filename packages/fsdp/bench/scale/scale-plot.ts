@@ -22,10 +22,29 @@ const COLORS: Record<string, string> = {
   'full-shard W=4': '#9467bd',
 };
 
-export function memoryPlot(points: readonly PlotPoint[]): string {
-  const uncapped = points.filter((point) => !point.capped);
+/**
+ * One point per series and model size: a measured one where there is one (a cap does not change
+ * what a rank uses unless it stops the run), else the prediction alone.
+ */
+function onePerSeries(points: readonly PlotPoint[]): PlotPoint[] {
+  const chosen = new Map<string, PlotPoint>();
+  for (const point of points) {
+    const key = `${point.strategy} W=${point.worldSize} ${point.parameters}`;
+    const previous = chosen.get(key);
+    if (previous === undefined || (previous.measuredBytes === undefined && point.measuredBytes !== undefined))
+      chosen.set(key, point);
+  }
+  return [...chosen.values()];
+}
+
+/** `capBytes`: a horizontal line marking the per-rank cap of the headline (e.g. 2 GiB). */
+export function memoryPlot(points: readonly PlotPoint[], capBytes?: number): string {
+  const uncapped = onePerSeries(points);
   const xs = uncapped.map((point) => point.parameters);
-  const ys = uncapped.flatMap((point) => [point.predictedBytes, point.measuredBytes ?? point.predictedBytes]);
+  const ys = [
+    ...uncapped.flatMap((point) => [point.predictedBytes, point.measuredBytes ?? point.predictedBytes]),
+    ...(capBytes === undefined ? [] : [capBytes]),
+  ];
   const xMin = Math.log10(Math.min(...xs) / 1.5);
   const xMax = Math.log10(Math.max(...xs) * 1.5);
   const yMin = Math.log10(Math.min(...ys) / 1.5);
@@ -39,7 +58,7 @@ export function memoryPlot(points: readonly PlotPoint[]): string {
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" font-family="sans-serif" font-size="12">`,
     `<rect width="${WIDTH}" height="${HEIGHT}" fill="white"/>`,
-    `<text x="${MARGIN.left}" y="18" font-size="14">Peak memory per rank (GiB) against parameters: lines predicted, dots measured</text>`,
+    `<text x="${MARGIN.left}" y="18" font-size="14">Peak memory per rank (GiB) against parameters: dashed lines predicted, dots measured</text>`,
   ];
   for (let exponent = Math.ceil(yMin); exponent <= Math.floor(yMax); exponent++) {
     const value = 10 ** exponent;
@@ -59,6 +78,14 @@ export function memoryPlot(points: readonly PlotPoint[]): string {
   parts.push(
     `<text x="${(MARGIN.left + WIDTH - MARGIN.right) / 2}" y="${HEIGHT - 10}" text-anchor="middle">parameters</text>`,
   );
+  if (capBytes !== undefined) {
+    parts.push(
+      `<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${y(capBytes)}" y2="${y(capBytes)}" stroke="#000000" stroke-dasharray="2,4"/>`,
+    );
+    parts.push(
+      `<text x="${WIDTH - MARGIN.right - 4}" y="${y(capBytes) - 5}" text-anchor="end">cap ${(capBytes / 1024 ** 3).toFixed(0)} GiB per rank</text>`,
+    );
+  }
   let legendRow = 0;
   for (const [series, color] of Object.entries(COLORS)) {
     const members = uncapped

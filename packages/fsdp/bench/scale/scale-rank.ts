@@ -6,11 +6,13 @@
  */
 import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
 import { FullyShardedDataParallel, loadCheckpoint, saveCheckpoint } from '@fsdp-ts/fsdp';
-import { backward, crossEntropy, GPT, type Module, TransformerBlock } from '@fsdp-ts/nn';
+import { backward, crossEntropy, deferredInit, GPT, type Module, TransformerBlock } from '@fsdp-ts/nn';
 import { AdamW } from '@fsdp-ts/optim';
-import { initBackend } from '@fsdp-ts/tensor';
+import { initBackend, Storage } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import type { ScaleRankResult, ScaleRunRequest } from './scale-config';
 
@@ -22,19 +24,51 @@ const phaseRss: Record<string, number> = {};
 const sampleRss = (phase?: string) => {
   const rss = process.memoryUsage().rss;
   peakRss = Math.max(peakRss, rss);
-  if (phase !== undefined) phaseRss[phase] = Math.max(phaseRss[phase] ?? 0, rss);
+  if (phase === undefined) return;
+  phaseRss[phase] = Math.max(phaseRss[phase] ?? 0, rss);
+  // One line per phase on stderr: a rank stopped by its cap has told how far it got.
+  const external = process.memoryUsage().arrayBuffers;
+  process.stderr.write(
+    `[scale] rank ${process.env.RANK ?? 0} ${phase}: RSS ${(rss / 1024 ** 3).toFixed(2)} GiB (peak ${(peakRss / 1024 ** 3).toFixed(2)}, array buffers ${(external / 1024 ** 3).toFixed(2)})\n`,
+  );
+};
+// Probe (BENCH_SCALE_GC_EVERY_MIB=n): a full garbage collection each time n MiB of storages were
+// freed, to tell memory that is garbage not yet collected from memory in use.
+const collectEvery = Number(process.env.BENCH_SCALE_GC_EVERY_MIB ?? 0) * 1024 ** 2;
+if (collectEvery > 0) {
+  setFlagsFromString('--expose-gc');
+  const collect = runInNewContext('gc') as () => void;
+  let freedSinceCollection = 0;
+  const free = Storage.prototype.free;
+  Storage.prototype.free = function (this: Storage) {
+    if (this.isAllocated) freedSinceCollection += this.byteLength;
+    free.call(this);
+    if (freedSinceCollection >= collectEvery) {
+      freedSinceCollection = 0;
+      collect();
+    }
+  };
+}
+// The peaks come right after allocations (a gathered unit, a gradient buffer): sample there too.
+const allocate = Storage.prototype.allocate;
+Storage.prototype.allocate = function (this: Storage) {
+  allocate.call(this);
+  sampleRss();
 };
 
 await initBackend('wasm');
-sampleRss();
+sampleRss('runtime');
 const runtimeRssBytes = process.memoryUsage().rss;
 const group: ProcessGroup | null = request.strategy === 'single' ? null : await initProcessGroup();
 const rank = group?.rank ?? 0;
 
 let started = performance.now();
-const inner = new GPT(request.config);
+// Deferred: no values yet; FSDP makes each rank's shards while wrapping (nn's [Note: deferred
+// initialisation]). A single process has to build the whole model.
+const deferred = request.deferred && group !== null;
+const inner = deferred ? deferredInit(() => new GPT(request.config)) : new GPT(request.config);
 const initMs = performance.now() - started;
-const parameterCount = inner.parameters().reduce((sum, parameter) => sum + parameter.data.numel, 0);
+const parameterCount = inner.parameters().reduce((sum, parameter) => sum + parameter.numel, 0);
 sampleRss('built');
 started = performance.now();
 const model: Module & { forward(tokens: tf.Tensor): tf.Tensor } =
@@ -44,6 +78,7 @@ const model: Module & { forward(tokens: tf.Tensor): tf.Tensor } =
         group,
         shardingStrategy: request.strategy === 'single' ? 'no-shard' : request.strategy,
         autoWrapPolicy: [TransformerBlock],
+        activationCheckpointing: request.activationCheckpointing,
       });
 const wrapMs = performance.now() - started;
 sampleRss('wrapped');
@@ -61,6 +96,36 @@ const targets = tf.tensor(
   'int32',
 );
 
+/** Bytes of every distinct allocated storage in `storages`. */
+function storageBytes(storages: Iterable<Storage>): number {
+  let total = 0;
+  for (const storage of new Set(storages)) if (storage.isAllocated) total += storage.byteLength;
+  return total;
+}
+
+function typedArrayBytes(value: unknown, seen = new Set<unknown>()): number {
+  if (ArrayBuffer.isView(value)) return value.byteLength;
+  if (value === null || typeof value !== 'object' || seen.has(value)) return 0;
+  seen.add(value);
+  const entries =
+    value instanceof Map ? [...value.values()] : Object.values(value as Record<string, unknown>);
+  return entries.reduce((sum: number, entry) => sum + typedArrayBytes(entry, seen), 0);
+}
+
+/** What this rank holds for training, outside forward and backward (see trainingStateBytes). */
+function measureTrainingState(): ScaleRankResult['trainingStateBytes'] {
+  const parameters = model.parameters();
+  return {
+    parameters: storageBytes(parameters.map((parameter) => parameter.data.storage)),
+    gradients: storageBytes(
+      parameters.flatMap((parameter) => (parameter.grad === null ? [] : [parameter.grad.storage])),
+    ),
+    // The optimizer's own per-parameter state (protected: read here for the figure only).
+    optimizer: typedArrayBytes((optimizer as unknown as { state: Map<unknown, unknown> }).state),
+  };
+}
+
+let trainingStateBytes: ScaleRankResult['trainingStateBytes'] = { parameters: 0, gradients: 0, optimizer: 0 };
 const steps: ScaleRankResult['steps'] = [];
 let firstStepAtMs = 0;
 for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
@@ -70,6 +135,7 @@ for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   const backwardDone = performance.now();
   sampleRss(step === 0 ? 'first backward' : 'backward');
   optimizer.step();
+  if (step === 0) trainingStateBytes = measureTrainingState();
   optimizer.zeroGrad();
   const stepEnd = performance.now();
   sampleRss(step === 0 ? 'first optimizer step' : 'optimizer step');
@@ -86,20 +152,6 @@ for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   });
 }
 
-let checkpoint: ScaleRankResult['checkpoint'];
-if (request.checkpointDirectory !== undefined && model instanceof FullyShardedDataParallel) {
-  started = performance.now();
-  const saved = saveCheckpoint(request.checkpointDirectory, { model, optimizer, step: 1, keep: 1 });
-  const saveMs = performance.now() - started;
-  sampleRss();
-  started = performance.now();
-  loadCheckpoint(saved.path, { model, optimizer });
-  const loadMs = performance.now() - started;
-  sampleRss();
-  const bytes = readdirSync(saved.path).reduce((sum, name) => sum + statSync(join(saved.path, name)).size, 0);
-  checkpoint = { saveMs, loadMs, bytes };
-}
-
 const result: ScaleRankResult = {
   rank,
   runtimeRssBytes,
@@ -107,14 +159,34 @@ const result: ScaleRankResult = {
   phaseRssBytes: phaseRss,
   estimateBytes,
   parameters: parameterCount,
+  deferred,
+  trainingStateBytes,
   initMs,
   wrapMs,
   scriptStartMs,
   firstStepAtMs,
   steps,
-  checkpoint,
+  checkpoint: undefined,
 };
-writeFileSync(`${request.output}.rank${rank}.json`, JSON.stringify(result));
+// Written before the checkpoint too, so a rank stopped while saving (the cgroup counts the page
+// cache its writes dirty) still reports its training figures.
+const resultFile = `${request.output}.rank${rank}.json`;
+writeFileSync(resultFile, JSON.stringify(result));
+
+if (request.checkpointDirectory !== undefined && model instanceof FullyShardedDataParallel) {
+  started = performance.now();
+  const saved = saveCheckpoint(request.checkpointDirectory, { model, optimizer, step: 1, keep: 1 });
+  const saveMs = performance.now() - started;
+  sampleRss('checkpoint saved');
+  started = performance.now();
+  loadCheckpoint(saved.path, { model, optimizer });
+  const loadMs = performance.now() - started;
+  sampleRss('checkpoint loaded');
+  const bytes = readdirSync(saved.path).reduce((sum, name) => sum + statSync(join(saved.path, name)).size, 0);
+  result.checkpoint = { saveMs, loadMs, bytes };
+  result.peakRssBytes = peakRss;
+  writeFileSync(resultFile, JSON.stringify(result));
+}
 tokens.dispose();
 targets.dispose();
 await group?.destroy();

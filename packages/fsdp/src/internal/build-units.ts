@@ -7,6 +7,15 @@ import { selectUnitModules } from '../wrap-policy';
 import { FsdpUnit, type UnitLocation, type UnitSettings } from './fsdp-unit';
 
 /**
+ * [Note: deferred wrapping]
+ * A model built inside nn's `deferredInit` reaches the wrapper without values. Each unit's
+ * FlatParamHandle.create allocates the unit's shard and has every deferred Parameter write just
+ * the elements the rank keeps (flat-param's flattenIntoShard, tensor's copyValuesInto), unit by
+ * unit: under 'full-shard' a rank holds its shards and nothing more while wrapping, under
+ * 'no-shard' (a world of one for the layout) every value. The values equal eager construction's
+ * bit for bit (nn's [Note: deferred initialisation]). Ignored modules' parameters are materialised
+ * whole, as they train unsharded.
+ *
  * Splits the model's parameters into units: one per module the wrap policy selects (its whole
  * subtree), and the root unit with the rest. Ignored modules' parameters stay outside FSDP. Each
  * unit gets one FlatParamHandle (flattenParameters) or one per parameter.
@@ -18,6 +27,8 @@ export function buildUnits(
   const ignored = new Set<Parameter>();
   for (const module of options.ignoredModules)
     for (const parameter of module.parameters()) ignored.add(parameter);
+  // [Note: deferred wrapping] Ignored parameters stay whole on every rank: make their values.
+  for (const parameter of ignored) parameter.materialize();
   const selected = selectUnitModules(root, options.autoWrapPolicy).filter(
     ([, module]) => !options.ignoredModules.includes(module),
   );

@@ -78,7 +78,7 @@ export class WeightBucket {
         : null;
     if (this.shard !== null) this.meter.allocate(this.shard.byteLength);
     if (this.shardGradient !== null) this.meter.allocate(this.shardGradient.byteLength);
-    this.parameters = this.layout.parameters.map((entry, index) => {
+    this.parameters = this.layout.parameters.map((_entry, index) => {
       const parameter = new Parameter(this.fullView(index), { name: variables[index]!.name });
       this.pointParameter(parameter, index);
       return parameter;

@@ -1,6 +1,6 @@
-import { Parameter } from '@fsdp-ts/tensor';
+import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
-import { GPT2_INIT_STD, initNormal } from '../init';
+import { GPT2_INIT_STD, normalParameter } from '../init';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
 
@@ -24,8 +24,10 @@ export class Embedding extends Module {
     super();
     this.count = count;
     this.dimension = dimension;
-    this.weight = this.registerParameter('weight', Parameter.zeros([count, dimension]));
-    initNormal(this.weight.data, options.initStd ?? GPT2_INIT_STD, options.generator);
+    this.weight = this.registerParameter(
+      'weight',
+      normalParameter([count, dimension], options.initStd ?? GPT2_INIT_STD, options.generator),
+    );
   }
 
   forward(ids: tf.Tensor): tf.Tensor {

@@ -1,5 +1,6 @@
-import { Parameter } from '@fsdp-ts/tensor';
+import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { constantParameter } from '../init';
 import { sumRows } from '../internal/sum-rows';
 import { Module } from '../module';
 
@@ -25,9 +26,8 @@ export class LayerNorm extends Module {
     super();
     this.dimension = dimension;
     this.epsilon = options.epsilon ?? 1e-5;
-    this.weight = this.registerParameter('weight', Parameter.zeros([dimension]));
-    this.weight.data.fill(1);
-    this.bias = this.registerParameter('bias', Parameter.zeros([dimension]));
+    this.weight = this.registerParameter('weight', constantParameter([dimension], 1));
+    this.bias = this.registerParameter('bias', constantParameter([dimension], 0));
   }
 
   forward(x: tf.Tensor): tf.Tensor {

@@ -1,7 +1,7 @@
-import { Parameter, shapesEqual } from '@fsdp-ts/tensor';
+import { type Parameter, shapesEqual } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
-import { GPT2_INIT_STD, initNormal } from '../init';
+import { constantParameter, GPT2_INIT_STD, normalParameter } from '../init';
 import { linearKernel } from '../internal/linear-kernel';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
@@ -39,8 +39,10 @@ export class Linear extends Module {
     this.inFeatures = inFeatures;
     this.outFeatures = outFeatures;
     if (options.weight === undefined) {
-      this.weight = this.registerParameter('weight', Parameter.zeros([outFeatures, inFeatures]));
-      initNormal(this.weight.data, options.initStd ?? GPT2_INIT_STD, options.generator);
+      this.weight = this.registerParameter(
+        'weight',
+        normalParameter([outFeatures, inFeatures], options.initStd ?? GPT2_INIT_STD, options.generator),
+      );
     } else {
       if (!shapesEqual(options.weight.shape, [outFeatures, inFeatures])) {
         throw new NnError(`Linear: a tied weight of shape [${options.weight.shape.join(', ')}].`, {
@@ -53,7 +55,7 @@ export class Linear extends Module {
       this.weight = this.registerParameter('weight', options.weight);
     }
     this.bias =
-      options.bias === false ? null : this.registerParameter('bias', Parameter.zeros([outFeatures]));
+      options.bias === false ? null : this.registerParameter('bias', constantParameter([outFeatures], 0));
   }
 
   forward(x: tf.Tensor): tf.Tensor {

@@ -45,6 +45,48 @@ export class Generator {
     return result;
   }
 
+  /**
+   * Advances the stream past `count` values of `nextUint32` without computing them (xoshiro's
+   * state update alone, on local integers: several times faster than drawing).
+   */
+  skip(count: number): this {
+    const s = this.state;
+    let s0 = s[0]! | 0;
+    let s1 = s[1]! | 0;
+    let s2 = s[2]! | 0;
+    let s3 = s[3]! | 0;
+    for (let index = 0; index < count; index++) {
+      const t = s1 << 9;
+      s2 ^= s0;
+      s3 ^= s1;
+      s1 ^= s2;
+      s0 ^= s3;
+      s2 ^= t;
+      s3 = (s3 << 11) | (s3 >>> 21);
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+    return this;
+  }
+
+  /**
+   * Leaves the generator exactly where `count` calls of `normal()` would (state and cached spare),
+   * drawing only the last pair when `count` ends half-way through one. Deferred initialisation
+   * uses it to reach the first element a rank keeps (see [Note: deferred initialisation]).
+   */
+  skipNormals(count: number): this {
+    let remaining = count;
+    if (remaining > 0 && this.spareNormal !== null) {
+      this.spareNormal = null;
+      remaining--;
+    }
+    this.skip(2 * Math.floor(remaining / 2));
+    if (remaining % 2 === 1) this.normal();
+    return this;
+  }
+
   /** Uniform in [0, 1). */
   uniform(): number {
     return (this.nextUint32() >>> 8) / 16777216;
