@@ -56,6 +56,10 @@ function start(port: number): Started {
         if (pattern.test(output)) resolve(performance.now());
         else waiters.push({ pattern, resolve });
         setTimeout(() => reject(new Error(`no ${pattern} within 120 s:\n${output}`)), 120_000).unref();
+        child.once('close', (code, signal) => {
+          if (!pattern.test(output))
+            reject(new Error(`fsdp-run exited (${code ?? signal}) before printing ${pattern}:\n${output}`));
+        });
       }),
   };
 }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { initProcessGroup } from '../src/index.js';
 import type { CaseOutcome } from './conformance/run-conformance.js';
 import { runWithLauncher } from './helpers/run-with-launcher.js';
 
@@ -38,4 +39,18 @@ describe('secure transport (fsdp-run --secure, TLS on every data connection)', (
     // Rank 1 does not hang: the broken group fails its op too (TLS alert or closed connection).
     expect(['auth', 'peer-lost', 'aborted']).toContain(sender!.failure?.code);
   }, 100_000);
+
+  it('FSDP_SECURE other than 1/true/0/false is refused, saying what is expected', async () => {
+    const previous = process.env.FSDP_SECURE;
+    process.env.FSDP_SECURE = 'yes';
+    try {
+      await expect(initProcessGroup({ backend: 'tcp', rank: 0, size: 1 })).rejects.toMatchObject({
+        code: 'invalid-argument',
+        message: expect.stringMatching(/FSDP_SECURE is 'yes'; expected 1 or 0/),
+      });
+    } finally {
+      if (previous === undefined) delete process.env.FSDP_SECURE;
+      else process.env.FSDP_SECURE = previous;
+    }
+  });
 });

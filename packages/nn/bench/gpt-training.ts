@@ -1,6 +1,6 @@
 /**
  * Single-process training throughput of the reference GPT (vocab 256, dModel 256, 4 layers,
- * 4 heads; forward + backward + inline AdamW) at the compute-bound batch 8 × 128 and the
+ * 4 heads; forward + backward + @fsdp-ts/optim AdamW) at the compute-bound batch 8 × 128 and the
  * overhead-bound batch 1 × 16, for three contenders interleaved in one run (ABC, CBA, ...):
  *   - fsdp-ts on wasm with the OpenBLAS matMul kernel (when a library loads),
  *   - fsdp-ts on wasm with tfjs's own kernels (setNativeMatMul(false)),
@@ -17,10 +17,13 @@ import { TorchReference, type TorchSteps, torchAvailability } from './torch-refe
 import { makeTrainingStep, referenceConfig, type TrainingStep } from './training-step';
 
 const rounds = Number(process.env.ROUNDS ?? 3);
+// Issue 14's targets: fsdp-ts with native matMul at >= 0.6x PyTorch's tokens per CPU-second
+// (one core each) at both shapes.
 const shapes = [
-  { batch: 8, seq: 128, stepsPerRound: Number(process.env.STEPS_LARGE ?? 3) },
-  { batch: 1, seq: 16, stepsPerRound: Number(process.env.STEPS_SMALL ?? 20) },
+  { batch: 8, seq: 128, stepsPerRound: Number(process.env.STEPS_LARGE ?? 3), target: 0.6 },
+  { batch: 1, seq: 16, stepsPerRound: Number(process.env.STEPS_SMALL ?? 20), target: 0.6 },
 ];
+const targetLines: string[] = [];
 
 await initBackend('wasm');
 const blas = (await setNativeMatMul(true)).matMul === 'blas';
@@ -60,7 +63,7 @@ async function runFsdpTs(step: TrainingStep, native: boolean, steps: number, int
 
 const results: Record<string, unknown>[] = [];
 let torchInfo: Pick<TorchSteps, 'torch' | 'blas'> | null = null;
-for (const { batch, seq, stepsPerRound } of shapes) {
+for (const { batch, seq, stepsPerRound, target } of shapes) {
   const step = makeTrainingStep(referenceConfig, batch, seq);
   const samples = new Map<Contender, Samples>();
   const contenders: Contender[] = [
@@ -120,10 +123,23 @@ for (const { batch, seq, stepsPerRound } of shapes) {
       `| ${row.contender} | ${row.stepMs.median.toFixed(0)} (${row.stepMs.min.toFixed(0)}-${row.stepMs.max.toFixed(0)}) | ${row.cpuMs.median.toFixed(1)} (${row.cpuMs.min.toFixed(1)}-${row.cpuMs.max.toFixed(1)}) | ${row.tokensPerSecond.toFixed(0)} | ${row.tokensPerCpuSecond.toFixed(0)} | ${ratio} |`,
     );
   }
-  results.push({ batch, seq, rounds, stepsPerRound, loads, rows, flopsPerStep: step.flopsPerStep });
+  const native = rows.find((row) => row.contender === 'fsdp-ts (BLAS)');
+  if (reference !== undefined && native !== undefined) {
+    const ratio = native.tokensPerCpuSecond / reference.tokensPerCpuSecond;
+    targetLines.push(
+      `target ${batch} x ${seq}: fsdp-ts (BLAS) / PyTorch = ${ratio.toFixed(2)}x (target >= ${target}): ${ratio >= target ? 'met' : 'not met'}`,
+    );
+  } else {
+    targetLines.push(
+      `target ${batch} x ${seq}: not measured (${native === undefined ? 'no BLAS library loaded' : 'PyTorch skipped'})`,
+    );
+  }
+  results.push({ batch, seq, rounds, stepsPerRound, loads, rows, flopsPerStep: step.flopsPerStep, target });
 }
 torch?.close();
 
+console.log('');
+for (const line of targetLines) console.log(line);
 console.log(`\nfsdp-ts: ${nativeSummary}`);
 if (torchStatus.available) {
   console.log(`PyTorch ${torchInfo?.torch}, 1 thread, BLAS mapped: ${torchInfo?.blas.join(', ') || 'none'}`);

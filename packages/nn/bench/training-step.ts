@@ -1,8 +1,9 @@
 /**
- * The reference GPT's training step shared by the benchmark and the profiler: forward, backward
- * and an inline AdamW over the Parameter views (the optim package is separate).
+ * The reference GPT's training step shared by the benchmark and the profiler: forward, backward,
+ * then @fsdp-ts/optim's AdamW (lr 3e-4, weight decay 0.01: torch.optim.AdamW's defaults as the
+ * PyTorch script uses them) and zeroGrad, as a user would write it.
  */
-import type { Parameter } from '@fsdp-ts/tensor';
+import { AdamW } from '@fsdp-ts/optim';
 import * as tf from '@tensorflow/tfjs-core';
 import { backward, crossEntropy, GPT, type GPTConfig } from '../src/index';
 
@@ -15,34 +16,6 @@ export const referenceConfig = {
   tieEmbeddings: true,
   seed: 0,
 } satisfies GPTConfig;
-
-/** Inline AdamW, weight decay 0.01, updating in place over the Parameter views. */
-function makeAdamW(list: readonly Parameter[], lr: number): () => void {
-  const moments = list.map((parameter) => ({
-    first: new Float32Array(parameter.numel),
-    second: new Float32Array(parameter.numel),
-  }));
-  let step = 0;
-  return () => {
-    step += 1;
-    const correction1 = 1 - 0.9 ** step;
-    const correction2 = 1 - 0.999 ** step;
-    list.forEach((parameter, index) => {
-      if (parameter.grad === null) return;
-      const data = parameter.data.typedArray() as Float32Array;
-      const grad = parameter.grad.typedArray() as Float32Array;
-      const { first, second } = moments[index]!;
-      for (let element = 0; element < data.length; element++) {
-        const g = grad[element]!;
-        first[element] = 0.9 * first[element]! + 0.1 * g;
-        second[element] = 0.999 * second[element]! + 0.001 * g * g;
-        const update = first[element]! / correction1 / (Math.sqrt(second[element]! / correction2) + 1e-8);
-        data[element] = data[element]! * (1 - lr * 0.01) - lr * update;
-        grad[element] = 0;
-      }
-    });
-  };
-}
 
 export interface TrainingStep {
   /** One step; returns the loss. */
@@ -57,7 +30,7 @@ export interface TrainingStep {
 export function makeTrainingStep(config: GPTConfig, batch: number, seqLen: number): TrainingStep {
   const model = new GPT(config);
   const parameters = model.parameters();
-  const optimizerStep = makeAdamW(parameters, 3e-4);
+  const optimizer = new AdamW(parameters, { lr: 3e-4, weightDecay: 0.01 });
   // A fixed batch of tokens; the task does not matter for throughput (the PyTorch script uses the same).
   const tokenValues = Int32Array.from(
     { length: batch * seqLen },
@@ -78,7 +51,8 @@ export function makeTrainingStep(config: GPTConfig, batch: number, seqLen: numbe
   return {
     run() {
       const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
-      optimizerStep();
+      optimizer.step();
+      optimizer.zeroGrad();
       return loss;
     },
     parameterCount: parameters.reduce((sum, parameter) => sum + parameter.numel, 0),

@@ -1,4 +1,4 @@
-import { type Parameter, TensorView, toTf } from '@fsdp-ts/tensor';
+import { type Parameter, readTensorValues, Storage, TensorView, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { type BackwardPlan, backwardHook, hasBackwardHook, trainableParameters } from './backward-hook';
 import { NnError } from './errors';
@@ -63,14 +63,28 @@ function differentiate(plan: BackwardPlan, lossFn: () => tf.Tensor): number {
   return value.dataSync()[0]!;
 }
 
-/** grad += gradient, allocating grad (zeros, data's dtype and shape) on first use. */
+/**
+ * grad += gradient; a Parameter without a grad gets a copy of the gradient as its grad.
+ *
+ * [Note: reading gradients]
+ * The gradient is read where it lies (`readTensorValues`: on wasm a view of the heap, used at
+ * once), not through `dataSync`, which copies it into a new array every step (13 MB a step for
+ * the reference GPT, all of it garbage). A Parameter whose grad is null (after `zeroGrad()`)
+ * gets one copy of those values, with no zero fill and no add loop; an existing grad is added
+ * to in place.
+ */
 function accumulate(parameter: Parameter, gradient: tf.Tensor): void {
   let grad = parameter.grad;
+  const values = readTensorValues(gradient) as Float32Array;
+  if (grad === null && parameter.dtype === 'float32' && values.length === parameter.numel) {
+    const copy = new Float32Array(values);
+    parameter.grad = new TensorView(Storage.fromTypedArray('float32', copy), 0, parameter.shape);
+    return;
+  }
   if (grad === null) {
     grad = TensorView.zeros(parameter.shape, parameter.dtype);
     parameter.grad = grad;
   }
-  const values = gradient.dataSync() as Float32Array;
   if (grad.dtype === 'float32' && grad.isContiguous && grad.numel === values.length) {
     const target = grad.typedArray() as Float32Array;
     for (let index = 0; index < values.length; index++) target[index]! += values[index]!;

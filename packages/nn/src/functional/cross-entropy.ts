@@ -1,5 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
+import { arrayKernelsRun } from '../internal/array-kernel';
+import { crossEntropyKernel } from '../internal/cross-entropy-kernel';
 
 /**
  * Mean softmax cross-entropy over tokens: logits [N, V] or [B, T, V], targets int32 [N] or [B, T]
@@ -20,6 +22,19 @@ export function crossEntropy(logits: tf.Tensor, targets: tf.Tensor): tf.Scalar {
       },
     );
   }
+  if (arrayKernelsRun() && logits.dtype === 'float32') {
+    // One kernel forward and one backward (see [Note: array kernels]).
+    const flatLogits = logits.rank === 2 ? logits : tf.reshape(logits, [rows, classes]);
+    const flatTargets = targets.rank === 1 ? targets : tf.reshape(targets, [rows]);
+    return crossEntropyKernel(flatLogits, flatTargets);
+  }
+  return crossEntropyWithOps(logits, targets);
+}
+
+/** Cross-entropy as tfjs ops: other backends, and the kernel's test oracle (inputs checked by crossEntropy). */
+export function crossEntropyWithOps(logits: tf.Tensor, targets: tf.Tensor): tf.Scalar {
+  const classes = logits.shape[logits.rank - 1]!;
+  const rows = logits.size / classes;
   const oneHot = tf.oneHot(tf.reshape(targets, [rows]), classes);
   const compute = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const input = tf.reshape(args[0] as tf.Tensor, [rows, classes]);

@@ -1,6 +1,8 @@
 import { nativeSgemm } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { arrayKernelsRun } from './array-kernel';
 import { backwardHeadBlas, forwardHeadBlas } from './causal-attention-blas';
+import { causalAttentionKernel } from './causal-attention-kernel';
 import { type AttentionShape, gatherHead, scatterHead, transposeSquare } from './head-layout';
 
 /**
@@ -23,6 +25,9 @@ export function causalAttention(qkv: tf.Tensor, heads: number): tf.Tensor {
   const [batch, time, threeD] = qkv.shape as [number, number, number];
   const shape: AttentionShape = { batch, time, dModel: threeD / 3, heads, headSize: threeD / 3 / heads };
   const sgemm = nativeSgemm();
+  // With BLAS on wasm or cpu: one kernel each way, on the backend's memory.
+  if (sgemm !== null && arrayKernelsRun() && qkv.dtype === 'float32')
+    return causalAttentionKernel(qkv, heads);
   const kernel = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const input = args[0] as tf.Tensor;
     const values = (input.dataSync() as Float32Array).slice();

@@ -1,5 +1,6 @@
 import { isNativeMatMulActive } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { linearBlasKernel, linearBlasKernelRuns } from './linear-blas-kernel';
 import { sumRows } from './sum-rows';
 
 /**
@@ -22,6 +23,15 @@ import { sumRows } from './sum-rows';
  * Either way dbias = ones[1, N] · dy (see [Note: reducing over rows]).
  */
 export function linearKernel(x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor | null): tf.Tensor {
+  // With OpenBLAS on wasm or cpu: one kernel each way (see [Note: linear as one kernel]).
+  if (linearBlasKernelRuns(x, weight) && (bias === null || bias.dtype === 'float32')) {
+    return linearBlasKernel(x, weight, bias);
+  }
+  return linearWithMatMuls(x, weight, bias);
+}
+
+/** The Linear as tfjs matMuls (see the note above): without BLAS, and the kernel's test oracle. */
+export function linearWithMatMuls(x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor | null): tf.Tensor {
   const [out, inFeatures] = weight.shape as [number, number];
   const rows = x.size / inFeatures;
   const flat = tf.reshape(x, [rows, inFeatures]);

@@ -1,4 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
+import { arrayKernelsRun } from '../internal/array-kernel';
+import { geluTanhKernel } from '../internal/gelu-kernel';
 import { Module } from '../module';
 
 export type GeluApproximation = 'tanh' | 'none';
@@ -18,14 +20,17 @@ const INVERSE_SQRT_2PI = 1 / Math.sqrt(2 * Math.PI);
  * the tanh form's is in [Note: tanh GELU through sigmoid].
  */
 export function gelu(x: tf.Tensor, approximation: GeluApproximation = 'tanh'): tf.Tensor {
-  return approximation === 'tanh' ? geluTanh(x) : geluExact(x);
+  if (approximation !== 'tanh') return geluExact(x);
+  // On wasm and cpu, one kernel forward and one backward (see [Note: array kernels]).
+  return arrayKernelsRun() && x.dtype === 'float32' ? geluTanhKernel(x) : geluTanhWithOps(x);
 }
 
 // [Note: tanh GELU through sigmoid]
 // 0.5 · (1 + tanh(z)) = sigmoid(2z), and wasm's Sigmoid is vectorised while its Tanh is not
 // (~20x slower here), so with u = 2z = 2·√(2/π)·(x + 0.044715·x³) and s = sigmoid(u):
 // GELU(x) = x · s, and GELU'(x) = s + x · s · (1 - s) · 2·√(2/π)·(1 + 3·0.044715·x²).
-const geluTanh = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+/** tanh GELU as tfjs ops: other backends, and the kernel's test oracle. */
+export const geluTanhWithOps = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
   const x = args[0] as tf.Tensor;
   const save = args[1] as tf.GradSaveFunc;
   const inner = tf.mul(x, tf.add(tf.mul(tf.square(x), 2 * CUBIC * SQRT_2_OVER_PI), 2 * SQRT_2_OVER_PI));

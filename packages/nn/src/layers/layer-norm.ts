@@ -1,6 +1,8 @@
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { constantParameter } from '../init';
+import { arrayKernelsRun } from '../internal/array-kernel';
+import { layerNormKernel } from '../internal/layer-norm-kernel';
 import { sumRows } from '../internal/sum-rows';
 import { Module } from '../module';
 
@@ -14,7 +16,8 @@ export interface LayerNormOptions {
  * scales by `weight` (init 1) and shifts by `bias` (init 0).
  *
  * The gradient is written out (one customGrad) instead of differentiating the ~8 ops of the
- * forward: dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)) with g = dy · weight.
+ * forward: dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)) with g = dy · weight. On wasm and cpu
+ * forward and backward are one kernel each (see [Note: array kernels]).
  */
 export class LayerNorm extends Module {
   readonly dimension: number;
@@ -37,6 +40,19 @@ export class LayerNorm extends Module {
 
 /** Functional layer norm over the last dimension (see LayerNorm). */
 export function layerNorm(x: tf.Tensor, weight: tf.Tensor, bias: tf.Tensor, epsilon = 1e-5): tf.Tensor {
+  if (arrayKernelsRun() && x.dtype === 'float32' && weight.dtype === 'float32' && bias.dtype === 'float32') {
+    return layerNormKernel(x, weight, bias, epsilon);
+  }
+  return layerNormWithOps(x, weight, bias, epsilon);
+}
+
+/** Layer norm as tfjs ops with a written-out gradient: other backends, and the kernels' test oracle. */
+export function layerNormWithOps(
+  x: tf.Tensor,
+  weight: tf.Tensor,
+  bias: tf.Tensor,
+  epsilon = 1e-5,
+): tf.Tensor {
   const dimension = x.shape[x.rank - 1]!;
   const compute = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
     const [input, gamma, beta] = args as [tf.Tensor, tf.Tensor, tf.Tensor];

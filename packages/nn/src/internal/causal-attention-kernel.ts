@@ -1,0 +1,104 @@
+import { nativeSgemm, type Sgemm } from '@fsdp-ts/tensor';
+import type * as tf from '@tensorflow/tfjs-core';
+import { NnError } from '../errors';
+import { type ArrayKernel, runArrayKernel } from './array-kernel';
+import { backwardHeadBlas, forwardHeadBlas } from './causal-attention-blas';
+import type { AttentionShape } from './head-layout';
+
+/**
+ * Causal attention on BLAS ([Note: attention on BLAS]) as two array kernels ([Note: array
+ * kernels]): the forward reads qkv [B, T, 3·D] on the backend's memory and writes the output
+ * [B, T, D] and the probabilities [B·H·T·T] (a second output the tape saves for the backward; the
+ * caller disposes its own handle at once); the backward reads dy, qkv and the probabilities and
+ * writes dqkv. No read-back copies, no tf.tensor uploads, no customGrad.
+ */
+const FORWARD = 'FsdpCausalAttention';
+const BACKWARD = 'FsdpCausalAttentionGrad';
+
+function sgemmOrFail(): Sgemm {
+  const sgemm = nativeSgemm();
+  if (sgemm !== null) return sgemm;
+  throw new NnError('causal attention: its array kernel ran while the BLAS matMul kernel was off.', {
+    code: 'invalid-argument',
+    expected: 'the BLAS matMul kernel active (setNativeMatMul(true)) from the forward to its backward',
+    actual: 'setNativeMatMul(false) or another backend in between',
+    fix: 'switch the matMul kernel between steps, not inside one.',
+  });
+}
+
+function attentionShape(qkvShape: readonly number[], heads: number): AttentionShape {
+  const [batch, time, threeD] = qkvShape as [number, number, number];
+  return { batch, time, dModel: threeD / 3, heads, headSize: threeD / 3 / heads };
+}
+
+const forwardKernel: ArrayKernel = {
+  name: FORWARD,
+  inputs: ['qkv'],
+  outputShapes: (shapes, attrs) => {
+    const { batch, time, dModel, heads } = attentionShape(shapes[0]!, attrs.heads as number);
+    return [[batch, time, dModel], [batch * heads * time * time]];
+  },
+  compute([qkv], [output, probabilities], shapes, attrs) {
+    const shape = attentionShape(shapes[0]!, attrs.heads as number);
+    const { batch, heads, time } = shape;
+    if (output!.length === 0) return;
+    const sgemm = sgemmOrFail();
+    for (let b = 0; b < batch; b++) {
+      for (let head = 0; head < heads; head++) {
+        const slot = (b * heads + head) * time * time;
+        const headProbabilities = probabilities!.subarray(slot, slot + time * time);
+        forwardHeadBlas(sgemm, qkv as Float32Array, shape, b, head, headProbabilities, output!);
+      }
+    }
+  },
+};
+
+const backwardKernel: ArrayKernel = {
+  name: BACKWARD,
+  inputs: ['dy', 'qkv', 'probabilities'],
+  outputShapes: (shapes) => [[...shapes[1]!]],
+  compute([dy, qkv, probabilities], [inputGradient], shapes, attrs) {
+    const shape = attentionShape(shapes[1]!, attrs.heads as number);
+    const { batch, heads, time } = shape;
+    inputGradient!.fill(0);
+    if (inputGradient!.length === 0) return;
+    const sgemm = sgemmOrFail();
+    const scratch = new Float32Array(time * time);
+    for (let b = 0; b < batch; b++) {
+      for (let head = 0; head < heads; head++) {
+        const slot = (b * heads + head) * time * time;
+        const headProbabilities = (probabilities as Float32Array).subarray(slot, slot + time * time);
+        backwardHeadBlas(
+          sgemm,
+          qkv as Float32Array,
+          dy as Float32Array,
+          shape,
+          b,
+          head,
+          headProbabilities,
+          scratch,
+          inputGradient!,
+        );
+      }
+    }
+  },
+};
+
+const gradient: tf.GradConfig = {
+  kernelName: FORWARD,
+  inputsToSave: ['qkv'],
+  outputsToSave: [false, true],
+  gradFunc: (dy, saved, attrs) => {
+    const [qkv, probabilities] = saved as [tf.Tensor, tf.Tensor];
+    const dOutput = Array.isArray(dy) ? dy[0]! : dy;
+    const [dQkv] = runArrayKernel(backwardKernel, null, { dy: dOutput, qkv, probabilities }, attrs);
+    return { qkv: () => dQkv! };
+  },
+};
+
+/** qkv [B, T, 3·D] float32 → causal attention [B, T, D], with BLAS on wasm or cpu. */
+export function causalAttentionKernel(qkv: tf.Tensor, heads: number): tf.Tensor {
+  const [output, probabilities] = runArrayKernel(forwardKernel, gradient, { qkv }, { heads });
+  probabilities!.dispose(); // the tape holds its own reference when a gradient is being taken
+  return output!;
+}
