@@ -103,9 +103,11 @@ export class FlatParamHandle {
     );
     const shared = { shared: true };
     this.#shardedStorage = Storage.allocate(layout.dtype, layout.shardNumel, shared);
-    this.#unshardedStorage = Storage.unallocated(layout.dtype, layout.paddedNumel, shared);
+    // Freed and re-allocated for every use of the unit: pooled (see [Note: storage pool]).
+    const pooled = { shared: true, pooled: true };
+    this.#unshardedStorage = Storage.unallocated(layout.dtype, layout.paddedNumel, pooled);
     this.#shardedGradStorage = Storage.allocate(gradDType, layout.shardNumel, shared);
-    this.#unshardedGradStorage = Storage.unallocated(gradDType, layout.paddedNumel, shared);
+    this.#unshardedGradStorage = Storage.unallocated(gradDType, layout.paddedNumel, pooled);
     this.views = buildViewSet(layout, parameters, this.intersections, {
       sharded: this.#shardedStorage,
       unsharded: this.#unshardedStorage,

@@ -2,10 +2,12 @@ import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { StateDict } from '@fsdp-ts/nn';
 import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@fsdp-ts/nn';
 import type { Parameter } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
 import { withHybridGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
+import { preBackwardHook } from './internal/pre-backward-hook';
 import { flattenedBytes, reclaimUnflattenedParameters } from './internal/reclaim-unflattened';
 import { recomputedUnits } from './internal/recomputed-units';
 import { forwardFailure } from './internal/step-failure';
@@ -231,12 +233,19 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     const training = this.#step.current !== null;
     let completed = false;
     try {
-      this.#gathering.gather(root);
+      this.#gathering.gatherRoot(root, this.#step.lastOrder);
       const output = withParameterTensors(this.#unitForward.parameterTensors(root), () =>
         (this.module.forward as (...args: unknown[]) => unknown)(...inputs),
       ) as ForwardOutput<M>;
       completed = true;
-      return output;
+      const step = this.#step.current;
+      if (step === null || !(output instanceof tf.Tensor) || !this.options.backwardPrefetch) return output;
+      // [Note: first backward unit] The last unit of forward is the first of backward: its
+      // all-gather starts when backward reaches the model's output and overlaps the root's
+      // backward up to that unit (not at the end of forward: units stay sharded after forward).
+      return preBackwardHook(output, step.anchor, () =>
+        this.#gathering.prefetchFirstOfBackward(root, step.order),
+      ) as ForwardOutput<M>;
     } catch (error) {
       throw forwardFailure([this.options.group, this.options.replicateGroup], error, this.group.rank);
     } finally {

@@ -48,7 +48,12 @@ export interface FsdpOptions {
   flattenParameters?: boolean;
   /** Issue the next unit's all-gather when a unit's backward starts. Default true. */
   backwardPrefetch?: boolean;
-  /** Issue the next unit's all-gather when a unit's forward starts. Default false. */
+  /**
+   * Issue the next unit's all-gather when a unit's forward starts (the first unit's when the root's
+   * starts). Default true: a synchronous runtime cannot run ahead of its compute the way PyTorch's
+   * CPU thread runs ahead of the GPU, so without it every unit's forward waits for its whole
+   * all-gather. Within `limitAllGathers`.
+   */
   forwardPrefetch?: boolean;
   /**
    * At most one prefetched all-gather in flight, so at most two non-root units gathered at once
@@ -113,7 +118,7 @@ export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
     activationCheckpointing: options.activationCheckpointing ?? false,
     flattenParameters: options.flattenParameters ?? true,
     backwardPrefetch: options.backwardPrefetch ?? true,
-    forwardPrefetch: options.forwardPrefetch ?? false,
+    forwardPrefetch: options.forwardPrefetch ?? true,
     limitAllGathers: options.limitAllGathers ?? true,
     ignoredModules: options.ignoredModules ?? [],
     syncModuleStates: options.syncModuleStates ?? false,

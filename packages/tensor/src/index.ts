@@ -65,4 +65,5 @@ export { explainForeignParameter, Parameter, type ParameterOptions } from './par
 export type { ParameterInitializer } from './parameter-initializer';
 export { contiguousStrides, type Shape, shapeNumel, shapesEqual } from './shape';
 export { STORAGE_ALIGNMENT_BYTES, Storage, type StorageOptions } from './storage';
+export { StoragePool, storagePool } from './storage-pool';
 export { elementOffsets, TensorView } from './tensor-view';

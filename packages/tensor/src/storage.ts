@@ -1,5 +1,6 @@
 import { type DType, itemSize, type TypedArray, typedArrayFor } from './dtype/dtype';
 import { StorageFreedError, TensorError } from './errors';
+import { storagePool } from './storage-pool';
 
 /** Every storage's byte length is a multiple of this, and its data starts at a multiple of it. */
 export const STORAGE_ALIGNMENT_BYTES = 64;
@@ -7,6 +8,12 @@ export const STORAGE_ALIGNMENT_BYTES = 64;
 export interface StorageOptions {
   /** Back the storage with a SharedArrayBuffer (needed for anything worker threads touch). */
   shared?: boolean;
+  /**
+   * Take memory from, and give it back on `free()` to, the storage pool (see [Note: storage
+   * pool]): for storages freed and re-allocated again and again, when nothing else holds their
+   * memory once freed.
+   */
+  pooled?: boolean;
 }
 
 let nextStorageId = 1;
@@ -31,6 +38,8 @@ export class Storage {
   readonly shared: boolean;
   /** Bytes of the elements (numel × item size); the allocation rounds this up to 64 bytes. */
   readonly byteLength: number;
+  /** Memory comes from and returns to the storage pool (see [Note: storage pool]). */
+  readonly pooled: boolean;
   private memory: TypedArray | null;
   private readonly external: boolean;
 
@@ -40,6 +49,7 @@ export class Storage {
     shared: boolean,
     memory: TypedArray | null,
     external: boolean,
+    pooled = false,
   ) {
     this.dtype = dtype;
     this.numel = numel;
@@ -47,13 +57,14 @@ export class Storage {
     this.byteLength = numel * itemSize(dtype);
     this.memory = memory;
     this.external = external;
+    this.pooled = pooled;
   }
 
   /** Allocates a zero-filled storage. Zero-size storages are legal. */
   static allocate(dtype: DType, numel: number, options: StorageOptions = {}): Storage {
     checkNumel(numel);
     const shared = options.shared ?? false;
-    const storage = new Storage(dtype, numel, shared, null, false);
+    const storage = new Storage(dtype, numel, shared, null, false, options.pooled ?? false);
     storage.allocate();
     return storage;
   }
@@ -66,7 +77,7 @@ export class Storage {
    */
   static unallocated(dtype: DType, numel: number, options: StorageOptions = {}): Storage {
     checkNumel(numel);
-    return new Storage(dtype, numel, options.shared ?? false, null, false);
+    return new Storage(dtype, numel, options.shared ?? false, null, false, options.pooled ?? false);
   }
 
   /**
@@ -119,6 +130,7 @@ export class Storage {
 
   /** Releases the memory; the object and every view of it stay. Idempotent. */
   free(): void {
+    if (this.pooled && this.memory !== null) storagePool.give(this.memory.buffer);
     this.memory = null;
   }
 
@@ -134,7 +146,11 @@ export class Storage {
       });
     }
     const bytes = Math.ceil(this.byteLength / STORAGE_ALIGNMENT_BYTES) * STORAGE_ALIGNMENT_BYTES;
-    const buffer = this.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes);
+    const buffer = this.pooled
+      ? storagePool.take(bytes, this.shared)
+      : this.shared
+        ? new SharedArrayBuffer(bytes)
+        : new ArrayBuffer(bytes);
     this.memory = typedArrayFor(this.dtype, buffer, 0, this.numel);
   }
 }

@@ -487,7 +487,8 @@ writeFileSync(
       strategy: outcome.run.strategy,
       worldSize: outcome.run.worldSize,
       capped: outcome.run.capBytes !== undefined,
-      measuredBytes: peakPerRank(outcome),
+      // A run stopped by its cap shows the cap, not what it needed: no dot.
+      measuredBytes: outcome.failed === undefined ? peakPerRank(outcome) : undefined,
       predictedBytes: outcome.predictedPerRankBytes,
     })),
     2 * GiB,

@@ -21,10 +21,20 @@ const request = JSON.parse(process.argv[2]!) as ScaleRunRequest;
 let peakRss = 0;
 /** RSS at the end of each phase, to see where the peak comes from. */
 const phaseRss: Record<string, number> = {};
+let loggedRss = 0;
 const sampleRss = (phase?: string) => {
   const rss = process.memoryUsage().rss;
   peakRss = Math.max(peakRss, rss);
+  // Between phases, a line each time RSS has grown by 128 MiB (where a capped rank runs out).
+  if (phase === undefined && rss > loggedRss + 128 * 1024 ** 2) {
+    loggedRss = rss;
+    const { arrayBuffers } = process.memoryUsage();
+    process.stderr.write(
+      `[scale] rank ${process.env.RANK ?? 0} growing: RSS ${(rss / 1024 ** 3).toFixed(2)} GiB (array buffers ${(arrayBuffers / 1024 ** 3).toFixed(2)}, tfjs ${(tf.memory().numBytes / 1024 ** 3).toFixed(2)})\n`,
+    );
+  }
   if (phase === undefined) return;
+  loggedRss = Math.max(loggedRss, rss);
   phaseRss[phase] = Math.max(phaseRss[phase] ?? 0, rss);
   // One line per phase on stderr: a rank stopped by its cap has told how far it got.
   const external = process.memoryUsage().arrayBuffers;

@@ -215,6 +215,8 @@ export class UnitReduction {
         );
       if (!kept) {
         buffer.fill(0);
+        // Zero now: each parameter's first gradient this step is copied, not added (see write).
+        this.#zeroRanges.set(handle, new Set());
         handle.parameters.forEach((parameter, index) => {
           if (parameter.requiresGrad) parameter.grad = handle.unshardedGradView(index);
         });

@@ -27,6 +27,17 @@ export class UnitGathering {
     this.#statistics.allGatherWaitMs += performance.now() - start;
   }
 
+  /** Before the root's forward: gathers it and prefetches the first unit of the last step's order. */
+  gatherRoot(root: FsdpUnit, lastOrder: readonly FsdpUnit[]): void {
+    this.gather(root);
+    this.prefetchAfter(root, [root, ...lastOrder]);
+  }
+
+  /** Backward reached the model's output: prefetches the last unit of `forwardOrder`. */
+  prefetchFirstOfBackward(root: FsdpUnit, forwardOrder: readonly FsdpUnit[]): void {
+    this.prefetchAfter(root, [root, ...[...forwardOrder].reverse()], true);
+  }
+
   /** Before a unit's forward: gathers it and prefetches the unit after it in the last step's order. */
   gatherForForward(unit: FsdpUnit, lastOrder: readonly FsdpUnit[]): void {
     this.gather(unit);

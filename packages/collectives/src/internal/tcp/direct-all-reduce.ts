@@ -7,20 +7,30 @@ import type { ReducePlanOptions } from './ring-plans.js';
 /**
  * The latency-optimal all-reduce for small buffers: every rank sends its whole buffer to every
  * peer (one step instead of the ring's 2(size-1)), then each reduces all contributions in rank
- * order, so all ranks compute the same bits.
+ * order, so all ranks compute the same bits. The payload goes out right behind the op header
+ * ([Note: eager first segment] in tcp-engine.ts).
  */
-export async function directAllReduce(
+
+/** What a direct all-reduce sends to every peer (after rounding `work` for a bfloat16 wire). */
+export function directAllReducePayload(
   work: Float32Array | Int32Array,
   options: ReducePlanOptions,
-  links: readonly (PeerLink | null)[],
   scratch: RingScratch,
+): Uint8Array {
+  if (options.reduceWire === 'bfloat16') roundToBfloat16InPlace(work as Float32Array);
+  return encodeRange(work, 0, work.length, options.reduceWire, scratch);
+}
+
+/** The rest of a direct all-reduce once `payload` went to every peer: receive and reduce. */
+export async function finishDirectAllReduce(
+  work: Float32Array | Int32Array,
+  payload: Uint8Array,
+  options: ReducePlanOptions,
+  links: readonly (PeerLink | null)[],
 ): Promise<void> {
   const { rank, size, reduceOp } = options;
   const count = work.length;
   const bfloat16Wire = options.reduceWire === 'bfloat16';
-  if (bfloat16Wire) roundToBfloat16InPlace(work as Float32Array);
-  const payload = encodeRange(work, 0, count, options.reduceWire, scratch);
-  for (const link of links) link?.write(payload);
   const received = await Promise.all(
     links.map(async (link) => {
       if (link === null) return null;

@@ -11,10 +11,12 @@ import type { OpHeader } from '../engine/op-header.js';
  *   12 i32 root (broadcast) or -1
  *   16 f64 element count
  *   24 i32 peer (send: destination, recv: source) or -1
- *   28 u32 reserved (0)
- * A rank compares every header it receives with its own op before moving data: a difference
- * fails the op on every rank with code 'mismatch' and no payload is sent, so the streams stay
- * aligned; bytes that are not a header fail with code 'malformed-frame'.
+ *   28 u32 eager bytes: payload bytes that follow this header on this connection before the
+ *          sender waits for anything (see [Note: eager first segment] in tcp-engine.ts)
+ * A rank compares every header it receives with its own op before it moves any data beyond the
+ * eager bytes: a difference fails the op on every rank with code 'mismatch', each rank skips the
+ * eager bytes its peers sent, so the streams stay aligned; bytes that are not a header fail with
+ * code 'malformed-frame'.
  *
  * An abort notice ([Note: abort]) is a header with kind byte 255 whose u32 at offset 8 is the
  * byte length of the UTF-8 message that follows it; every other field is 0.
@@ -66,7 +68,7 @@ export function abortMessageIn(bytes: Buffer): string | undefined {
   return bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + length);
 }
 
-export function encodeHeader(header: OpHeader): Buffer {
+export function encodeHeader(header: OpHeader, eagerBytes = 0): Buffer {
   const bytes = Buffer.alloc(HEADER_BYTES);
   bytes.writeUInt32LE(MAGIC, 0);
   bytes.writeUInt8(KINDS.indexOf(header.kind), 4);
@@ -77,8 +79,17 @@ export function encodeHeader(header: OpHeader): Buffer {
   bytes.writeInt32LE(header.root, 12);
   bytes.writeDoubleLE(header.count, 16);
   bytes.writeInt32LE(header.peer, 24);
+  bytes.writeUInt32LE(eagerBytes, 28);
   return bytes;
 }
+
+/** The eager payload byte count of a header frame (offset 28). */
+export function eagerBytesIn(bytes: Uint8Array): number {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES).readUInt32LE(28);
+}
+
+/** Largest eager payload a header can announce. */
+export const MAX_EAGER_BYTES = 0xffff_ffff;
 
 /** Decodes a header; throws a CollectiveError (code 'malformed-frame') for anything else. */
 export function decodeHeader(bytes: Uint8Array, peer: number): OpHeader {
@@ -101,7 +112,6 @@ export function decodeHeader(bytes: Uint8Array, peer: number): OpHeader {
   if (wireDtype === undefined) throw malformed(`unknown wire dtype ${view.readUInt8(6)}`);
   if (reduceOp === undefined) throw malformed(`unknown reduction ${view.readUInt8(7)}`);
   if (!Number.isSafeInteger(count) || count < 0) throw malformed(`element count ${count}`);
-  if (view.readUInt32LE(28) !== 0) throw malformed('reserved bytes are not zero');
   const seq = view.readUInt32LE(8);
   return {
     kind,

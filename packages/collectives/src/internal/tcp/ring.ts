@@ -177,17 +177,23 @@ function runStep(
   });
 }
 
-/** Runs a ring plan: send the initial range, then every incoming step in order. */
-export async function runRing(
+/** The bytes a ring plan sends before anything arrives (its initial range), or null. */
+export function initialBytes(plan: RingPlan, scratch: RingScratch): Uint8Array | null {
+  if (plan.initial === null) return null;
+  const { start, end, wire } = plan.initial;
+  return end > start ? encodeRange(plan.base ?? plan.work, start, end, wire, scratch) : null;
+}
+
+/**
+ * Runs a ring plan's incoming steps in order; its initial range was sent already (see
+ * initialBytes and [Note: eager first segment] in tcp-engine.ts).
+ */
+export async function runRingSteps(
   plan: RingPlan,
   previous: PeerLink | null,
   next: PeerLink | null,
   scratch: RingScratch,
 ): Promise<void> {
-  if (plan.initial !== null && next !== null) {
-    const { start, end, wire } = plan.initial;
-    if (end > start) next.write(encodeRange(plan.base ?? plan.work, start, end, wire, scratch));
-  }
   for (const step of plan.steps) {
     if (step.end > step.start && previous !== null) await runStep(plan, step, previous, next, scratch);
   }

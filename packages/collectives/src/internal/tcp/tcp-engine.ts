@@ -4,17 +4,19 @@ import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
-import { directAllReduce } from './direct-all-reduce.js';
+import { directAllReducePayload, finishDirectAllReduce } from './direct-all-reduce.js';
 import {
   abortMessageIn,
   abortMessageLength,
   decodeHeader,
+  eagerBytesIn,
   encodeAbortFrame,
   encodeHeader,
   HEADER_BYTES,
+  MAX_EAGER_BYTES,
 } from './frame-header.js';
 import { PeerLink } from './peer-link.js';
-import { type RingPlan, RingScratch, runRing, type Wire, type WorkArray } from './ring.js';
+import { initialBytes, type RingPlan, RingScratch, runRingSteps, type Wire, type WorkArray } from './ring.js';
 import {
   allGatherPlan,
   allReducePlan,
@@ -139,48 +141,105 @@ export class TcpEngine extends EngineBase<TcpInit> {
     setTimeout(() => this.closeTransport(), PEER_LOSS_CLOSE_DELAY_MS).unref();
   }
 
+  /**
+   * [Note: eager first segment]
+   * A collective's header and the bytes its schedule sends before anything arrives (a ring's
+   * initial range to the next rank, a direct all-reduce's payload to every peer) go out together;
+   * the header announces how many such eager bytes follow it on that connection. Then the rank
+   * reads every peer's header and compares: on a match the schedule continues (its first read
+   * finds the peer's eager bytes already queued); on a difference every rank fails with
+   * 'mismatch' (each compares with all its peers) after skipping the eager bytes each peer
+   * announced, so the streams stay aligned and the group usable. This saves, on every op, the
+   * round trip a header exchange cost before any payload moved. The price: a mismatched op may
+   * leave the caller's buffers partly written (rounded, or its own block copied in), as a failed
+   * op's buffers may be anyway.
+   */
   protected override async execute(op: OpMessage, seq: number): Promise<void> {
     const header = this.header(op, seq);
     if (op.kind === 'send') return this.send(op, header);
     if (op.kind === 'recv') return this.recv(op, header);
-    await this.exchangeHeaders(op, header);
     const { rank, size } = this.init;
     const previous = this.links[(rank - 1 + size) % size] ?? null;
     const next = this.links[(rank + 1) % size] ?? null;
     // bfloat16 staging for outgoing bytes: at most max(2, size) x count elements per op.
     const bfloat16Wire = op.wireDtype === 'bfloat16' || op.dtype === 'bfloat16';
     this.scratch.resetStaging(bfloat16Wire ? op.count * Math.max(2, size) : 0);
+    const prepared = this.prepare(op);
+    await this.exchangeHeaders(op, header, prepared.eager, next);
+    await prepared.rest(previous, next);
+  }
+
+  /** What an op does before its header check (its eager bytes), and the rest, run after it. */
+  private prepare(op: OpMessage): PreparedOp {
+    const { rank, size } = this.init;
+    const ring = (plan: RingPlan, after?: () => void): PreparedOp => ({
+      eager: { toNext: initialBytes(plan, this.scratch), toAll: null },
+      rest: async (previous, next) => {
+        await runRingSteps(plan, previous, next, this.scratch);
+        await next?.flushed();
+        after?.();
+      },
+    });
     switch (op.kind) {
-      case 'allReduce':
-        await this.allReduce(op, previous, next);
-        break;
-      case 'reduceScatter':
-        await this.reduceScatter(op, previous, next);
-        break;
+      case 'allReduce': {
+        const buffer = op.output!;
+        const work = this.workFor(buffer, op.dtype, op.count, buffer);
+        const options = this.reduceOptions(op);
+        const encodeBack = () => {
+          if (op.dtype === 'bfloat16') encodeBfloat16(work as Float32Array, buffer as Uint16Array);
+        };
+        if (size > 1 && op.count * work.BYTES_PER_ELEMENT <= DIRECT_ALL_REDUCE_BYTES) {
+          const direct = work as Float32Array | Int32Array;
+          const payload = directAllReducePayload(direct, options, this.scratch);
+          return {
+            eager: { toNext: null, toAll: payload },
+            rest: async () => {
+              await finishDirectAllReduce(direct, payload, options, this.links);
+              encodeBack();
+            },
+          };
+        }
+        return ring(allReducePlan(work, options), encodeBack);
+      }
+      case 'reduceScatter': {
+        const input = op.input!;
+        const options = this.reduceOptions(op);
+        let plan: RingPlan;
+        if (op.dtype === 'bfloat16') {
+          plan = reduceScatterPlan(
+            this.workFor(op.output!, op.dtype, input.length, input),
+            op.count,
+            options,
+          );
+        } else {
+          // No copy of the input: each reduce step writes input (op) incoming into scratch.
+          plan = reduceScatterPlan(this.scratchFor(input as Float32Array | Int32Array), op.count, options);
+          plan.base = input;
+        }
+        return ring(plan, () => {
+          // The ring's last reduce step fills this rank's block; a group of one has no steps.
+          const result = size === 1 ? (plan.base ?? plan.work) : plan.work;
+          const own = result.subarray(rank * op.count, (rank + 1) * op.count);
+          if (op.dtype === 'bfloat16') encodeBfloat16(own as Float32Array, op.output as Uint16Array);
+          else op.output!.set(own as never);
+        });
+      }
       case 'allGather': {
         const output = op.output!;
-        const input = op.input!;
-        output.set(input as never, rank * op.count);
+        output.set(op.input! as never, rank * op.count);
         const wire: Wire = op.wireDtype === 'bfloat16' ? 'bfloat16' : 'same';
         if (wire === 'bfloat16')
           roundToBfloat16InPlace((output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count));
-        await this.ring(allGatherPlan(output, op.count, rank, size, wire), previous, next);
-        break;
+        return ring(allGatherPlan(output, op.count, rank, size, wire));
       }
       case 'broadcast': {
         const wire: Wire = op.wireDtype === 'bfloat16' ? 'bfloat16' : 'same';
         if (wire === 'bfloat16' && rank === op.root) roundToBfloat16InPlace(op.output as Float32Array);
-        await this.ring(broadcastPlan(op.output!, rank, size, op.root, wire), previous, next);
-        break;
+        return ring(broadcastPlan(op.output!, rank, size, op.root, wire));
       }
       default:
-        break;
+        return { eager: { toNext: null, toAll: null }, rest: async () => undefined };
     }
-  }
-
-  private async ring(plan: RingPlan, previous: PeerLink | null, next: PeerLink | null): Promise<void> {
-    await runRing(plan, previous, next, this.scratch);
-    await next?.flushed();
   }
 
   private reduceOptions(op: OpMessage): ReducePlanOptions {
@@ -231,59 +290,59 @@ export class TcpEngine extends EngineBase<TcpInit> {
     return this.workFloats.subarray(0, like.length);
   }
 
-  private async allReduce(op: OpMessage, previous: PeerLink | null, next: PeerLink | null): Promise<void> {
-    const buffer = op.output!;
-    const work = this.workFor(buffer, op.dtype, op.count, buffer);
-    const options = this.reduceOptions(op);
-    if (this.init.size > 1 && op.count * work.BYTES_PER_ELEMENT <= DIRECT_ALL_REDUCE_BYTES) {
-      await directAllReduce(work as Float32Array | Int32Array, options, this.links, this.scratch);
-    } else {
-      await this.ring(allReducePlan(work, options), previous, next);
-    }
-    if (op.dtype === 'bfloat16') encodeBfloat16(work as Float32Array, buffer as Uint16Array);
-  }
-
-  private async reduceScatter(
+  /**
+   * Writes this op's header and eager bytes to every peer, reads theirs and compares (see
+   * [Note: eager first segment]). Eager bytes too many to announce wait for the check.
+   */
+  private async exchangeHeaders(
     op: OpMessage,
-    previous: PeerLink | null,
+    header: OpHeader,
+    eager: PreparedOp['eager'],
     next: PeerLink | null,
   ): Promise<void> {
-    const { rank } = this.init;
-    const input = op.input!;
-    const options = this.reduceOptions(op);
-    let plan: RingPlan;
-    if (op.dtype === 'bfloat16') {
-      plan = reduceScatterPlan(this.workFor(op.output!, op.dtype, input.length, input), op.count, options);
-    } else {
-      // No copy of the input: each reduce step writes input (op) incoming into scratch.
-      plan = reduceScatterPlan(this.scratchFor(input as Float32Array | Int32Array), op.count, options);
-      plan.base = input;
+    const late: [PeerLink, Uint8Array][] = [];
+    for (const link of this.links) {
+      if (link === null) continue;
+      const bytes = eager.toAll ?? (link === next ? eager.toNext : null);
+      if (bytes !== null && bytes.length > MAX_EAGER_BYTES) {
+        link.write(encodeHeader(header));
+        late.push([link, bytes]);
+        continue;
+      }
+      link.write(encodeHeader(header, bytes?.length ?? 0));
+      if (bytes !== null) link.write(bytes);
     }
-    await this.ring(plan, previous, next);
-    // The ring's last reduce step fills this rank's block; a group of one has no steps.
-    const result = this.init.size === 1 ? (plan.base ?? plan.work) : plan.work;
-    const own = result.subarray(rank * op.count, (rank + 1) * op.count);
-    if (op.dtype === 'bfloat16') encodeBfloat16(own as Float32Array, op.output as Uint16Array);
-    else op.output!.set(own as never);
-  }
-
-  private async exchangeHeaders(op: OpMessage, header: OpHeader): Promise<void> {
-    const encoded = encodeHeader(header);
-    for (const link of this.links) link?.write(encoded);
     const received = await Promise.all(
-      this.links.map((link) => (link === null ? Promise.resolve(null) : this.readHeader(link))),
+      this.links.map((link) => (link === null ? Promise.resolve(null) : this.readFrame(link))),
     );
-    this.checkHeaders(op, header, received);
+    const headers = received.map((frame) => frame?.header ?? null);
+    if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
+      // Skip what each peer sent ahead of its check, so the streams stay aligned.
+      await Promise.all(
+        received.map((frame, peer) =>
+          frame === null || frame.eagerBytes === 0
+            ? undefined
+            : this.links[peer]!.read(frame.eagerBytes, () => undefined),
+        ),
+      );
+    }
+    this.checkHeaders(op, header, headers);
+    for (const [link, bytes] of late) link.write(bytes);
   }
 
   private async readHeader(link: PeerLink): Promise<OpHeader> {
+    return (await this.readFrame(link)).header;
+  }
+
+  /** A peer's header frame (its header and the eager bytes it announces). */
+  private async readFrame(link: PeerLink): Promise<{ header: OpHeader; eagerBytes: number }> {
     const bytes = await this.readBytes(link, HEADER_BYTES);
     const abortLength = abortMessageLength(bytes);
     if (abortLength !== undefined) {
       const message = await this.readBytes(link, abortLength);
       throw this.peerAborted(link.peer, message.toString('utf8'));
     }
-    return decodeHeader(bytes, link.peer);
+    return { header: decodeHeader(bytes, link.peer), eagerBytes: eagerBytesIn(bytes) };
   }
 
   private async readBytes(link: PeerLink, length: number): Promise<Buffer> {
@@ -330,4 +389,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
 /** The tcp backend's engine module entry (see engine.ts). */
 export function createEngine(init: EngineInit, context: EngineContext): TcpEngine {
   return new TcpEngine(init as TcpInit, context);
+}
+
+/** An op prepared before its header check (see [Note: eager first segment]). */
+interface PreparedOp {
+  /** Bytes sent right behind the header: to the next rank only, or to every peer. */
+  eager: { toNext: Uint8Array | null; toAll: Uint8Array | null };
+  /** The rest of the op, after every header matched. */
+  rest: (previous: PeerLink | null, next: PeerLink | null) => Promise<void>;
 }
