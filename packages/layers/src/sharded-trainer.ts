@@ -1,4 +1,4 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
@@ -8,18 +8,18 @@ import { type CheckpointSource, saveShardedCheckpoint } from './checkpoint/save-
 import { LayersError } from './errors';
 import { allReduceSumInPlace } from './internal/all-reduce-sum';
 import { broadcastWeights } from './internal/broadcast-weights';
+import { bucketize, layerUnits } from './internal/bucket-plan';
 import { createCallbackList } from './internal/callbacks';
 import { checkReplicas } from './internal/check-replicas';
 import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
 import { agreedBatches, checkDatasetArgs, datasetPair, isDataset } from './internal/dataset-batches';
 import { WeightedMeans } from './internal/epoch-logs';
 import { resolveSaveTarget } from './internal/file-save-handler';
-import { FullShardLayers, type LayerUnit } from './internal/full-shard-layers';
+import { FullShardLayers } from './internal/full-shard-layers';
 import { batchRanges, epochOrder, localRange } from './internal/global-batches';
-import { allLayers, hasRegularizers } from './internal/layer-access';
+import { allLayers } from './internal/layer-access';
 import { MemoryMeter } from './internal/memory-meter';
 import { resolveOptimizer } from './internal/resolve-optimizer';
-import { sharedFloat32 } from './internal/shared-float32';
 import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
 import { applyModel, computeLocalGradients } from './internal/train-step';
 import {
@@ -51,9 +51,11 @@ const defaultBucketSizeBytes = 25 * 1024 * 1024;
  * Trains a tf.LayersModel on every rank of a process group, like model.fit on the global batch:
  * each rank computes the gradient of its slice of every global batch, the gradients are summed
  * across ranks through flat buckets (all-reduce or reduce-scatter, see ShardedTrainerStrategy),
- * an @fsdp-ts/optim optimizer steps the full weights or this rank's shard, and the new values are
- * written into the model's variables, so after every step every rank's model holds the same
- * weights and `model.predict`, `model.save` work as usual.
+ * and an @fsdp-ts/optim optimizer steps the full weights or this rank's shard, in place: the
+ * model's variables live in the buckets' flat buffers ([Note: variables over the flat buffer]).
+ * Whenever the trainer is idle every rank's model holds the same full weights, so
+ * `model.predict`, `model.save` work as usual; under 'full-shard' they are whole only while
+ * their layer runs during fit ([Note: full-shard layers]).
  */
 export class ShardedTrainer {
   readonly model: LayersModel;
@@ -379,7 +381,7 @@ export class ShardedTrainer {
     const localIndices = indices.subarray(local.start, local.end);
     let values: number[];
     if (localIndices.length === 0) {
-      const zeros = sharedFloat32(this.objective.names.length);
+      const zeros = allocateShared(Float32Array, this.objective.names.length);
       allReduceSumInPlace(this.group, zeros);
       values = [...zeros];
       for (const bucket of this.buckets) bucket.loadGradients(new Map());
@@ -416,7 +418,7 @@ export class ShardedTrainer {
   /** This rank's loss and metrics on its slice of one global batch of `count` samples, weighted by its share. */
   private evaluateSlice(batch: Batch, start: number, count: number): Float32Array {
     const local = localRange(count, this.group.rank, this.group.size);
-    const values = sharedFloat32(this.objective.names.length);
+    const values = allocateShared(Float32Array, this.objective.names.length);
     const localCount = local.end - local.start;
     if (localCount > 0) {
       tf.tidy(() => {
@@ -476,7 +478,7 @@ export class ShardedTrainer {
   }
 
   private agreeOnSeed(requested: number | undefined): number {
-    const seed = new Int32Array(new SharedArrayBuffer(4));
+    const seed = allocateShared(Int32Array, 1);
     seed[0] = requested ?? Math.floor(Math.random() * 2 ** 31);
     if (this.group.size > 1) this.group.broadcast(seed, { root: 0 }).wait();
     return seed[0]!;
@@ -484,7 +486,7 @@ export class ShardedTrainer {
 
   /** Every rank stops if any rank's callbacks asked to (model.stopTraining), so all stop at the same epoch. */
   private agreeToStop(): boolean {
-    const flag = new Int32Array(new SharedArrayBuffer(4));
+    const flag = allocateShared(Int32Array, 1);
     flag[0] = this.model.stopTraining ? 1 : 0;
     if (this.group.size > 1) this.group.allReduce(flag, { op: 'max' }).wait();
     return flag[0] === 1;
@@ -540,76 +542,10 @@ function identityOrder(count: number): Int32Array {
   return Int32Array.from({ length: count }, (_, index) => index);
 }
 
-function bucketize(variables: readonly LayerVariable[], bucketSizeBytes: number): LayerVariable[][] {
-  const buckets: LayerVariable[][] = [];
-  let current: LayerVariable[] = [];
-  let bytes = 0;
-  for (const variable of variables) {
-    const size = variable.read().size * 4;
-    if (current.length > 0 && bytes + size > bucketSizeBytes) {
-      buckets.push(current);
-      current = [];
-      bytes = 0;
-    }
-    current.push(variable);
-    bytes += size;
-  }
-  if (current.length > 0) buckets.push(current);
-  return buckets;
-}
-
 function progressLine(epoch: number, epochs: number, started: number, logs: Record<string, number>): string {
   const seconds = ((performance.now() - started) / 1000).toFixed(2);
   const values = Object.entries(logs)
     .map(([name, value]) => `${name}=${value.toPrecision(4)}`)
     .join(' ');
   return `Epoch ${epoch + 1}/${epochs} · ${seconds} s · ${values}`;
-}
-
-/**
- * Full-shard units: each leaf layer owning trainable weights gets a bucket of exactly those
- * weights (the unit gathered while it runs). Regularized layers are refused (their penalties
- * read the weights after the layer ran, when they are released).
- */
-function layerUnits(
-  model: LayersModel,
-  trainable: readonly LayerVariable[],
-  group: ProcessGroup,
-  settings: StrategySettings,
-  meter: MemoryMeter,
-): LayerUnit[] {
-  const wanted = new Set(trainable);
-  const units: LayerUnit[] = [];
-  const covered = new Set<LayerVariable>();
-  for (const layer of allLayers(model)) {
-    if (Array.isArray((layer as unknown as { layers?: unknown }).layers)) continue;
-    const variables = layer.trainableWeights.filter(
-      (variable) => wanted.has(variable) && !covered.has(variable),
-    );
-    if (variables.length === 0) continue;
-    if (hasRegularizers(layer)) {
-      throw new LayersError(
-        `Layer ${layer.name} has a regularizer; 'full-shard' releases a layer's weights once it ran, and tfjs-layers computes regularization penalties from the weights after the forward.`,
-        {
-          code: 'unsupported-model',
-          expected: "layers without kernelRegularizer / biasRegularizer under 'full-shard'",
-          actual: layer.name,
-          fix: "use 'shard-gradients' for this model, or drop the regularizer (AdamW's weightDecay is the usual replacement).",
-        },
-      );
-    }
-    for (const variable of variables) covered.add(variable);
-    units.push({ layer, bucket: new WeightBucket(variables, group, settings, meter) });
-  }
-  const missing = trainable.find((variable) => !covered.has(variable));
-  if (missing !== undefined) {
-    throw new LayersError(`Trainable weight ${missing.name} belongs to no layer of the model.`, {
-      code: 'unsupported-model',
-      weight: missing.name,
-      expected: "every trainable weight owned by one of the model's layers",
-      actual: missing.name,
-      fix: "use 'shard-gradients' for this model.",
-    });
-  }
-  return units;
 }

@@ -81,7 +81,6 @@ export function writeCheckpoint(root: string, options: WriteCheckpointOptions): 
   nonce = broadcastOutcome(group, nonce, prepareError, 'Preparing the checkpoint directory');
   const temporary = temporaryDirectory(root, step, nonce);
 
-  const { shardWorldSize } = model;
   let bytes = 0;
   let writeError: unknown;
   let optimizerState: ShardedOptimizerState | undefined;
