@@ -1,4 +1,4 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
@@ -20,7 +20,6 @@ import { batchRanges, epochOrder, localRange } from './internal/global-batches';
 import { allLayers } from './internal/layer-access';
 import { MemoryMeter } from './internal/memory-meter';
 import { resolveOptimizer } from './internal/resolve-optimizer';
-import { sharedFloat32 } from './internal/shared-float32';
 import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
 import { applyModel, computeLocalGradients } from './internal/train-step';
 import {
@@ -382,7 +381,7 @@ export class ShardedTrainer {
     const localIndices = indices.subarray(local.start, local.end);
     let values: number[];
     if (localIndices.length === 0) {
-      const zeros = sharedFloat32(this.objective.names.length);
+      const zeros = allocateShared(Float32Array, this.objective.names.length);
       allReduceSumInPlace(this.group, zeros);
       values = [...zeros];
       for (const bucket of this.buckets) bucket.loadGradients(new Map());
@@ -419,7 +418,7 @@ export class ShardedTrainer {
   /** This rank's loss and metrics on its slice of one global batch of `count` samples, weighted by its share. */
   private evaluateSlice(batch: Batch, start: number, count: number): Float32Array {
     const local = localRange(count, this.group.rank, this.group.size);
-    const values = sharedFloat32(this.objective.names.length);
+    const values = allocateShared(Float32Array, this.objective.names.length);
     const localCount = local.end - local.start;
     if (localCount > 0) {
       tf.tidy(() => {
@@ -479,7 +478,7 @@ export class ShardedTrainer {
   }
 
   private agreeOnSeed(requested: number | undefined): number {
-    const seed = new Int32Array(new SharedArrayBuffer(4));
+    const seed = allocateShared(Int32Array, 1);
     seed[0] = requested ?? Math.floor(Math.random() * 2 ** 31);
     if (this.group.size > 1) this.group.broadcast(seed, { root: 0 }).wait();
     return seed[0]!;
@@ -487,7 +486,7 @@ export class ShardedTrainer {
 
   /** Every rank stops if any rank's callbacks asked to (model.stopTraining), so all stop at the same epoch. */
   private agreeToStop(): boolean {
-    const flag = new Int32Array(new SharedArrayBuffer(4));
+    const flag = allocateShared(Int32Array, 1);
     flag[0] = this.model.stopTraining ? 1 : 0;
     if (this.group.size > 1) this.group.allReduce(flag, { op: 'max' }).wait();
     return flag[0] === 1;

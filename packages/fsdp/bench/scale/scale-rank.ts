@@ -152,6 +152,9 @@ for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   const statistics =
     model instanceof FullyShardedDataParallel ? model.statistics : { allGatherWaitMs: 0, reductionWaitMs: 0 };
   const forwardBackwardMs = backwardDone - stepStart;
+  process.stderr.write(
+    `[scale] rank ${rank} step ${step} took ${(stepEnd - stepStart).toFixed(0)} ms (loss ${loss.toFixed(4)})\n`,
+  );
   steps.push({
     loss,
     stepMs: stepEnd - stepStart,

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { LayersModel } from '@tensorflow/tfjs-layers';
@@ -28,7 +28,7 @@ export interface CheckpointSource {
 
 /** Every rank learns whether every rank succeeded; the first failing rank's error is rethrown everywhere. */
 function agreeOnSuccess(group: ProcessGroup, error: unknown, what: string): void {
-  const failed = new Int32Array(new SharedArrayBuffer(4 * group.size));
+  const failed = allocateShared(Int32Array, group.size);
   const mine = new Int32Array([error === null ? 0 : 1]);
   if (group.size > 1) group.allGather(failed, mine).wait();
   else failed[0] = mine[0]!;
@@ -50,7 +50,7 @@ function agreeOnSuccess(group: ProcessGroup, error: unknown, what: string): void
 
 /** A name for the temporary directory, the same on every rank (rank 0 draws it). */
 function agreedNonce(group: ProcessGroup): number {
-  const nonce = new Int32Array(new SharedArrayBuffer(4));
+  const nonce = allocateShared(Int32Array, 1);
   nonce[0] = Math.floor(Math.random() * 2 ** 31);
   if (group.size > 1) group.broadcast(nonce, { root: 0 }).wait();
   return nonce[0]!;

@@ -1,6 +1,5 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import * as tf from '@tensorflow/tfjs-core';
-import { sharedFloat32 } from './shared-float32';
 
 /** Sums `values` over the ranks in place (blocking). */
 export function allReduceSumInPlace(group: ProcessGroup, values: Float32Array): void {
@@ -8,7 +7,7 @@ export function allReduceSumInPlace(group: ProcessGroup, values: Float32Array): 
 }
 
 function allReduceTensor(group: ProcessGroup, tensor: tf.Tensor): tf.Tensor {
-  const values = sharedFloat32(tensor.size);
+  const values = allocateShared(Float32Array, tensor.size);
   values.set(tensor.dataSync() as Float32Array);
   allReduceSumInPlace(group, values);
   return tf.tensor(values, tensor.shape, 'float32');

@@ -1,4 +1,4 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import type { LayerVariable } from '@tensorflow/tfjs-layers';
 import { LayersError } from '../errors';
 
@@ -37,17 +37,17 @@ export function checkReplicas(
   mode: InitialWeights,
 ): void {
   if (group.size === 1) return;
-  const counts = new Int32Array(new SharedArrayBuffer(4 * group.size));
+  const counts = allocateShared(Int32Array, group.size);
   group.allGather(counts, new Int32Array([variables.length])).wait();
   const length = Math.max(...counts);
-  const signature = new Int32Array(new SharedArrayBuffer(4 * length));
+  const signature = allocateShared(Int32Array, length);
   variables.forEach((variable, index) => {
     let hash = hashText(variable.shape.join(','));
     if (mode === 'check')
       hash = Math.imul(hash ^ hashValues(variable.read().dataSync() as Float32Array), 0x01000193);
     signature[index] = hash;
   });
-  const all = new Int32Array(new SharedArrayBuffer(4 * length * group.size));
+  const all = allocateShared(Int32Array, length * group.size);
   group.allGather(all, signature).wait();
   for (let index = 0; index < length; index++) {
     const expected = all[index]!;

@@ -1,4 +1,4 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import * as tf from '@tensorflow/tfjs-core';
 import { LayersError } from '../errors';
 import type { BatchDataset, ShardedFitDatasetArgs, TensorData } from '../sharded-trainer-options';
@@ -75,7 +75,7 @@ export async function* agreedBatches(
     const what = `dataset batch ${index}`;
     const batch = next.done === true ? null : standardize(next.value, what);
     const size = batch === null ? -1 : batch.xs[0]!.shape[0]!;
-    const sizes = new Int32Array(new SharedArrayBuffer(4 * group.size));
+    const sizes = allocateShared(Int32Array, group.size);
     if (group.size > 1) group.allGather(sizes, new Int32Array([size])).wait();
     else sizes[0] = size;
     const differing = sizes.findIndex((other) => other !== sizes[0]);

@@ -1,9 +1,8 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import * as tf from '@tensorflow/tfjs-core';
 import type * as tfl from '@tensorflow/tfjs-layers';
 import { allReduceSum, allReduceSumInPlace } from './all-reduce-sum';
 import { allLayers, batchNormalizationInternals, replaceCall } from './layer-access';
-import { sharedFloat32 } from './shared-float32';
 
 type CallFunction = (
   inputs: tf.Tensor | tf.Tensor[],
@@ -51,7 +50,7 @@ function synchronizedCall(
     const axis = internals.axis >= 0 ? internals.axis : internals.axis + rank;
     const reductionAxes = Array.from({ length: rank }, (_, index) => index).filter((index) => index !== axis);
     const broadcastShape = input.shape.map((size, index) => (index === axis ? size : 1));
-    const count = sharedFloat32(1);
+    const count = allocateShared(Float32Array, 1);
     count[0] = reductionAxes.reduce((product, index) => product * input.shape[index]!, 1);
     allReduceSumInPlace(group, count);
     const mean = tf.div(allReduceSum(group, tf.sum(input, reductionAxes)), count[0]!);

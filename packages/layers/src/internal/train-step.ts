@@ -1,11 +1,10 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import * as tf from '@tensorflow/tfjs-core';
 import type { LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
 import { allReduceSumInPlace } from './all-reduce-sum';
 import type { CompiledObjective } from './compiled-objective';
 import type { FullShardLayers } from './full-shard-layers';
 import { backingVariable, regularizationLosses } from './layer-access';
-import { sharedFloat32 } from './shared-float32';
 import type { Batch } from './validate-data';
 
 /** The model's outputs for these inputs, always as an array (one per output). */
@@ -39,7 +38,7 @@ export function computeLocalGradients(
   fullShard: FullShardLayers | null = null,
 ): LocalGradients {
   const share = localCount / globalCount;
-  const local = sharedFloat32(objective.names.length);
+  const local = allocateShared(Float32Array, objective.names.length);
   fullShard?.beginStep();
   const differentiated = fullShard === null ? variables.map(backingVariable) : [fullShard.anchor];
   const { value, grads } = tf.variableGrads(() => {

@@ -1,4 +1,4 @@
-import type { ProcessGroup } from '@fsdp-ts/collectives';
+import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import * as tf from '@tensorflow/tfjs-core';
 import { LayersError } from '../errors';
 import type { ShardedFitArgs, TensorData } from '../sharded-trainer-options';
@@ -158,7 +158,7 @@ export function checkSampleCounts(
 ): void {
   const samples = checkBatch(batch, 'fit(x, y)');
   checkBatchSize(batchSize);
-  const counts = new Int32Array(new SharedArrayBuffer(4 * group.size));
+  const counts = allocateShared(Int32Array, group.size);
   if (group.size > 1) group.allGather(counts, new Int32Array([samples])).wait();
   else counts[0] = samples;
   const differing = counts.findIndex((count) => count !== counts[0]);
