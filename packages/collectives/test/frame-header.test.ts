@@ -1,7 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CollectiveError } from '../src/index.js';
-import { decodeHeader, encodeHeader, HEADER_BYTES, type OpHeader } from '../src/internal/tcp/frame-header.js';
+import {
+  decodeHeader,
+  eagerBytesIn,
+  encodeHeader,
+  HEADER_BYTES,
+  MAX_EAGER_BYTES,
+  type OpHeader,
+} from '../src/internal/tcp/frame-header.js';
 
 const header = fc.record<OpHeader>({
   kind: fc.constantFrom('allReduce', 'allGather', 'reduceScatter', 'broadcast', 'barrier', 'send', 'recv'),
@@ -32,6 +39,17 @@ describe('op header decoding', () => {
         expect(decodeHeader(encodeHeader(value), 0)).toEqual(value);
       }),
     );
+  });
+
+  it('carries the eager byte count beside the header without changing it', () => {
+    fc.assert(
+      fc.property(header, fc.nat({ max: MAX_EAGER_BYTES }), (value, eager) => {
+        const bytes = encodeHeader(value, eager);
+        expect(decodeHeader(bytes, 0)).toEqual(value);
+        expect(eagerBytesIn(bytes)).toBe(eager);
+      }),
+    );
+    expect(eagerBytesIn(encodeHeader({ ...fc.sample(header, 1)[0]! }))).toBe(0);
   });
 
   it('rejects random and truncated frames with malformed-frame, never another error', () => {

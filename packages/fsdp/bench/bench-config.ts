@@ -62,6 +62,11 @@ export interface RunResult {
   reductionWaitMs: Spread;
   /** Peak over the sampled points of the measured steps (per rank, rank 0 reported). */
   peak: MemorySample & { parametersGradientsOptimizerBytes: number };
+  /**
+   * Rank 0's pooled-storage allocations during the measured steps, served from the pool or fresh
+   * (see [Note: storage pool]); rows of one launch share the pool, so this is all of them.
+   */
+  storagePool?: { reused: number; fresh: number };
   losses: number[];
 }
 

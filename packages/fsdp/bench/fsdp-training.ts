@@ -91,8 +91,12 @@ function run(kinds: RunKind[], worldSize: number, setting: Omit<RunRequest, 'kin
     );
   const results = requests.map((request) => JSON.parse(readFileSync(request.output, 'utf8')) as RunResult);
   for (const result of results) {
+    const pool =
+      result.storagePool === undefined
+        ? ''
+        : `  (pooled buffers in measured steps: ${result.storagePool.reused} reused, ${result.storagePool.fresh} fresh)`;
     process.stderr.write(
-      `  ${result.kind.padEnd(31)} W=${worldSize}  ${result.tokensPerSecond.median.toFixed(0).padStart(7)} tok/s\n`,
+      `  ${result.kind.padEnd(31)} W=${worldSize}  ${result.tokensPerSecond.median.toFixed(0).padStart(7)} tok/s${pool}\n`,
     );
   }
   process.stderr.write(`  (${((performance.now() - started) / 1000).toFixed(0)} s)\n`);

@@ -11,7 +11,7 @@ import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
 import { FullyShardedDataParallel } from '@fsdp-ts/fsdp';
 import { backward, crossEntropy, GPT, type Module, TransformerBlock } from '@fsdp-ts/nn';
 import { AdamW } from '@fsdp-ts/optim';
-import { initBackend, Parameter } from '@fsdp-ts/tensor';
+import { initBackend, Parameter, storagePool } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { type MemorySample, type RunRequest, type RunResult, spread } from './bench-config';
 
@@ -159,8 +159,10 @@ function prepare(request: RunRequest): Row {
   const allGatherWaits: number[] = [];
   const reductionWaits: number[] = [];
   const losses: number[] = [];
+  let poolAtStart = storagePool.statistics;
   function step(index: number): void {
     sampling = index >= request.warmupSteps;
+    if (index === request.warmupSteps) poolAtStart = storagePool.statistics;
     group?.barrier().wait(); // every rank starts the step together
     const start = performance.now();
     const cpuStart = process.cpuUsage();
@@ -204,6 +206,11 @@ function prepare(request: RunRequest): Row {
       allGatherWaitMs: spread(allGatherWaits),
       reductionWaitMs: spread(reductionWaits),
       peak: { ...peak, parametersGradientsOptimizerBytes: peak.storageBytes + peak.optimizerBytes },
+      // Allocations of pooled storages in the measured steps (all rows of the launch share the pool).
+      storagePool: {
+        reused: storagePool.statistics.reused - poolAtStart.reused,
+        fresh: storagePool.statistics.fresh - poolAtStart.fresh,
+      },
       losses,
     };
   }

@@ -14,6 +14,8 @@ export {
   CHECKPOINT_FORMAT_VERSION,
   type CheckpointMetadata,
   type DataFileEntry,
+  type SavedOptimizer,
+  type SavedParameterState,
   type Segment,
 } from './checkpoint/checkpoint-format';
 export {
@@ -21,13 +23,28 @@ export {
   type LoadedCheckpoint,
   loadCheckpoint,
 } from './checkpoint/load-checkpoint';
-export type { CheckpointOptimizer } from './checkpoint/optimizer-state';
+export type {
+  CheckpointOptimizer,
+  OptimizerGroupDescription,
+  ShardedOptimizerState,
+  StatePiece,
+} from './checkpoint/optimizer-state';
+export {
+  type OptimizerReader,
+  type ReadCheckpointOptions,
+  readCheckpoint,
+  type StagedOptimizerState,
+} from './checkpoint/read-checkpoint';
 export { type ResumePoint, resumeOrStart } from './checkpoint/resume-or-start';
 export {
   type SaveCheckpointOptions,
   type SavedCheckpoint,
   saveCheckpoint,
 } from './checkpoint/save-checkpoint';
+export {
+  type WriteCheckpointOptions,
+  writeCheckpoint,
+} from './checkpoint/write-checkpoint';
 export { clipGradNorm } from './clip-grad-norm';
 export { FsdpError, type FsdpErrorCode, type FsdpErrorDetails } from './errors';
 export {
@@ -68,6 +85,8 @@ export {
 export type { FsdpOptions, ResolvedFsdpOptions } from './options';
 export { type ExportSafetensorsOptions, exportSafetensors } from './safetensors/export-safetensors';
 export { importSafetensors } from './safetensors/import-safetensors';
+export { type FlatShard, flatShard, type ShardedModelState } from './sharded-state/flat-shard';
+export type { SavedLocation } from './sharded-state/saved-parameters';
 export {
   type GradientReduction,
   type ShardingPreset,

@@ -7,9 +7,13 @@
  * first touch on ~40 MiB. A pool keeps freed buffers by (kind, byte size) and hands them to the
  * next allocation of that size, zero-filled again, as PyTorch's caching allocator does.
  *
- * Bounds: at most `maxBuffersPerSize` buffers of each size wait in a pool (freed memory beyond
- * that is dropped for the garbage collector), so a pool adds at most that many buffers of each
- * size to what is live; `clear()` drops them all.
+ * Bounds: a buffer is allocated fresh only when none of its size waits, so the buffers of one
+ * size that are live or pooled never outnumber the most of that size ever live at once: the pool
+ * never raises the peak of a size, it only keeps one size's memory while another's is live. At
+ * most `maxBuffersPerSize` (8) wait per size (freed memory beyond that is dropped for the garbage
+ * collector); `clear()` drops them all. With 2 per size, a communication-bound FSDP step still
+ * allocated half its buffers fresh (several units free theirs at the end of backward before the
+ * next forward takes any).
  *
  * A pooled buffer is handed out again after `free()`: whoever still holds a typed array over the
  * freed memory (a tensor aliasing it on the cpu backend) sees the next owner's values. Only
@@ -23,7 +27,7 @@ export class StoragePool {
   #fresh = 0;
 
   /** @param maxBuffersPerSize freed buffers kept per (kind, byte size); 0 keeps none. */
-  constructor(public maxBuffersPerSize = 2) {}
+  constructor(public maxBuffersPerSize = 8) {}
 
   /** A buffer of `bytes` bytes (SharedArrayBuffer when `shared`), zero-filled. */
   take(bytes: number, shared: boolean): ArrayBufferLike {
