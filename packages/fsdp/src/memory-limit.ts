@@ -27,6 +27,17 @@ export function rankMemoryLimit(env: NodeJS.ProcessEnv = process.env): RankMemor
   };
 }
 
+/**
+ * A cap this rank is killed past, when one is set: `FSDP_MEMORY_LIMIT_BYTES` or the process's
+ * memory cgroup. Undefined when the only budget is the host's free memory (nothing kills the rank
+ * at that figure, so nothing should be done to stay under it).
+ */
+export function rankMemoryCap(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const given = Number(env.FSDP_MEMORY_LIMIT_BYTES);
+  if (Number.isFinite(given) && given > 0) return given;
+  return cgroupLimit();
+}
+
 /** The memory cgroup limit of this process, or undefined where none is set (or none is readable). */
 function cgroupLimit(): number | undefined {
   try {

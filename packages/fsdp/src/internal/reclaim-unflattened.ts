@@ -20,7 +20,8 @@ export const RECLAIM_THRESHOLD_BYTES = 64 * 1024 ** 2;
 
 let collector: (() => void) | undefined;
 
-function garbageCollector(): (() => void) | undefined {
+/** A full collection, or undefined where this Node refuses to expose one. */
+export function garbageCollector(): (() => void) | undefined {
   const exposed = (globalThis as { gc?: () => void }).gc;
   if (typeof exposed === 'function') return exposed;
   if (collector === undefined) {

@@ -1,9 +1,11 @@
 import type { BackwardPlan } from '@fsdp-ts/nn';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { rankMemoryCap } from '../memory-limit';
 import type { ResolvedFsdpOptions } from '../options';
 import type { FsdpUnit, UnitLocation } from './fsdp-unit';
 import { tapGradient } from './gradient-tap';
+import { MemoryPressureCollector } from './memory-pressure';
 import type { StepContext } from './step-context';
 import { abortGroups } from './step-failure';
 import type { TrainingStateMachine } from './training-state';
@@ -28,9 +30,16 @@ export class StepLifecycle {
   readonly #parts: StepParts;
   #step: StepContext | null = null;
   #lastOrder: FsdpUnit[] = [];
+  /** See [Note: collecting under a memory cap]. */
+  readonly #pressure = new MemoryPressureCollector(rankMemoryCap());
 
   constructor(parts: StepParts) {
     this.#parts = parts;
+  }
+
+  /** How many full collections a known memory cap has caused (see [Note: collecting under a memory cap]). */
+  get pressureCollections(): number {
+    return this.#pressure.collections;
   }
 
   /** The running step, or null outside backward(). */
@@ -92,6 +101,7 @@ export class StepLifecycle {
       // The unit's backward is done: free its gathered parameters (and their tensors' memory).
       this.#step?.released.get(unit)?.release();
       unit.reshard();
+      this.#pressure.check();
     }
   }
 
@@ -133,6 +143,7 @@ export class StepLifecycle {
     } finally {
       this.#step = null;
       training.endBackward();
+      this.#pressure.check();
     }
   }
 
