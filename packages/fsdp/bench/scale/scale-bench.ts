@@ -374,7 +374,7 @@ for (const outcome of outcomes) {
         ? `failed: ${outcome.failed}`
         : 'trained';
   lines.push(
-    `| ${run.model} | ${(parameters / 1e6).toFixed(0)} M | ${run.strategy} W=${run.worldSize} | ${run.capBytes === undefined ? '–' : gib(run.capBytes)} | ${gib(outcome.predictedPerRankBytes)} | ${gib(peakPerRank(outcome))} | ${gib(trainingStatePerRank(outcome))} | ${gib(first?.estimateBytes)} | ${gib(first?.runtimeRssBytes)} | ${wrap} | ${stat((step) => step.stepMs)} | ${stat((step) => step.computeMs)} | ${stat((step) => step.allGatherWaitMs)} | ${stat((step) => step.reductionWaitMs)} | ${stat((step) => step.optimizerMs)} | ${saveText} | ${save === undefined ? '–' : (save.loadMs / 1000).toFixed(1)} | ${outcome.launchToFirstStepMs === undefined ? '–' : (outcome.launchToFirstStepMs / 1000).toFixed(1)} | ${result} |`,
+    `| ${run.model} | ${(parameters / 1e6).toFixed(0)} M | ${run.strategy} W=${run.worldSize} | ${run.capBytes === undefined ? '–' : gib(run.capBytes)} | ${gib(outcome.predictedPerRankBytes)} | ${gib(peakPerRank(outcome))} | ${gib(trainingStatePerRank(outcome))} | ${gib(first?.estimateBytes)} | ${gib(first?.runtimeRssBytes)} | ${wrap} | ${stat((step) => step.stepMs)} | ${stat((step) => step.computeMs)} | ${stat((step) => step.allGatherWaitMs)} | ${stat((step) => step.reductionWaitMs)} | ${stat((step) => step.optimizerMs)} | ${saveText} | ${save === undefined || !Number.isFinite(save.loadMs) ? '–' : (save.loadMs / 1000).toFixed(1)} | ${outcome.launchToFirstStepMs === undefined ? '–' : (outcome.launchToFirstStepMs / 1000).toFixed(1)} | ${result} |`,
   );
 }
 lines.push('', 'RSS per phase, GiB (the largest over the ranks):', '');

@@ -191,11 +191,14 @@ if (request.checkpointDirectory !== undefined && model instanceof FullyShardedDa
   const saved = saveCheckpoint(request.checkpointDirectory, { model, optimizer, step: 1, keep: 1 });
   const saveMs = performance.now() - started;
   sampleRss('checkpoint saved');
+  const bytes = readdirSync(saved.path).reduce((sum, name) => sum + statSync(join(saved.path, name)).size, 0);
+  // Written before loading too: loading stages copies, and a capped rank may not survive it.
+  result.checkpoint = { saveMs, loadMs: Number.NaN, bytes };
+  writeFileSync(resultFile, JSON.stringify(result));
   started = performance.now();
   loadCheckpoint(saved.path, { model, optimizer });
   const loadMs = performance.now() - started;
   sampleRss('checkpoint loaded');
-  const bytes = readdirSync(saved.path).reduce((sum, name) => sum + statSync(join(saved.path, name)).size, 0);
   result.checkpoint = { saveMs, loadMs, bytes };
   result.peakRssBytes = peakRss;
   writeFileSync(resultFile, JSON.stringify(result));
