@@ -119,7 +119,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       statistics: this.statistics,
     };
     this.#gathering = new UnitGathering(this.#units, this.options, this.statistics);
-    this.#step = new StepLifecycle(parts);
+    this.#step = new StepLifecycle({ ...parts, gathering: this.#gathering });
     this.#unitForward = new UnitForward({
       ...parts,
       gathering: this.#gathering,

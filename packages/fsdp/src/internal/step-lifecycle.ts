@@ -9,7 +9,7 @@ import { MemoryPressureCollector } from './memory-pressure';
 import type { StepContext } from './step-context';
 import { abortGroups } from './step-failure';
 import type { TrainingStateMachine } from './training-state';
-import type { CommunicationStatistics } from './unit-gathering';
+import type { CommunicationStatistics, UnitGathering } from './unit-gathering';
 
 /** What one training step needs of the wrapper. */
 export interface StepParts {
@@ -19,6 +19,8 @@ export interface StepParts {
   readonly options: ResolvedFsdpOptions;
   readonly training: TrainingStateMachine;
   readonly statistics: CommunicationStatistics;
+  /** Prefetches the unit after the next one once a unit's backward is done (see [Note: in-flight all-gathers]). */
+  readonly gathering?: UnitGathering;
 }
 
 /**
@@ -96,11 +98,18 @@ export class StepLifecycle {
     const { unit, handle, index } = location;
     unit.reduction.write(handle, index, gradient);
     if (unit.reduction.gradientArrived()) {
-      this.startUnitReduction(unit);
-      if (unit.isRoot || !this.#parts.options.sharding.shardParameters) return;
-      // The unit's backward is done: free its gathered parameters (and their tensors' memory).
+      if (unit.isRoot || !this.#parts.options.sharding.shardParameters) {
+        this.startUnitReduction(unit);
+        return;
+      }
+      // The unit's backward is done: free its gathered parameters (and their tensors' memory),
+      // then issue the all-gather of the unit two ahead in backward before this unit's
+      // reduce-scatter, so it does not queue behind it on the communication worker.
       this.#step?.released.get(unit)?.release();
       unit.reshard();
+      const step = this.#step;
+      if (step !== null) this.#parts.gathering?.prefetchAfterBackwardOf(unit, step.order);
+      this.startUnitReduction(unit);
       this.#pressure.check();
     }
   }

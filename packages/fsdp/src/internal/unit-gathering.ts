@@ -54,23 +54,47 @@ export class UnitGathering {
   }
 
   /**
+   * A unit's backward is done and it resharded: with `backwardPrefetch`, prefetches the unit after
+   * the one whose backward comes next (already gathered or gathering), within the limit.
+   */
+  prefetchAfterBackwardOf(unit: FsdpUnit, forwardOrder: readonly FsdpUnit[]): void {
+    if (!this.#options.backwardPrefetch) return;
+    const backwardOrder = [...forwardOrder].reverse();
+    const next = backwardOrder[backwardOrder.indexOf(unit) + 1];
+    if (next === undefined || next.state === 'sharded') return;
+    this.prefetchAfter(next, backwardOrder, true, 'holding');
+  }
+
+  /**
    * Issues the all-gather of the unit after `unit` in `order` (prefetch), within the in-flight limit.
    *
    * [Note: in-flight all-gathers]
    * With `limitAllGathers` (default) a prefetch is issued only when no other unit is 'gathering':
    * at most one prefetched all-gather is in flight, so besides the root unit at most two units are
    * gathered at once, the running one and the next (the memory estimate's UNITS_GATHERED_AT_ONCE).
-   * Without it every prefetch is issued as soon as its predecessor starts.
+   * One more prefetch in backward: when a unit's backward is done and it resharded, the unit after
+   * the next one is gathered if fewer than two non-root units hold gathered memory ('holding'),
+   * before the finished unit's reduce-scatter is issued, so that all-gather does not queue behind
+   * the reduce-scatter on the communication worker. The bound of two gathered units holds.
+   * Without the limit every prefetch is issued as soon as its predecessor starts.
    */
-  private prefetchAfter(unit: FsdpUnit, order: readonly FsdpUnit[], always = false): void {
+  private prefetchAfter(
+    unit: FsdpUnit,
+    order: readonly FsdpUnit[],
+    always = false,
+    limit: 'in-flight' | 'holding' = 'in-flight',
+  ): void {
     const options = this.#options;
     if (!always && !options.forwardPrefetch) return;
     if (!options.sharding.shardParameters) return;
     const position = order.indexOf(unit);
     const next = position < 0 ? undefined : order[position + 1];
     if (next === undefined || next.state !== 'sharded') return;
-    const inFlight = this.#units.filter((candidate) => candidate.state === 'gathering').length;
-    if (options.limitAllGathers && inFlight >= 1) return;
+    const busy =
+      limit === 'holding'
+        ? this.#units.filter((candidate) => !candidate.isRoot && candidate.state !== 'sharded').length >= 2
+        : this.#units.some((candidate) => candidate.state === 'gathering');
+    if (options.limitAllGathers && busy) return;
     next.startUnshard(options.group);
   }
 }
