@@ -7,7 +7,7 @@ import { causalAttentionReference } from '../src/internal/causal-attention-refer
 import { linearKernel, linearWithMatMuls } from '../src/internal/linear-kernel';
 import { gelu, geluTanhWithOps } from '../src/layers/gelu';
 import { layerNorm, layerNormWithOps } from '../src/layers/layer-norm';
-import { backendSettings, useBackend, worstRelativeError } from './helpers';
+import { backendSettings, useBackend, worstRelativeError } from './support/fixtures';
 
 /**
  * The array kernels ([Note: array kernels], [Note: linear as one kernel]) against the tfjs-op

@@ -13,7 +13,7 @@ import {
   parameterTensor,
   withParameterTensors,
 } from '../src/index';
-import { backends, useBackend, worstRelativeError } from './helpers';
+import { backends, useBackend, worstRelativeError } from './support/fixtures';
 
 const small = { vocabSize: 7, dModel: 8, nLayers: 1, nHeads: 2, seqLen: 4 };
 

@@ -15,7 +15,7 @@ import {
   NnError,
   NormalInitializer,
 } from '../src/index';
-import { useBackend } from './helpers';
+import { useBackend } from './support/fixtures';
 
 const config: GPTConfig = { vocabSize: 11, dModel: 12, nLayers: 3, nHeads: 2, seqLen: 5, seed: 7 };
 

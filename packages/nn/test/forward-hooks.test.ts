@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { Dropout, isRandomStateful, Module, randomStatefulModules } from '../src/index';
-import { useBackend } from './helpers';
+import { useBackend } from './support/fixtures';
 import { NoisyScale } from './support/noisy-scale';
 
 class AddOne extends Module {

@@ -3,7 +3,7 @@ import { TensorView } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backward, crossEntropy, GPT, type StateDict } from '../src/index';
-import { backendSettings, useBackend, worstRelativeError } from './helpers';
+import { backendSettings, useBackend, worstRelativeError } from './support/fixtures';
 
 interface FixtureCase {
   tieEmbeddings: boolean;

@@ -12,7 +12,7 @@ import {
   trainableParameters,
   withParameterTensors,
 } from '../src/index';
-import { backends, useBackend, worstRelativeError } from './helpers';
+import { backends, useBackend, worstRelativeError } from './support/fixtures';
 
 /** Adds a gradient tensor into a Parameter's grad view (allocating it), as FSDP writes its flat grads. */
 function addInto(parameter: Parameter, gradient: tf.Tensor): void {

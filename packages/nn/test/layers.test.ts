@@ -15,7 +15,7 @@ import {
 } from '../src/index';
 import { causalAttention } from '../src/internal/causal-attention';
 import { causalAttentionReference } from '../src/internal/causal-attention-reference';
-import { backends, useBackend, worstRelativeError } from './helpers';
+import { backends, useBackend, worstRelativeError } from './support/fixtures';
 import { NoisyScale } from './support/noisy-scale';
 
 /** erf by its Maclaurin series in float64 (exact to ~1e-15 for |x| <= 4): the independent reference. */

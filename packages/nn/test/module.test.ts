@@ -4,7 +4,7 @@ import { Parameter, TensorView } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { GPT, LayerNorm, Linear, Module, NnError, type StateDict, StateDictError } from '../src/index';
-import { backends, useBackend } from './helpers';
+import { backends, useBackend } from './support/fixtures';
 
 class Model extends Module {
   layer = this.registerModule('layer', new Linear(5, 5));

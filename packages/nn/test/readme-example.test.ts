@@ -2,7 +2,7 @@ import { initBackend } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { expect, it } from 'vitest';
 import { backward, Linear, Module } from '../src/index';
-import { backends } from './helpers';
+import { backends } from './support/fixtures';
 
 // The README's example, verbatim apart from collecting the losses.
 it.each(backends)('the README example trains the Model for a few steps on %s', async (backend) => {

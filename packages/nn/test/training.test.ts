@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { backward, crossEntropy, Generator, GPT } from '../src/index';
-import { backends, InlineAdamW, useBackend } from './helpers';
+import { backends, InlineAdamW, useBackend } from './support/fixtures';
 
 describe.each(backends)('training on %s', (backend) => {
   beforeAll(() => useBackend(backend));
