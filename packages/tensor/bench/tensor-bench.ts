@@ -20,6 +20,7 @@ import {
 import * as tf from '@tensorflow/tfjs-core';
 import { blasSearchOrder, loadBlas } from '../src/bridge/native/blas-library';
 import { formatRange, rate, type Summary, summarise, timeIt } from './statistics';
+import { startTorchMatMul } from './torch-mat-mul';
 
 const quick = process.argv.includes('--quick');
 const repeats = quick ? 5 : 10;
@@ -96,7 +97,13 @@ async function nativeAgainstDirect(): Promise<void> {
     const used = process.cpuUsage(start);
     return (used.user + used.system) / 1000;
   };
-  const samples = { kernel: [] as number[], wasm: [] as number[], direct: [] as number[] };
+  const torch = await startTorchMatMul();
+  const samples = {
+    kernel: [] as number[],
+    wasm: [] as number[],
+    direct: [] as number[],
+    torch: [] as number[],
+  };
   const rounds = quick ? 6 : 16;
   for (let round = 0; round < rounds + 2; round++) {
     const kernel = cpuMs(() => tf.matMul(a, b).dispose());
@@ -106,7 +113,9 @@ async function nativeAgainstDirect(): Promise<void> {
     await setNativeMatMul(false);
     const wasm = cpuMs(() => tf.matMul(a, b).dispose());
     await setNativeMatMul(true);
+    const peer = 'cpuMs' in torch ? await torch.cpuMs(size) : Number.NaN;
     if (round < 2) continue; // warm-up
+    samples.torch.push(peer);
     samples.kernel.push(kernel);
     samples.direct.push(direct);
     samples.wasm.push(wasm);
@@ -119,6 +128,17 @@ async function nativeAgainstDirect(): Promise<void> {
   record('wasm', `tf.matMul ${size}² via BLAS kernel (CPU time)`, 'GFLOP/s', kernel);
   record('blas', `direct cblas_sgemm ${size}² (CPU time)`, 'GFLOP/s', direct);
   record('wasm', `tf.matMul ${size}², tfjs wasm kernel (CPU time)`, 'GFLOP/s', wasm);
+  if ('cpuMs' in torch) {
+    torch.close();
+    const peer = rate(summarise(samples.torch), gigaflop);
+    record('torch', `torch.mm ${size}², 1 thread (CPU time)`, 'GFLOP/s', peer);
+    console.log(`torch ${torch.description}`);
+    console.log(
+      `wasm  BLAS kernel / PyTorch = ${(kernel.median / peer.median).toFixed(2)}; tfjs wasm kernel / PyTorch = ${(wasm.median / peer.median).toFixed(2)}`,
+    );
+  } else {
+    console.log(`torch PyTorch peer skipped: ${torch.skipped}`);
+  }
   const ratio = kernel.median / direct.median;
   console.log(
     `wasm  BLAS kernel / direct sgemm = ${ratio.toFixed(2)} (target >= 0.85: ${ratio >= 0.85 ? 'met' : 'not met'}); BLAS kernel / wasm kernel = ${(kernel.median / wasm.median).toFixed(1)}`,
