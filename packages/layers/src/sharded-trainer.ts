@@ -40,8 +40,8 @@ import type {
   ShardedTrainerOptions,
   TensorData,
 } from './sharded-trainer-options';
-import { modelBytes, resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
-import type { TrainerMemory } from './trainer-memory';
+import { resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
+import { measureTrainerMemory, type TrainerMemory } from './trainer-memory';
 
 type TrainerState = 'idle' | 'fitting';
 
@@ -343,37 +343,15 @@ export class ShardedTrainer {
    * the layer gathered while it runs).
    */
   memory(): TrainerMemory {
-    const state = this.optimizer.stateDict().state;
-    const optimizerState = Object.values(state).reduce(
-      (sum, entry) =>
-        sum + Object.values(entry.buffers).reduce((bytes, buffer) => bytes + buffer.byteLength, 0),
-      0,
-    );
-    const numel = this.buckets.reduce((sum, bucket) => sum + bucket.numel, 0);
-    const largestLayer =
-      this.fullShard === null ? 0 : Math.max(...this.buckets.map((bucket) => bucket.paddedNumel));
-    const stateBytesPerElement =
-      numel === 0
-        ? 0
-        : Math.round(optimizerState / (this.settings.optimizerOnShard ? numel / this.group.size : numel));
-    const variableCopies = this.buckets.reduce((sum, bucket) => sum + bucket.variableCopyBytes(), 0);
-    const current = this.meter.current + optimizerState + variableCopies;
-    const peak = this.meter.peak + optimizerState + variableCopies;
-    const model = modelBytes(this.strategy, numel, this.group.size, stateBytesPerElement, largestLayer);
-    const measured = this.fullShard === null ? current : peak;
-    return {
+    return measureTrainerMemory({
       strategy: this.strategy,
-      trainableParameters: numel,
+      settings: this.settings,
       worldSize: this.group.size,
-      buffers: this.meter.current,
-      optimizerState,
-      variableCopies,
-      total: current,
-      peak,
-      model,
-      ratio: measured / model,
-      met: measured <= 1.1 * model,
-    };
+      optimizer: this.optimizer,
+      buckets: this.buckets,
+      meter: this.meter,
+      gathersLayers: this.fullShard !== null,
+    });
   }
 
   private trainBatch(batch: Batch, indices: Int32Array): number[] {
