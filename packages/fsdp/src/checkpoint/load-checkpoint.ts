@@ -6,6 +6,7 @@ import { parameterShards } from '../sharded-state/model-shards';
 import type { CheckpointLog } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
 import { checkpointShards } from './model-shards';
+import { stageModuleBuffers } from './module-buffers';
 import { type CheckpointOptimizer, describeGroups } from './optimizer-state';
 import { type LoadedCheckpoint, readCheckpoint, type StagedOptimizerState } from './read-checkpoint';
 
@@ -39,6 +40,7 @@ export function loadCheckpoint(path: string, options: LoadCheckpointOptions): Lo
   return readCheckpoint(path, {
     group: model.group,
     model: describe,
+    replicated: stageModuleBuffers(model),
     ...(log === undefined ? {} : { log }),
     ...(optimizer === undefined
       ? {}

@@ -7,6 +7,7 @@ import { readCheckpointMetadata, resolveCheckpointDirectory } from './checkpoint
 import { matchParameters, planBufferReads, type SavedLocation } from './checkpoint-read-plan';
 import { throwIfAnyRankFailed } from './group-agreement';
 import type { OptimizerGroupDescription } from './optimizer-state';
+import { type ReplicatedState, readReplicatedState } from './replicated-state';
 import { executeReads, type PlannedRead } from './verified-range-reader';
 import { verifyOwnedFiles } from './verify-unread-blocks';
 
@@ -39,6 +40,12 @@ export interface ReadCheckpointOptions {
   model: ShardedModelState | (() => ShardedModelState);
   optimizer?: OptimizerReader;
   /**
+   * Receives the checkpoint's buffers and documents before the ranks agree (it may throw, e.g. for
+   * a buffer the model lacks, and so fail the load on every rank) and returns what applies them
+   * once every rank succeeded. They are also returned by readCheckpoint.
+   */
+  replicated?: (state: ReplicatedState) => () => void;
+  /**
    * Receives the line logged when `latest` under a root is damaged and an older checkpoint is
    * loaded instead (default: console.warn).
    */
@@ -53,6 +60,9 @@ export interface LoadedCheckpoint {
   extra: unknown;
   /** The world size the checkpoint was saved at. */
   savedWorldSize: number;
+  /** Buffers and documents (see [Note: replicated state]); empty for format versions 1 and 2. */
+  buffers: ReplicatedState['buffers'];
+  documents: ReplicatedState['documents'];
   /** Bytes this rank read from data files. */
   bytesRead: number;
 }
@@ -60,6 +70,8 @@ export interface LoadedCheckpoint {
 interface Staged {
   parameters: Map<FlatShard, Float32Array>;
   commitOptimizer: (() => void) | null;
+  replicated: ReplicatedState;
+  commitReplicated: (() => void) | null;
   bytesRead: number;
 }
 
@@ -81,18 +93,22 @@ export function readCheckpoint(path: string, options: ReadCheckpointOptions): Lo
     metadata = readCheckpointMetadata(directory);
     const model = typeof options.model === 'function' ? options.model() : options.model;
     staged = stage(directory, metadata, model.shards, optimizer, group);
+    staged.commitReplicated = options.replicated?.(staged.replicated) ?? null;
   } catch (error) {
     localError = error;
   }
   throwIfAnyRankFailed(group, localError, `Loading checkpoint ${path}`);
   for (const [shard, values] of staged!.parameters) shard.data.set(values);
   staged!.commitOptimizer?.();
+  staged!.commitReplicated?.();
   return {
     path: directory,
     step: metadata!.step,
     extra: metadata!.extra,
     savedWorldSize: metadata!.worldSize,
     bytesRead: staged!.bytesRead,
+    buffers: staged!.replicated.buffers,
+    documents: staged!.replicated.documents,
   };
 }
 
@@ -134,9 +150,12 @@ function stage(
   }
   let bytesRead = executeReads(directory, reads);
   bytesRead += verifyOwnedFiles(directory, metadata, reads, group.rank, group.size);
+  // Every rank needs all of it: each reads the whole (small) file and checks its digest.
+  const replicated = readReplicatedState(directory, metadata.replicated);
+  bytesRead += metadata.replicated?.bytes ?? 0;
   const commitOptimizer =
     optimizer === undefined || saved === undefined ? null : optimizer.stage({ saved, buffers, matched });
-  return { parameters, commitOptimizer, bytesRead };
+  return { parameters, commitOptimizer, bytesRead, replicated, commitReplicated: null };
 }
 
 function checkOptimizer(
