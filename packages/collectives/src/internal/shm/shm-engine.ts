@@ -1,13 +1,13 @@
 import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
 import type { CollectiveError } from '../../errors.js';
 import type { CollectiveBuffer } from '../../types.js';
-import { reduceBlocks } from '../block-reduce.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import { describeOp, type OpMessage } from '../op-message.js';
 import { segmentBounds } from '../segments.js';
 import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot } from './shm-control.js';
+import { reduceShared } from './shm-reduce.js';
 
 export interface ShmInit extends EngineInit {
   backend: 'shm';
@@ -95,10 +95,10 @@ export class ShmEngine extends EngineBase<ShmInit> {
     if (op.kind === 'allReduce') {
       const [start, end] = segmentBounds(rank, count, size);
       const views = all.map((message) => message.output!.subarray(start, end));
-      reduceBlocks(views, views, op.dtype, op.reduceOp, size);
+      reduceShared(views, views, op.dtype, op.reduceOp, size);
     } else if (op.kind === 'reduceScatter') {
       const sources = all.map((message) => message.input!.subarray(rank * count, (rank + 1) * count));
-      reduceBlocks(sources, [op.output!], op.dtype, op.reduceOp, size);
+      reduceShared(sources, [op.output!], op.dtype, op.reduceOp, size);
     } else if (op.kind === 'allGather') {
       const output = op.output!;
       for (let peer = 0; peer < size; peer++) output.set(all[peer]!.input! as never, peer * count);
