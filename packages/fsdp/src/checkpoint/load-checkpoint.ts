@@ -8,6 +8,7 @@ import { CheckpointError } from './checkpoint-error';
 import type { SavedOptimizer } from './checkpoint-format';
 import type { SavedLocation } from './checkpoint-read-plan';
 import { checkpointShards } from './model-shards';
+import { stageModuleBuffers } from './module-buffers';
 import { type CheckpointOptimizer, describeGroups, type StatePiece } from './optimizer-state';
 import { type LoadedCheckpoint, type OptimizerLoadTargets, readCheckpoint } from './read-checkpoint';
 
@@ -42,6 +43,7 @@ export function loadCheckpoint(path: string, options: LoadCheckpointOptions): Lo
   return readCheckpoint(path, {
     group: model.group,
     model: describe,
+    replicated: stageModuleBuffers(model),
     ...(log === undefined ? {} : { log }),
     ...(optimizer === undefined
       ? {}

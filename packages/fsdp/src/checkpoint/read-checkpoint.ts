@@ -8,6 +8,7 @@ import { matchParameters, planBufferReads, type SavedLocation } from './checkpoi
 import { throwIfAnyRankFailed } from './group-agreement';
 import type { OptimizerGroupDescription, StatePiece } from './optimizer-state';
 import { retargetToPieces } from './read-targets';
+import { type ReplicatedState, readReplicatedState } from './replicated-state';
 import { executeReads, type PlannedRead } from './verified-range-reader';
 import { verifyOwnedFiles } from './verify-unread-blocks';
 
@@ -62,6 +63,12 @@ export interface ReadCheckpointOptions {
   model: ShardedModelState | (() => ShardedModelState);
   optimizer?: OptimizerReader;
   /**
+   * Receives the checkpoint's buffers and documents before the ranks agree (it may throw, e.g. for
+   * a buffer the model lacks, and so fail the load on every rank) and returns what applies them
+   * once every rank succeeded. They are also returned by readCheckpoint.
+   */
+  replicated?: (state: ReplicatedState) => () => void;
+  /**
    * Receives the line logged when `latest` under a root is damaged and an older checkpoint is
    * loaded instead (default: console.warn).
    */
@@ -76,6 +83,9 @@ export interface LoadedCheckpoint {
   extra: unknown;
   /** The world size the checkpoint was saved at. */
   savedWorldSize: number;
+  /** Buffers and documents (see [Note: replicated state]); empty for format versions 1 and 2. */
+  buffers: ReplicatedState['buffers'];
+  documents: ReplicatedState['documents'];
   /** Bytes this rank read from data files. */
   bytesRead: number;
 }
@@ -85,6 +95,8 @@ interface Planned {
   inPlace: PlannedRead[];
   commitOptimizer: (() => void) | null;
   finishOptimizer: (() => void) | null;
+  replicated: ReplicatedState;
+  commitReplicated: (() => void) | null;
   bytesRead: number;
 }
 
@@ -117,6 +129,7 @@ export function readCheckpoint(path: string, options: ReadCheckpointOptions): Lo
     metadata = readCheckpointMetadata(directory);
     const model = typeof options.model === 'function' ? options.model() : options.model;
     planned = planAndVerify(directory, metadata, model.shards, optimizer, group);
+    planned.commitReplicated = options.replicated?.(planned.replicated) ?? null;
   } catch (error) {
     localError = error;
   }
@@ -126,6 +139,7 @@ export function readCheckpoint(path: string, options: ReadCheckpointOptions): Lo
     planned!.commitOptimizer?.();
     planned!.bytesRead += executeReads(directory, planned!.inPlace, 'copy');
     planned!.finishOptimizer?.();
+    planned!.commitReplicated?.();
   } catch (error) {
     readError =
       error instanceof CheckpointError
@@ -148,6 +162,8 @@ export function readCheckpoint(path: string, options: ReadCheckpointOptions): Lo
     extra: metadata!.extra,
     savedWorldSize: metadata!.worldSize,
     bytesRead: planned!.bytesRead,
+    buffers: planned!.replicated.buffers,
+    documents: planned!.replicated.documents,
   };
 }
 
@@ -210,8 +226,11 @@ function planAndVerify(
   let bytesRead = executeReads(directory, inPlace, 'verify');
   bytesRead += executeReads(directory, staging, 'copy');
   bytesRead += verifyOwnedFiles(directory, metadata, [...inPlace, ...staging], group.rank, group.size);
+  // Every rank needs all of it: each reads the whole (small) file and checks its digest.
+  const replicated = readReplicatedState(directory, metadata.replicated);
+  bytesRead += metadata.replicated?.bytes ?? 0;
   if (stageOptimizer !== null) commitOptimizer = stageOptimizer();
-  return { inPlace, commitOptimizer, finishOptimizer, bytesRead };
+  return { inPlace, commitOptimizer, finishOptimizer, replicated, commitReplicated: null, bytesRead };
 }
 
 function checkOptimizer(
