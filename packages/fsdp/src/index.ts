@@ -16,6 +16,7 @@ export {
   type DataFileEntry,
   type SavedOptimizer,
   type SavedParameterState,
+  type SavedReplicatedState,
   type Segment,
 } from './checkpoint/checkpoint-format';
 export {
@@ -35,6 +36,11 @@ export {
   readCheckpoint,
   type StagedOptimizerState,
 } from './checkpoint/read-checkpoint';
+export type {
+  CheckpointBuffer,
+  CheckpointDocument,
+  ReplicatedState,
+} from './checkpoint/replicated-state';
 export { type ResumePoint, resumeOrStart } from './checkpoint/resume-or-start';
 export {
   type SaveCheckpointOptions,

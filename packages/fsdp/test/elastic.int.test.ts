@@ -5,7 +5,7 @@
  * that switch world size at the same step through the same checkpoints. Needs root, like the
  * multi-host test (which it follows); it fails, not skips, where namespaces are forbidden.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -14,6 +14,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespacePair, type NamespacePair } from './multi-host-netns';
+import { type WatchedLaunch, watchLaunch } from './support/watched-launch';
 
 const launcher = join(
   dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json')),
@@ -33,44 +34,11 @@ function hosts(): NamespacePair {
   return pair;
 }
 
-interface Launch {
-  child: ChildProcess;
-  output(): string;
-  exited: Promise<number | null>;
-  /** Resolves when the output matches every pattern; rejects if the launcher exits first. */
-  waitFor(patterns: RegExp[]): Promise<void>;
-}
+type Launch = WatchedLaunch;
 
 function start(command: string[], env: NodeJS.ProcessEnv, limitMs: number): Launch {
   const child = spawn(command[0]!, command.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const listeners = new Set<() => void>();
-  const append = (chunk: Buffer) => {
-    output += chunk.toString();
-    for (const listener of listeners) listener();
-  };
-  child.stdout!.on('data', append);
-  child.stderr!.on('data', append);
-  const limit = setTimeout(() => child.kill('SIGKILL'), limitMs);
-  const exited = new Promise<number | null>((resolve) =>
-    child.once('close', (code) => {
-      clearTimeout(limit);
-      resolve(code);
-    }),
-  );
-  const waitFor = (patterns: RegExp[]) =>
-    new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (patterns.every((pattern) => pattern.test(output))) {
-          listeners.delete(check);
-          resolve();
-        }
-      };
-      listeners.add(check);
-      check();
-      void exited.then(() => reject(new Error(`fsdp-run exited before ${patterns.join(', ')}:\n${output}`)));
-    });
-  const launch = { child, output: () => output, exited, waitFor };
+  const launch = watchLaunch(child, limitMs, { name: 'fsdp-run', match: 'output' });
   running.push(launch);
   return launch;
 }

@@ -5,7 +5,7 @@
  * so 4 ranks talk across a real network hop. Needs root (CI runs as root); a machine that forbids
  * namespaces fails these tests with a message saying so, it does not skip them.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -17,6 +17,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type TrainingResult, tinyConfig, trainReference } from './fixtures/training-run';
 import { createNamespacePair, type NamespacePair } from './multi-host-netns';
 import { BATCH_PER_RANK, type MultiHostReport, SEQ_LEN } from './multi-host-report';
+import { type WatchedLaunch, watchLaunch } from './support/watched-launch';
 
 const launcher = join(
   dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json')),
@@ -39,14 +40,7 @@ function hosts(): NamespacePair {
   return pair;
 }
 
-interface HostLaunch {
-  child: ChildProcess;
-  stdout(): string;
-  stderr(): string;
-  exited: Promise<number | null>;
-  /** Resolves when stdout contains every pattern; rejects if the launcher exits first. */
-  waitFor(patterns: RegExp[]): Promise<void>;
-}
+type HostLaunch = WatchedLaunch;
 
 /** `fsdp-run --nnodes 2 --node-rank <host> ...` inside the host's namespace (killed after `limitMs`). */
 function launchHost(
@@ -77,38 +71,7 @@ function launchHost(
     ],
     { env: { ...process.env, FSDP_JOB_SECRET: secret }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  let stdout = '';
-  let stderr = '';
-  const listeners = new Set<() => void>();
-  child.stdout!.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString();
-    for (const listener of listeners) listener();
-  });
-  child.stderr!.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const limit = setTimeout(() => child.kill('SIGKILL'), limitMs);
-  const exited = new Promise<number | null>((resolve) =>
-    child.once('close', (code) => {
-      clearTimeout(limit);
-      resolve(code);
-    }),
-  );
-  const waitFor = (patterns: RegExp[]) =>
-    new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (patterns.every((pattern) => pattern.test(stdout))) {
-          listeners.delete(check);
-          resolve();
-        }
-      };
-      listeners.add(check);
-      check();
-      void exited.then(() =>
-        reject(new Error(`host ${host}'s fsdp-run exited first:\n${stdout}\n${stderr}`)),
-      );
-    });
-  const started = { child, stdout: () => stdout, stderr: () => stderr, exited, waitFor };
+  const started = watchLaunch(child, limitMs, { name: `host ${host}'s fsdp-run`, match: 'stdout' });
   running.push(started);
   return started;
 }

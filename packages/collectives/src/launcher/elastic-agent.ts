@@ -12,9 +12,10 @@ import { CollectiveError } from '../errors.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import type { ElasticOptions, LaunchOptions } from './launch-options.js';
 import { createMemoryCaps } from './memory-cap.js';
+import { startLocalWorkers } from './start-local-workers.js';
 import { buildWorkerCommand } from './worker-command.js';
 import { buildWorkerEnvironment } from './worker-environment.js';
-import { describeExit, logPeakMemory, WorkerProcess } from './worker-process.js';
+import { describeExit, type WorkerProcess } from './worker-process.js';
 
 const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
@@ -179,42 +180,34 @@ class ElasticAgent {
     this.restartFile = join(tmpdir(), `fsdp-run-${process.pid}-round-${round.round}.restart`);
     rmSync(this.restartFile, { force: true });
     // [Note: per-rank memory caps], as in fixed-size jobs: fresh cgroups per round.
-    const memoryCaps = createMemoryCaps(
-      this.options.memoryPerRankBytes,
-      Array.from({ length: nprocPerNode }, (_, localRank) => round.rankOffset + localRank),
-      `fsdp-run-${process.pid}-round-${round.round}`,
-    );
-    this.workers = Array.from({ length: nprocPerNode }, (_, localRank) => {
-      const rank = round.rankOffset + localRank;
-      const environment = buildWorkerEnvironment(
-        { ...this.options, nnodes: round.nnodes, nodeRank: round.nodeRank, masterAddr: round.store.host },
-        this.env,
-        {
-          rank,
-          localRank,
-          attempt: round.round,
-          secret,
-          port: round.store.port,
-          timeoutMs: Math.round(this.options.timeoutSeconds * 1_000),
-        },
-      );
-      Object.assign(environment.env, {
-        WORLD_SIZE: String(round.worldSize),
-        FSDP_STORE_PREFIX: round.store.prefix,
-        FSDP_ELASTIC_ROUND: String(round.round),
-        FSDP_RESTART_FILE: this.restartFile,
-      });
-      const memoryCap = memoryCaps[localRank];
-      if (memoryCap !== undefined) environment.env.FSDP_MEMORY_LIMIT_BYTES = String(memoryCap.limitBytes);
-      return new WorkerProcess({
-        rank,
-        localRank,
-        nodeArguments: environment.nodeArguments,
-        env: environment.env,
-        ...(memoryCap === undefined ? {} : { memoryCap }),
-      });
+    this.workers = startLocalWorkers({
+      count: nprocPerNode,
+      firstRank: round.rankOffset,
+      memoryPerRankBytes: this.options.memoryPerRankBytes,
+      cgroupLabel: `fsdp-run-${process.pid}-round-${round.round}`,
+      environmentOf: (rank, localRank) => {
+        const environment = buildWorkerEnvironment(
+          { ...this.options, nnodes: round.nnodes, nodeRank: round.nodeRank, masterAddr: round.store.host },
+          this.env,
+          {
+            rank,
+            localRank,
+            attempt: round.round,
+            secret,
+            port: round.store.port,
+            timeoutMs: Math.round(this.options.timeoutSeconds * 1_000),
+          },
+        );
+        Object.assign(environment.env, {
+          WORLD_SIZE: String(round.worldSize),
+          FSDP_STORE_PREFIX: round.store.prefix,
+          FSDP_ELASTIC_ROUND: String(round.round),
+          FSDP_RESTART_FILE: this.restartFile,
+        });
+        return environment;
+      },
+      log: (message) => this.log(message),
     });
-    logPeakMemory(this.workers, (message) => this.log(message));
     const exits = this.workers.map((worker) => worker.exited);
     this.workersOutcome = new Promise<AgentEvent>((resolve) => {
       for (const exited of exits) {

@@ -6,9 +6,10 @@ import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import { JobCoordinator } from './job-coordinator.js';
 import type { LaunchOptions } from './launch-options.js';
 import { createMemoryCaps } from './memory-cap.js';
+import { startLocalWorkers } from './start-local-workers.js';
 import { buildWorkerCommand, checkWorkerScript } from './worker-command.js';
 import { buildWorkerEnvironment } from './worker-environment.js';
-import { describeExit, logPeakMemory, type WorkerExit, WorkerProcess } from './worker-process.js';
+import { describeExit, type WorkerExit, type WorkerProcess } from './worker-process.js';
 
 type AttemptResult =
   | { kind: 'success' }
@@ -157,33 +158,22 @@ class Launcher {
     const joined = await this.race(coordinator.join(attempt).then(() => undefined));
     if (joined !== undefined) return this.settle(coordinator, attempt, joined);
     const { nprocPerNode, nodeRank } = this.options;
-    // Every cgroup exists before any worker starts, so a failure leaves no worker behind.
-    const memoryCaps = createMemoryCaps(
-      this.options.memoryPerRankBytes,
-      Array.from({ length: nprocPerNode }, (_, localRank) => nodeRank * nprocPerNode + localRank),
-      `fsdp-run-${process.pid}-attempt-${attempt}`,
-    );
-    this.workers = Array.from({ length: nprocPerNode }, (_, localRank) => {
-      const rank = nodeRank * nprocPerNode + localRank;
-      const environment = buildWorkerEnvironment(this.options, this.env, {
-        rank,
-        localRank,
-        attempt,
-        secret,
-        port,
-        timeoutMs: this.timeoutMs,
-      });
-      const memoryCap = memoryCaps[localRank];
-      if (memoryCap !== undefined) environment.env.FSDP_MEMORY_LIMIT_BYTES = String(memoryCap.limitBytes);
-      return new WorkerProcess({
-        rank,
-        localRank,
-        nodeArguments: environment.nodeArguments,
-        env: environment.env,
-        ...(memoryCap === undefined ? {} : { memoryCap }),
-      });
+    this.workers = startLocalWorkers({
+      count: nprocPerNode,
+      firstRank: nodeRank * nprocPerNode,
+      memoryPerRankBytes: this.options.memoryPerRankBytes,
+      cgroupLabel: `fsdp-run-${process.pid}-attempt-${attempt}`,
+      environmentOf: (rank, localRank) =>
+        buildWorkerEnvironment(this.options, this.env, {
+          rank,
+          localRank,
+          attempt,
+          secret,
+          port,
+          timeoutMs: this.timeoutMs,
+        }),
+      log: (message) => this.log(message),
     });
-    logPeakMemory(this.workers, (message) => this.log(message));
     const exits = this.workers.map((worker) => worker.exited);
     const localFailure = new Promise<AttemptEvent>((resolve) => {
       for (const exited of exits) {

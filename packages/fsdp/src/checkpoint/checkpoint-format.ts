@@ -1,14 +1,19 @@
 import type { FlatParamMetadata } from '@fsdp-ts/flat-param';
 import type { HyperparameterValue } from '@fsdp-ts/optim';
+import type { DType } from '@fsdp-ts/tensor';
 
 /**
  * Version of the on-disk format (metadata.json `formatVersion`); bumped on any incompatible change.
- * 2: metadata.json carries its own digest (see [Note: metadata digest]). Version 1 still loads.
+ * 2: metadata.json carries its own digest (see [Note: metadata digest]).
+ * 3: the `replicated` section: buffers and documents, saved once (see [Note: replicated state]).
+ * Versions 1 and 2 still load (with no buffers and no documents).
  */
-export const CHECKPOINT_FORMAT_VERSION = 2;
+export const CHECKPOINT_FORMAT_VERSION = 3;
 export const CHECKPOINT_FORMAT = 'fsdp-ts/checkpoint';
 export const METADATA_FILE = 'metadata.json';
 export const LATEST_FILE = 'latest';
+/** Rank 0's file of buffers and documents (format version 3; see [Note: replicated state]). */
+export const REPLICATED_STATE_FILE = 'replicated-state.bin';
 /** Bytes covered by one SHA-256 in `blockDigests` (a reader verifies the blocks it touches). */
 export const DEFAULT_BLOCK_BYTES = 1 << 20;
 
@@ -21,6 +26,7 @@ export const DEFAULT_BLOCK_BYTES = 1 << 20;
  *     shard-00000-of-00002.bin    rank 0's bytes: raw little-endian float32 segments
  *     shard-00000-of-00002.json   rank 0's index (RankIndex) of those segments
  *     shard-00001-of-00002.bin / .json
+ *     replicated-state.bin        rank 0's buffers and documents, when any (see [Note: replicated state])
  * Each segment is one handle's flat shard ([shardNumel] elements of the saved layout, padding
  * included) of the parameters, or of one optimizer buffer (e.g. `expAvg`) laid out like the
  * parameters, zeros where a parameter has no state. Element e of the segment of rank r is flat
@@ -82,9 +88,18 @@ export interface DataFileEntry {
   segments: Segment[];
 }
 
+/** Where the non-parameter state is (see [Note: replicated state]). */
+export interface SavedReplicatedState {
+  file: string;
+  bytes: number;
+  sha256: string;
+  buffers: { name: string; dtype: DType; shape: number[]; byteOffset: number; byteLength: number }[];
+  documents: { name: string; kind: 'json' | 'bytes'; byteOffset: number; byteLength: number }[];
+}
+
 export interface CheckpointMetadata {
   format: typeof CHECKPOINT_FORMAT;
-  formatVersion: typeof CHECKPOINT_FORMAT_VERSION | 1;
+  formatVersion: typeof CHECKPOINT_FORMAT_VERSION | 2 | 1;
   step: number;
   worldSize: number;
   /** World size of the saved layouts (1 for no-shard). */
@@ -97,6 +112,8 @@ export interface CheckpointMetadata {
   files: DataFileEntry[];
   optimizer: SavedOptimizer | null;
   extra: unknown;
+  /** Buffers and documents; null when none were saved; absent before format version 3. */
+  replicated?: SavedReplicatedState | null;
 }
 
 export function dataFileName(rank: number, worldSize: number): string {

@@ -11,6 +11,9 @@ import {
 } from './checkpoint-format';
 import { hasMetadataDigest, verifyMetadataDigest } from './metadata-digest';
 
+/** Format versions this reader loads (1 and 2 have no replicated section). */
+const READABLE_VERSIONS: readonly number[] = [1, 2, CHECKPOINT_FORMAT_VERSION];
+
 /**
  * The step directory `path` names: itself when it holds metadata.json; else, for a root of
  * checkpoints, the one findLatestCheckpoint picks (see [Note: which checkpoint a root resumes
@@ -36,15 +39,12 @@ export function readCheckpointMetadata(directory: string): CheckpointMetadata {
   } catch (error) {
     throw corrupt(file, 'is not valid JSON', error);
   }
-  if (metadata?.formatVersion === CHECKPOINT_FORMAT_VERSION && !digested) {
+  if (typeof metadata?.formatVersion === 'number' && metadata.formatVersion >= 2 && !digested) {
     throw corrupt(file, 'lacks its metadataSha256 digest (it opens with something else)');
   }
-  if (
-    metadata?.format !== CHECKPOINT_FORMAT ||
-    (metadata.formatVersion !== CHECKPOINT_FORMAT_VERSION && metadata.formatVersion !== 1)
-  ) {
+  if (metadata?.format !== CHECKPOINT_FORMAT || !READABLE_VERSIONS.includes(metadata.formatVersion)) {
     throw new CheckpointError(
-      `${file} is not a ${CHECKPOINT_FORMAT} checkpoint of format version 1 or ${CHECKPOINT_FORMAT_VERSION}.`,
+      `${file} is not a ${CHECKPOINT_FORMAT} checkpoint of format version ${READABLE_VERSIONS.join(', ')}.`,
       {
         reason: 'corrupt',
         file,
@@ -56,6 +56,16 @@ export function readCheckpointMetadata(directory: string): CheckpointMetadata {
   }
   if (!Array.isArray(metadata.handles) || !Array.isArray(metadata.files)) {
     throw corrupt(file, 'lacks its handles or files lists');
+  }
+  const replicated = metadata.replicated;
+  if (
+    metadata.formatVersion >= 3 &&
+    replicated !== null &&
+    (typeof replicated !== 'object' ||
+      !Array.isArray(replicated.buffers) ||
+      !Array.isArray(replicated.documents))
+  ) {
+    throw corrupt(file, 'lacks its replicated section (null or { buffers, documents })');
   }
   for (const saved of metadata.handles) {
     try {

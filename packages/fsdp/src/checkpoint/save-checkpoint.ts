@@ -1,6 +1,7 @@
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
 import { parameterShards } from '../sharded-state/model-shards';
 import { checkpointShards } from './model-shards';
+import { moduleBuffers } from './module-buffers';
 import { type CheckpointOptimizer, flattenOptimizerState } from './optimizer-state';
 import { type SavedCheckpoint, type WriteCheckpointOptions, writeCheckpoint } from './write-checkpoint';
 
@@ -24,6 +25,7 @@ export function saveCheckpoint(root: string, options: SaveCheckpointOptions): Sa
     ...rest,
     group: model.group,
     model: state,
+    buffers: { ...moduleBuffers(model), ...rest.buffers },
     ...(optimizer === undefined
       ? {}
       : { optimizer: () => flattenOptimizerState(optimizer, parameterShards(model, state)) }),

@@ -17,7 +17,9 @@ import {
   LATEST_FILE,
   METADATA_FILE,
   type RankIndex,
+  REPLICATED_STATE_FILE,
   type SavedOptimizer,
+  type SavedReplicatedState,
   stepDirectoryName,
 } from './checkpoint-format';
 import { fsyncDirectory, writeFileDurably } from './durable-files';
@@ -25,6 +27,12 @@ import { broadcastOutcome, throwIfAnyRankFailed } from './group-agreement';
 import { serializeMetadata } from './metadata-digest';
 import type { ShardedOptimizerState, StatePiece } from './optimizer-state';
 import { RankFileWriter } from './rank-file-writer';
+import {
+  type CheckpointBuffer,
+  type CheckpointDocument,
+  checkReplicatedInput,
+  writeReplicatedState,
+} from './replicated-state';
 
 /** What writeCheckpoint needs: the group, the neutral description of the state, and the options. */
 export interface WriteCheckpointOptions {
@@ -41,6 +49,14 @@ export interface WriteCheckpointOptions {
   step: number;
   /** JSON data saved with the checkpoint and returned by loadCheckpoint: data order, RNG state, … */
   extra?: unknown;
+  /**
+   * Named tensors that are not parameters (module buffers, batch-norm moving statistics), the same
+   * on every rank: rank 0's are saved, once, and every rank gets them back from readCheckpoint
+   * (see [Note: replicated state]).
+   */
+  buffers?: Readonly<Record<string, CheckpointBuffer>>;
+  /** Named small documents, JSON values or bytes (a model topology, the epoch): rank 0's are saved. */
+  documents?: Readonly<Record<string, CheckpointDocument>>;
   /** Keep only the newest `keep` checkpoints under `root`. Default: keep all. */
   keep?: number;
   /** Bytes per verified block (advanced). Default 1 MiB. */
@@ -84,10 +100,18 @@ export function writeCheckpoint(root: string, options: WriteCheckpointOptions): 
   let bytes = 0;
   let writeError: unknown;
   let optimizerState: ShardedOptimizerState | undefined;
+  let replicated: SavedReplicatedState | null = null;
   const written: string[] = [];
   try {
+    // Checked on every rank inside the agreement: a rank with bad input fails the save everywhere.
+    checkReplicatedInput(options);
     optimizerState = optimizer?.();
     bytes = writeRankFiles(temporary, model, optimizerState, blockBytes, written);
+    if (group.rank === 0) {
+      written.push(join(temporary, REPLICATED_STATE_FILE));
+      replicated = writeReplicatedState(temporary, options);
+      bytes += replicated?.bytes ?? 0;
+    }
   } catch (error) {
     writeError =
       error instanceof CheckpointError ? error : ioError('Writing this rank’s shard', temporary, error);
@@ -104,7 +128,7 @@ export function writeCheckpoint(root: string, options: WriteCheckpointOptions): 
   if (group.rank === 0) {
     let file = join(temporary, METADATA_FILE);
     try {
-      const metadata = buildMetadata(group.size, model, optimizerState, step, extra, temporary);
+      const metadata = buildMetadata(group.size, model, optimizerState, step, extra, temporary, replicated);
       writeFileDurably(file, serializeMetadata(metadata));
       fsyncDirectory(temporary);
       file = join(root, stepDirectoryName(step));
@@ -213,6 +237,7 @@ function buildMetadata(
   step: number,
   extra: unknown,
   directory: string,
+  replicated: SavedReplicatedState | null,
 ): CheckpointMetadata {
   const { shards, shardWorldSize } = model;
   const files: DataFileEntry[] = [];
@@ -255,6 +280,7 @@ function buildMetadata(
             parameters: optimizerParameters,
           },
     extra,
+    replicated,
   };
 }
 

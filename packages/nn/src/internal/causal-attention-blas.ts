@@ -4,6 +4,7 @@ import {
   type Sgemm,
   CBLAS_TRANSPOSE as T,
 } from '@fsdp-ts/tensor';
+import { causalSoftmaxGradientRows, causalSoftmaxRows } from './causal-softmax';
 import type { AttentionShape } from './head-layout';
 
 /**
@@ -54,20 +55,7 @@ export function forwardHeadBlas(
     probabilities,
     time,
   );
-  for (let row = 0; row < time; row++) {
-    const base = row * time;
-    let max = Number.NEGATIVE_INFINITY;
-    for (let column = 0; column <= row; column++) max = Math.max(max, probabilities[base + column]!);
-    let sum = 0;
-    for (let column = 0; column <= row; column++) {
-      const weight = Math.exp(probabilities[base + column]! - max);
-      probabilities[base + column] = weight;
-      sum += weight;
-    }
-    const inverse = 1 / sum;
-    for (let column = 0; column <= row; column++) probabilities[base + column]! *= inverse;
-    for (let column = row + 1; column < time; column++) probabilities[base + column] = 0;
-  }
+  causalSoftmaxRows(probabilities, probabilities, time);
   // O = P·v
   sgemm(
     ROW_MAJOR,
@@ -136,15 +124,7 @@ export function backwardHeadBlas(
     scratch,
     time,
   );
-  for (let row = 0; row < time; row++) {
-    const base = row * time;
-    let dot = 0;
-    for (let column = 0; column <= row; column++)
-      dot += scratch[base + column]! * probabilities[base + column]!;
-    for (let column = 0; column <= row; column++)
-      scratch[base + column] = probabilities[base + column]! * (scratch[base + column]! - dot);
-    for (let column = row + 1; column < time; column++) scratch[base + column] = 0;
-  }
+  causalSoftmaxGradientRows(scratch, probabilities, scratch, time);
   // dq = s · dS·k,  dk = s · dSᵀ·q
   sgemm(
     ROW_MAJOR,

@@ -3,6 +3,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import { arrayKernelsRun } from './array-kernel';
 import { backwardHeadBlas, forwardHeadBlas } from './causal-attention-blas';
 import { causalAttentionKernel } from './causal-attention-kernel';
+import { causalSoftmaxGradientRows, causalSoftmaxRows } from './causal-softmax';
 import { type AttentionShape, gatherHead, scatterHead, transposeSquare } from './head-layout';
 
 /**
@@ -88,19 +89,7 @@ function forwardHead(
   const keyTransposed = tf.tensor(gatherHead(values, shape, b, head, 1, 1, true), [headSize, time]);
   const scores = tf.matMul(query, keyTransposed);
   const scoreValues = scores.dataSync() as Float32Array;
-  for (let row = 0; row < time; row++) {
-    const base = row * time;
-    let max = Number.NEGATIVE_INFINITY;
-    for (let column = 0; column <= row; column++) max = Math.max(max, scoreValues[base + column]!);
-    let sum = 0;
-    for (let column = 0; column <= row; column++) {
-      const weight = Math.exp(scoreValues[base + column]! - max);
-      probabilities[base + column] = weight;
-      sum += weight;
-    }
-    const inverse = 1 / sum;
-    for (let column = 0; column <= row; column++) probabilities[base + column]! *= inverse;
-  }
+  causalSoftmaxRows(scoreValues, probabilities, time);
   const value = tf.tensor(gatherHead(values, shape, b, head, 2, 1, false), [time, headSize]);
   // [Note: arrays handed to tf.tensor] the cpu backend keeps the array itself as the tensor's
   // memory (no copy), so every array given to tf.tensor here is never written afterwards.
@@ -131,14 +120,7 @@ function backwardHead(
   const valueGradient = tf.matMul(transposedProbabilities, outputGradient);
   const dP = probabilityGradient.dataSync() as Float32Array;
   const scoreGradient = new Float32Array(time * time);
-  for (let row = 0; row < time; row++) {
-    const base = row * time;
-    let dot = 0;
-    for (let column = 0; column <= row; column++) dot += dP[base + column]! * probabilities[base + column]!;
-    for (let column = 0; column <= row; column++) {
-      scoreGradient[base + column] = probabilities[base + column]! * (dP[base + column]! - dot);
-    }
-  }
+  causalSoftmaxGradientRows(dP, probabilities, scoreGradient, time);
   const key = tf.tensor(gatherHead(values, shape, b, head, 1, 1, false), [time, headSize]);
   const queryGradient = tf.matMul(tf.tensor(scoreGradient, [time, time]), key);
   const scaledQuery = tf.tensor(gatherHead(values, shape, b, head, 0, scale, false), [time, headSize]);
