@@ -116,7 +116,12 @@ export class NativeRingRun {
     }
   }
 
-  /** Waits for the data connections (or trouble on any connection); true on trouble. */
+  /**
+   * Waits for the data connections, or trouble on any connection; true on trouble. A hang-up
+   * (the peer's FIN, a reset, an error) counts on every connection, the data ones included (a
+   * killed next rank must be noticed, and named, while this rank only receives), except on the
+   * connection this rank still receives from: there recv returns what is left, then 0.
+   */
   private pollOnce(previousFd: number, nextFd: number): boolean {
     const { polls } = this;
     let count = 0;
@@ -125,17 +130,18 @@ export class NativeRingRun {
     for (const link of this.links) {
       const fd = link?.fd();
       if (fd === undefined) continue;
-      let events = 0;
+      let events = POLLRDHUP;
       if (fd === previousFd && receiving) events |= POLLIN;
       if (fd === nextFd && sending) events |= POLLOUT;
-      // Other connections carry nothing now; a hang-up there is a lost peer.
-      if (fd !== previousFd && fd !== nextFd) events |= POLLRDHUP;
       polls.set(count++, fd, events);
     }
     const ready = this.sockets.poll(polls.buffer, count, POLL_MS);
     if (ready <= 0) return false;
-    for (let index = 0; index < count; index++)
-      if ((polls.revents(index) & (POLLERR | POLLHUP | POLLRDHUP)) !== 0) return true;
+    for (let index = 0; index < count; index++) {
+      if ((polls.revents(index) & (POLLERR | POLLHUP | POLLRDHUP)) === 0) continue;
+      if (receiving && polls.fd(index) === previousFd) continue;
+      return true;
+    }
     return false;
   }
 

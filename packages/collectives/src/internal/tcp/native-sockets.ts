@@ -47,6 +47,10 @@ export class PollSet {
     this.shorts[4 * index + 3] = 0;
   }
 
+  fd(index: number): number {
+    return this.fds[2 * index]!;
+  }
+
   revents(index: number): number {
     return this.shorts[4 * index + 3]! & 0xffff;
   }
