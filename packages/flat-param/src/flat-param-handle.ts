@@ -172,9 +172,14 @@ export class FlatParamHandle {
     return flatView(this.#shardedStorage);
   }
 
-  /** The unsharded flat parameter, 1-D [paddedNumel] (allocated, zero-filled, if it was freed): the all-gather output. */
-  unshardedBuffer(): TensorView {
-    this.#unshardedStorage.allocate();
+  /**
+   * The unsharded flat parameter, 1-D [paddedNumel] (allocated, zero-filled, if it was freed): the
+   * all-gather output. `{ zeroed: false }` leaves newly allocated memory unzeroed (it may hold an
+   * earlier unit's values): for a caller that overwrites every element before anything reads it,
+   * as an all-gather does (see [Note: zeroing shared memory] in @fsdp-ts/tensor).
+   */
+  unshardedBuffer(options: { zeroed?: boolean } = {}): TensorView {
+    this.#unshardedStorage.allocate(options);
     return flatView(this.#unshardedStorage);
   }
 

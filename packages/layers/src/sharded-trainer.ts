@@ -18,6 +18,7 @@ import { agreedBatches, checkDatasetArgs, datasetPair, isDataset } from './inter
 import { WeightedMeans } from './internal/epoch-logs';
 import { resolveSaveTarget } from './internal/file-save-handler';
 import { FullShardLayers } from './internal/full-shard-layers';
+import { gatherRows } from './internal/gather-rows';
 import { batchRanges, epochOrder, localRange } from './internal/global-batches';
 import { allLayers } from './internal/layer-access';
 import { MemoryMeter } from './internal/memory-meter';
@@ -384,10 +385,8 @@ export class ShardedTrainer {
       values = [...zeros];
       for (const bucket of this.buckets) bucket.loadGradients(new Map());
     } else {
-      const rows = tf.tensor1d(localIndices, 'int32');
-      const gather = (tensor: tf.Tensor) => tf.gather(tensor, rows);
-      const localBatch = tf.tidy(() => ({ xs: batch.xs.map(gather), ys: batch.ys.map(gather) }));
-      rows.dispose();
+      const gather = (tensor: tf.Tensor) => gatherRows(tensor, localIndices);
+      const localBatch = { xs: batch.xs.map(gather), ys: batch.ys.map(gather) };
       const result = computeLocalGradients(
         this.model,
         this.objective,

@@ -67,3 +67,4 @@ export { contiguousStrides, type Shape, shapeNumel, shapesEqual } from './shape'
 export { STORAGE_ALIGNMENT_BYTES, Storage, type StorageOptions } from './storage';
 export { StoragePool, storagePool } from './storage-pool';
 export { elementOffsets, TensorView } from './tensor-view';
+export { zeroFill } from './zero-fill';

@@ -1,3 +1,5 @@
+import { zeroFill } from './zero-fill';
+
 /**
  * [Note: storage pool]
  * Memory a process has never touched costs a page fault per 4 KiB when it is first written: a
@@ -29,8 +31,11 @@ export class StoragePool {
   /** @param maxBuffersPerSize freed buffers kept per (kind, byte size); 0 keeps none. */
   constructor(public maxBuffersPerSize = 8) {}
 
-  /** A buffer of `bytes` bytes (SharedArrayBuffer when `shared`), zero-filled. */
-  take(bytes: number, shared: boolean): ArrayBufferLike {
+  /**
+   * A buffer of `bytes` bytes (SharedArrayBuffer when `shared`), zero-filled; with `zeroed` false
+   * a reused buffer keeps its last owner's bytes (the caller overwrites them all).
+   */
+  take(bytes: number, shared: boolean, zeroed = true): ArrayBufferLike {
     const list = this.#free.get(key(bytes, shared));
     const buffer = list?.pop();
     if (buffer === undefined) {
@@ -39,7 +44,7 @@ export class StoragePool {
     }
     this.#reused += 1;
     this.#pooledBytes -= bytes;
-    new Uint8Array(buffer).fill(0);
+    if (zeroed) zeroFill(new Uint8Array(buffer)); // see [Note: zeroing shared memory]
     return buffer;
   }
 

@@ -134,8 +134,13 @@ export class Storage {
     this.memory = null;
   }
 
-  /** Re-creates the memory at the same size, zero-filled. Does nothing if already allocated. */
-  allocate(): void {
+  /**
+   * Re-creates the memory at the same size, zero-filled. Does nothing if already allocated.
+   * `{ zeroed: false }` skips zeroing memory reused from the storage pool (it then holds its last
+   * owner's bytes): only for memory the caller overwrites whole before anything reads it, such as
+   * an all-gather's output.
+   */
+  allocate(options: { zeroed?: boolean } = {}): void {
     if (this.memory !== null) return;
     if (this.external) {
       throw new TensorError(`Cannot re-allocate storage #${this.id}: it wraps memory it does not own.`, {
@@ -147,7 +152,7 @@ export class Storage {
     }
     const bytes = Math.ceil(this.byteLength / STORAGE_ALIGNMENT_BYTES) * STORAGE_ALIGNMENT_BYTES;
     const buffer = this.pooled
-      ? storagePool.take(bytes, this.shared)
+      ? storagePool.take(bytes, this.shared, options.zeroed ?? true)
       : this.shared
         ? new SharedArrayBuffer(bytes)
         : new ArrayBuffer(bytes);

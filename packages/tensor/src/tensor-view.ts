@@ -5,6 +5,7 @@ import { formatShape, TensorError } from './errors';
 import { checkBounds, elementOffsets, resolveShape, stridesForView } from './internal/view-geometry';
 import { checkShape, contiguousStrides, type Shape, shapeNumel, shapesEqual } from './shape';
 import { Storage, type StorageOptions } from './storage';
+import { zeroFill } from './zero-fill';
 
 /**
  * (storage, element offset, shape, strides): a window onto a Storage. Views never own memory and
@@ -233,7 +234,10 @@ export class TensorView {
   fill(value: number): this {
     const word = codecFor(this.dtype).encode(value);
     if (this.isContiguous) {
-      this.typedArray().fill(word);
+      const values = this.typedArray();
+      if (Object.is(word, 0))
+        zeroFill(values); // see [Note: zeroing shared memory]
+      else values.fill(word);
       return this;
     }
     const target = this.storage.array();

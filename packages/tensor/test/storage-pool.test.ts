@@ -43,3 +43,24 @@ describe('storage pool (see [Note: storage pool])', () => {
     expect(pool.pooledBytes).toBe(0);
   });
 });
+
+describe('allocate({ zeroed: false })', () => {
+  it('hands out a pooled buffer without zeroing it; a fresh one is zero and a default allocate zeroes', () => {
+    storagePool.clear();
+    const first = Storage.allocate('float32', 1000, { shared: true, pooled: true });
+    new TensorView(first, 0, [1000]).fill(7);
+    first.free();
+    const reused = Storage.unallocated('float32', 1000, { shared: true, pooled: true });
+    reused.allocate({ zeroed: false });
+    expect(new TensorView(reused, 0, [1000]).toArray()).toEqual(new Array(1000).fill(7));
+    const fresh = Storage.unallocated('float32', 1000, { shared: true, pooled: true });
+    fresh.allocate({ zeroed: false });
+    expect(new TensorView(fresh, 0, [1000]).toArray()).toEqual(new Array(1000).fill(0));
+    reused.free();
+    fresh.allocate();
+    const zeroed = Storage.unallocated('float32', 1000, { shared: true, pooled: true });
+    zeroed.allocate();
+    expect(new TensorView(zeroed, 0, [1000]).toArray()).toEqual(new Array(1000).fill(0));
+    storagePool.clear();
+  });
+});

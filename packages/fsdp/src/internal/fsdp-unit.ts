@@ -97,7 +97,8 @@ export class FsdpUnit implements FsdpUnitView {
   startUnshard(group: ProcessGroup, dtype: CommunicationDtype = this.#gatherDtype): void {
     if (this.#state !== 'sharded') return;
     for (const handle of this.handles) {
-      const output = handle.unshardedBuffer().typedArray() as Float32Array;
+      // Every element is written by the all-gather (or the widening of its bfloat16 output).
+      const output = handle.unshardedBuffer({ zeroed: false }).typedArray() as Float32Array;
       const input = handle.shardedBuffer().typedArray() as Float32Array;
       if (dtype === 'float32') {
         this.#gatherWorks.push(group.allGather(output, input));

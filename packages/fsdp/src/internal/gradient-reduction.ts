@@ -214,7 +214,7 @@ export class UnitReduction {
           (parameter, index) => !parameter.requiresGrad || parameter.grad === handle.unshardedGradView(index),
         );
       if (!kept) {
-        buffer.fill(0);
+        buffer.fill(0); // a memcpy of zeros, see [Note: zeroing shared memory] in @fsdp-ts/tensor
         // Zero now: each parameter's first gradient this step is copied, not added (see write).
         this.#zeroRanges.set(handle, new Set());
         handle.parameters.forEach((parameter, index) => {
