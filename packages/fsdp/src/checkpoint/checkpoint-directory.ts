@@ -88,7 +88,9 @@ export function checkpointProblem(directory: string): string | null {
 }
 
 function newestIntact(root: string): string | null {
-  const entries = [...listCheckpoints(root), ...asideCopies(root)].sort((left, right) => left.step - right.step);
+  const entries = [...listCheckpoints(root), ...asideCopies(root)].sort(
+    (left, right) => left.step - right.step,
+  );
   for (let index = entries.length - 1; index >= 0; index--) {
     if (checkpointProblem(entries[index]!.path) === null) return entries[index]!.path;
   }
