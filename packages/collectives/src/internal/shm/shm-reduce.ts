@@ -8,7 +8,7 @@ import { REDUCE_BLOCK, type ReduceKernelName, reduceKernels } from './reduce-sim
  * float32 and int32: per block of REDUCE_BLOCK elements, the first source is copied into the
  * kernel's accumulator, every other source into its input and reduced, and the result copied
  * into every target. Each element of each buffer is read or written once, with memcpy
- * (TypedArray.set); the arithmetic stays in L1. bfloat16, and threads without SIMD, go through
+ * (TypedArray.set); the arithmetic stays in L2. bfloat16, and threads without SIMD, go through
  * reduceBlocks.
  */
 export function reduceShared(
