@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { reduceBlocks } from '../src/internal/block-reduce.js';
 import { finishAverage, reduceInto } from '../src/internal/reduce-kernels.js';
 import { reduceKernels } from '../src/internal/shm/reduce-simd.js';
 import { reduceShared } from '../src/internal/shm/shm-reduce.js';
@@ -90,5 +91,31 @@ describe('shm reductions (WebAssembly SIMD)', () => {
         }
       });
     }
+  }
+
+  // bfloat16 sum and avg: as reduceBlocks computes them (decode, float32 adds in rank order, one
+  // division, one rounding), checked for every one of the 2^16 bit patterns against each other.
+  for (const size of [1, 2, 3]) {
+    it(`bfloat16 sum and avg match reduceBlocks bit for bit over all 2^16 patterns, ${size} sources`, () => {
+      const length = 65_536 + 5;
+      for (const op of ['sum', 'avg'] as const) {
+        const sources = Array.from({ length: size }, (_, rank) =>
+          Uint16Array.from({ length }, (_, index) => (index * (2 * rank + 1) + rank * 7919) & 0xffff),
+        );
+        const expected = new Uint16Array(length);
+        reduceBlocks(sources, [expected], 'bfloat16', op, size);
+        const inPlace = sources.map((source) => source.slice());
+        reduceShared(inPlace, inPlace, 'bfloat16', op, size);
+        const isNaN16 = (bits: number) => (bits & 0x7f80) === 0x7f80 && (bits & 0x7f) !== 0;
+        for (const result of inPlace) {
+          let first = -1;
+          for (let index = 0; index < length && first < 0; index++) {
+            const [a, b] = [result[index]!, expected[index]!];
+            if (a !== b && !(isNaN16(a) && isNaN16(b))) first = index;
+          }
+          expect(first, `bfloat16 ${op}`).toBe(-1);
+        }
+      }
+    });
   }
 });
