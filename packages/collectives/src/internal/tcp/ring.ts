@@ -1,6 +1,7 @@
 import type { ReduceOp } from '../../types.js';
 import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
 import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
+import { reduceKernels } from '../shm/reduce-simd.js';
 import type { PeerLink } from './peer-link.js';
 
 /** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
@@ -115,8 +116,9 @@ export interface StepConsumer {
   consume(chunk: Uint8Array): void;
   end(): void;
   /**
-   * For a copy step whose bytes land as they are: where the next bytes belong in the work array,
-   * so a native receive can write them there (then `advance`); undefined for other steps.
+   * Where the next incoming bytes belong, so a native receive can write them there (then
+   * `advance`): the work array for a copy step whose bytes land as they are, the SIMD kernel's
+   * input region for a reduce step ([Note: simd reduce steps]); undefined for other steps.
    */
   target?(): Uint8Array;
   advance?(bytes: number): void;
@@ -173,6 +175,54 @@ export function stepConsumer(
       },
       end: flush,
       target: () => bytes.subarray(filled),
+      advance,
+    };
+  }
+  const kernels =
+    step.mode === 'reduce' && step.wire === 'same' && !(work instanceof Uint16Array) ? reduceKernels() : null;
+  if (kernels !== null) {
+    // [Note: simd reduce steps] Incoming bytes land in the WebAssembly SIMD kernel's input region
+    // (a native receive writes them there, see `target`); per block, this rank's own values are
+    // copied into the accumulator, reduced, and copied into the work array. A partial element
+    // waits at the front of the region for its other bytes.
+    const floats = work instanceof Float32Array;
+    const input = floats ? kernels.inputFloats : kernels.inputInts;
+    const accumulator = floats ? kernels.accumulatorFloats : kernels.accumulatorInts;
+    const reduce =
+      kernels.reduce[
+        `${plan.reduceOp === 'max' ? 'max' : plan.reduceOp === 'min' ? 'min' : 'sum'}${floats ? 'Float' : 'Int'}`
+      ];
+    const inputBytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
+    const own = plan.base ?? work;
+    let pending = 0;
+    const advance = (count: number): void => {
+      pending += count;
+      const whole = Math.floor(pending / elementBytes);
+      if (whole === 0) return;
+      accumulator.set(own.subarray(position, position + whole) as never);
+      reduce(whole);
+      const target = work.subarray(position, position + whole);
+      target.set(accumulator.subarray(0, whole) as never);
+      step.finish?.(target);
+      position += whole;
+      const used = whole * elementBytes;
+      if (pending > used) inputBytes.copyWithin(0, used, pending);
+      pending -= used;
+      if ((position - forwardedUpTo) * forwardBytes >= FORWARD_BATCH_BYTES) flush();
+    };
+    return {
+      bytes: (step.end - step.start) * elementBytes,
+      consume: (chunk) => {
+        let rest = chunk;
+        while (rest.length > 0) {
+          const take = Math.min(rest.length, inputBytes.length - pending);
+          inputBytes.set(rest.subarray(0, take), pending);
+          advance(take);
+          rest = rest.subarray(take);
+        }
+      },
+      end: flush,
+      target: () => inputBytes.subarray(pending),
       advance,
     };
   }
