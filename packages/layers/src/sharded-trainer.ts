@@ -1,10 +1,12 @@
 import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
+import type { SavedCheckpoint } from '@fsdp-ts/fsdp';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import type { History, LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
-import { loadShardedCheckpoint, resolveCheckpointDirectory } from './checkpoint/load-sharded-checkpoint';
-import { type CheckpointSource, saveShardedCheckpoint } from './checkpoint/save-sharded-checkpoint';
+import type { CheckpointSource } from './checkpoint/checkpoint-state';
+import { type LoadedTrainerCheckpoint, loadShardedCheckpoint } from './checkpoint/load-sharded-checkpoint';
+import { type SaveCheckpointArgs, saveShardedCheckpoint } from './checkpoint/save-sharded-checkpoint';
 import { LayersError } from './errors';
 import { allReduceSumInPlace } from './internal/all-reduce-sum';
 import { broadcastWeights } from './internal/broadcast-weights';
@@ -76,6 +78,8 @@ export class ShardedTrainer {
   private readonly hasBatchNorm: boolean;
   private readonly log: (line: string) => void;
   private state: TrainerState = 'idle';
+  /** Optimizer steps taken (set by loadCheckpoint); names checkpoint step directories. */
+  private stepsTaken = 0;
 
   constructor(model: LayersModel, options: ShardedTrainerOptions) {
     this.model = model;
@@ -310,21 +314,34 @@ export class ShardedTrainer {
     return result;
   }
 
-  /**
-   * Writes a checkpoint to `directory` (shared by all ranks): the model in the tfjs format, and
-   * each rank's optimizer state. Loads at any world size and strategy. Every rank must call it.
-   */
-  async saveCheckpoint(directory: string): Promise<void> {
-    this.expectIdle('saveCheckpoint');
-    await saveShardedCheckpoint(directory, this.checkpointSource());
+  /** Optimizer steps taken by this trainer (restored by loadCheckpoint). */
+  get steps(): number {
+    return this.stepsTaken;
   }
 
-  /** Loads a checkpoint written by saveCheckpoint (any world size or strategy). Every rank must call it. */
-  async loadCheckpoint(directory: string): Promise<void> {
-    this.expectIdle('loadCheckpoint');
-    loadShardedCheckpoint(resolveCheckpointDirectory(directory, this.log), this.checkpointSource());
+  /**
+   * Writes a checkpoint in @fsdp-ts/fsdp's format under `directory` (shared by all ranks):
+   * `directory/step-NNNNNNNN/` (default: the steps taken) and `directory/latest`; each rank writes
+   * its slice of the weights and of the optimizer state, rank 0 the batch-norm statistics and the
+   * model topology (see [Note: layers checkpoint layout]). Keeps `keep` (default 1) checkpoints.
+   * Loads at any world size and strategy. Every rank must call it.
+   */
+  async saveCheckpoint(directory: string, args: SaveCheckpointArgs = {}): Promise<SavedCheckpoint> {
+    this.expectIdle('saveCheckpoint');
     this.adoptVariables();
-    await this.group.barrier();
+    return saveShardedCheckpoint(directory, this.checkpointSource(), args);
+  }
+
+  /**
+   * Loads a checkpoint written by saveCheckpoint (any world size or strategy): a step directory,
+   * or the newest under `directory`. Every rank must call it.
+   */
+  async loadCheckpoint(directory: string): Promise<LoadedTrainerCheckpoint> {
+    this.expectIdle('loadCheckpoint');
+    this.adoptVariables();
+    const loaded = loadShardedCheckpoint(directory, this.checkpointSource(), this.log);
+    this.stepsTaken = loaded.steps;
+    return loaded;
   }
 
   private checkpointSource(): CheckpointSource {
@@ -332,9 +349,12 @@ export class ShardedTrainer {
       model: this.model,
       group: this.group,
       strategy: this.strategy,
+      optimizerOnShard: this.settings.optimizerOnShard,
       optimizer: this.optimizer,
+      buckets: this.buckets,
       parameters: this.parameters,
       pieces: this.pieces,
+      steps: this.stepsTaken,
     };
   }
 
@@ -388,6 +408,7 @@ export class ShardedTrainer {
       for (const bucket of this.buckets) bucket.finishReduction();
     }
     this.optimizer.step();
+    this.stepsTaken++;
     for (const bucket of this.buckets) bucket.writeBack();
     return values;
   }

@@ -5,8 +5,9 @@
  * well below what the shm backend must move; these kernels reduce 4 lanes per instruction inside
  * a cache-resident block, so a reduction costs about the copies into and out of that block.
  *
- * [Note: reduce simd layout] One module instance per thread, two fixed 64 KiB regions of its
- * memory: ACCUMULATOR and INPUT (16 Ki float32 or int32 each). `kernel(count)` computes
+ * [Note: reduce simd layout] One module instance per thread, two fixed 256 KiB regions of its
+ * memory: ACCUMULATOR and INPUT (64 Ki float32 or int32 each; both fit in a 1 MiB L2, and
+ * larger blocks measured ~20% less CPU than 16 Ki ones, fewer calls per op). `kernel(count)` computes
  * ACCUMULATOR[i] = ACCUMULATOR[i] (op) INPUT[i] for i < count rounded up to a multiple of 4 (the
  * extra lanes stay inside the regions); `divide(count, divisor)` divides ACCUMULATOR by divisor.
  * The memory never grows, so the JavaScript views over it stay valid.
@@ -18,8 +19,8 @@
  * still gets the same bits, because one rank computes each element and writes it to all.
  */
 
-/** Elements per kernel call: 64 KiB of float32 or int32. */
-export const REDUCE_BLOCK = 16384;
+/** Elements per kernel call: 256 KiB of float32 or int32. */
+export const REDUCE_BLOCK = 65_536;
 /** Off page boundaries, like bfloat16-simd.ts. */
 const ACCUMULATOR = 1_088;
 const INPUT = REDUCE_BLOCK * 4 + 2_176;
