@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -50,6 +50,24 @@ describe('checkpoint directories after crashes', () => {
     expect(lines).toEqual([
       expect.stringMatching(/names 'step-00000099'.*directory is missing.*step-00000010/),
     ]);
+  });
+
+  it('resumes from the aside copy when a re-save of the same step crashed between its two renames', () => {
+    const root = freshRoot();
+    completeStep(root, 5);
+    completeStep(root, 10);
+    writeLatestPointer(root, 10);
+    // commitStepDirectory moved step 10 aside, then the process died before renaming the new one in.
+    renameSync(join(root, 'step-00000010'), join(root, '.old-step-00000010-42'));
+    mkdirSync(join(root, '.tmp-step-00000010-42'));
+    const lines: string[] = [];
+    expect(findLatestCheckpoint(root, (line) => lines.push(line))).toBe(join(root, '.old-step-00000010-42'));
+    expect(lines).toEqual([expect.stringMatching(/names 'step-00000010'.*missing.*\.old-step-00000010-42/)]);
+    // Once step 10 exists again, the aside copy is ignored (and the next prune removes it).
+    completeStep(root, 10);
+    expect(findLatestCheckpoint(root)).toBe(join(root, 'step-00000010'));
+    pruneCheckpoints(root, undefined, join(root, 'step-00000010'));
+    expect(existsSync(join(root, '.old-step-00000010-42'))).toBe(false);
   });
 
   it('resumes from the newest intact step, saying so, when latest names a damaged one', () => {

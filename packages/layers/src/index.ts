@@ -1,4 +1,7 @@
 // @fsdp-ts/layers: sharded data-parallel training of tf.LayersModel across processes and hosts.
+export type { LoadedTrainerCheckpoint } from './checkpoint/load-sharded-checkpoint';
+export type { SaveCheckpointArgs } from './checkpoint/save-sharded-checkpoint';
+export { MODEL_DOCUMENT, TRAINER_DOCUMENT, type TrainerDocument } from './checkpoint/trainer-document';
 export { LayersError, type LayersErrorCode, type LayersErrorDetails } from './errors';
 export type { InitialWeights } from './internal/check-replicas';
 export type { OptimizerFactory, OptimizerName, OptimizerOptions } from './internal/resolve-optimizer';

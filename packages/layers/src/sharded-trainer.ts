@@ -1,10 +1,12 @@
 import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
+import type { SavedCheckpoint } from '@fsdp-ts/fsdp';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import type { History, LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
-import { loadShardedCheckpoint, resolveCheckpointDirectory } from './checkpoint/load-sharded-checkpoint';
-import { type CheckpointSource, saveShardedCheckpoint } from './checkpoint/save-sharded-checkpoint';
+import type { CheckpointSource } from './checkpoint/checkpoint-state';
+import { type LoadedTrainerCheckpoint, loadShardedCheckpoint } from './checkpoint/load-sharded-checkpoint';
+import { type SaveCheckpointArgs, saveShardedCheckpoint } from './checkpoint/save-sharded-checkpoint';
 import { LayersError } from './errors';
 import { allReduceSumInPlace } from './internal/all-reduce-sum';
 import { broadcastWeights } from './internal/broadcast-weights';
@@ -13,22 +15,23 @@ import { createCallbackList } from './internal/callbacks';
 import { checkReplicas } from './internal/check-replicas';
 import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
 import { agreedBatches, checkDatasetArgs, datasetPair, isDataset } from './internal/dataset-batches';
+import { type EvaluationContext, evaluateDatasetLogs, evaluateLogs } from './internal/distributed-evaluation';
 import { WeightedMeans } from './internal/epoch-logs';
 import { resolveSaveTarget } from './internal/file-save-handler';
 import { FullShardLayers } from './internal/full-shard-layers';
+import { gatherRows } from './internal/gather-rows';
 import { batchRanges, epochOrder, localRange } from './internal/global-batches';
 import { allLayers } from './internal/layer-access';
 import { MemoryMeter } from './internal/memory-meter';
 import { resolveOptimizer } from './internal/resolve-optimizer';
 import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
-import { applyModel, computeLocalGradients } from './internal/train-step';
+import { computeLocalGradients } from './internal/train-step';
 import {
   type Batch,
   checkBatch,
   checkBatchSize,
   checkSampleCounts,
   checkSplittable,
-  sliceBatch,
   splitValidation,
   standardizeTensors,
 } from './internal/validate-data';
@@ -75,6 +78,8 @@ export class ShardedTrainer {
   private readonly hasBatchNorm: boolean;
   private readonly log: (line: string) => void;
   private state: TrainerState = 'idle';
+  /** Optimizer steps taken (set by loadCheckpoint); names checkpoint step directories. */
+  private stepsTaken = 0;
 
   constructor(model: LayersModel, options: ShardedTrainerOptions) {
     this.model = model;
@@ -161,7 +166,8 @@ export class ShardedTrainer {
       callbacks: args.callbacks,
       params: { samples: sampleCount, batchSize },
       doValidation: validation !== null,
-      validate: () => (validation === null ? {} : this.evaluateLogs(validation, batchSize, 'val_')),
+      validate: () =>
+        validation === null ? {} : evaluateLogs(this.evaluation(), validation, batchSize, 'val_'),
       batches: async function* (epoch) {
         const order = epochOrder(sampleCount, shuffle, seed, epoch);
         for (const range of batchRanges(sampleCount, batchSize))
@@ -183,12 +189,13 @@ export class ShardedTrainer {
     const validationBatchSize = args.validationBatchSize ?? 32;
     let validation: (() => Record<string, number> | Promise<Record<string, number>>) | null = null;
     if (validationData !== undefined && isDataset(validationData)) {
-      validation = () => this.evaluateDatasetLogs(validationData, args.validationBatches, 'val_');
+      validation = () =>
+        evaluateDatasetLogs(this.evaluation(), validationData, args.validationBatches, 'val_');
     } else if (validationData !== undefined) {
       const batch = this.standardize(validationData[0], validationData[1], 'validationData');
       checkBatch(batch, 'validationData');
       checkBatchSize(validationBatchSize);
-      validation = () => this.evaluateLogs(batch, validationBatchSize, 'val_');
+      validation = () => evaluateLogs(this.evaluation(), batch, validationBatchSize, 'val_');
     }
     const shared = args.batchesPerEpoch === undefined ? null : await dataset.iterator();
     const datasetBatches = (iterator: Awaited<ReturnType<BatchDataset['iterator']>>, limit?: number) =>
@@ -293,7 +300,7 @@ export class ShardedTrainer {
     const batch = this.standardize(x, y, 'evaluate(x, y)');
     checkSampleCounts(this.group, batch, args.batchSize ?? 32, null);
     this.adoptVariables();
-    return this.evaluateLogs(batch, args.batchSize ?? 32, '');
+    return evaluateLogs(this.evaluation(), batch, args.batchSize ?? 32, '');
   }
 
   /**
@@ -309,21 +316,34 @@ export class ShardedTrainer {
     return result;
   }
 
-  /**
-   * Writes a checkpoint to `directory` (shared by all ranks): the model in the tfjs format, and
-   * each rank's optimizer state. Loads at any world size and strategy. Every rank must call it.
-   */
-  async saveCheckpoint(directory: string): Promise<void> {
-    this.expectIdle('saveCheckpoint');
-    await saveShardedCheckpoint(directory, this.checkpointSource());
+  /** Optimizer steps taken by this trainer (restored by loadCheckpoint). */
+  get steps(): number {
+    return this.stepsTaken;
   }
 
-  /** Loads a checkpoint written by saveCheckpoint (any world size or strategy). Every rank must call it. */
-  async loadCheckpoint(directory: string): Promise<void> {
-    this.expectIdle('loadCheckpoint');
-    loadShardedCheckpoint(resolveCheckpointDirectory(directory, this.log), this.checkpointSource());
+  /**
+   * Writes a checkpoint in @fsdp-ts/fsdp's format under `directory` (shared by all ranks):
+   * `directory/step-NNNNNNNN/` (default: the steps taken) and `directory/latest`; each rank writes
+   * its slice of the weights and of the optimizer state, rank 0 the batch-norm statistics and the
+   * model topology (see [Note: layers checkpoint layout]). Keeps `keep` (default 1) checkpoints.
+   * Loads at any world size and strategy. Every rank must call it.
+   */
+  async saveCheckpoint(directory: string, args: SaveCheckpointArgs = {}): Promise<SavedCheckpoint> {
+    this.expectIdle('saveCheckpoint');
     this.adoptVariables();
-    await this.group.barrier();
+    return saveShardedCheckpoint(directory, this.checkpointSource(), args);
+  }
+
+  /**
+   * Loads a checkpoint written by saveCheckpoint (any world size or strategy): a step directory,
+   * or the newest under `directory`. Every rank must call it.
+   */
+  async loadCheckpoint(directory: string): Promise<LoadedTrainerCheckpoint> {
+    this.expectIdle('loadCheckpoint');
+    this.adoptVariables();
+    const loaded = loadShardedCheckpoint(directory, this.checkpointSource(), this.log);
+    this.stepsTaken = loaded.steps;
+    return loaded;
   }
 
   private checkpointSource(): CheckpointSource {
@@ -331,9 +351,12 @@ export class ShardedTrainer {
       model: this.model,
       group: this.group,
       strategy: this.strategy,
+      optimizerOnShard: this.settings.optimizerOnShard,
       optimizer: this.optimizer,
+      buckets: this.buckets,
       parameters: this.parameters,
       pieces: this.pieces,
+      steps: this.stepsTaken,
     };
   }
 
@@ -364,10 +387,8 @@ export class ShardedTrainer {
       values = [...zeros];
       for (const bucket of this.buckets) bucket.loadGradients(new Map());
     } else {
-      const rows = tf.tensor1d(localIndices, 'int32');
-      const gather = (tensor: tf.Tensor) => tf.gather(tensor, rows);
-      const localBatch = tf.tidy(() => ({ xs: batch.xs.map(gather), ys: batch.ys.map(gather) }));
-      rows.dispose();
+      const gather = (tensor: tf.Tensor) => gatherRows(tensor, localIndices);
+      const localBatch = { xs: batch.xs.map(gather), ys: batch.ys.map(gather) };
       const result = computeLocalGradients(
         this.model,
         this.objective,
@@ -389,56 +410,20 @@ export class ShardedTrainer {
       for (const bucket of this.buckets) bucket.finishReduction();
     }
     this.optimizer.step();
+    this.stepsTaken++;
     for (const bucket of this.buckets) bucket.writeBack();
     return values;
   }
 
-  /** This rank's loss and metrics on its slice of one global batch of `count` samples, weighted by its share. */
-  private evaluateSlice(batch: Batch, start: number, count: number): Float32Array {
-    const local = localRange(count, this.group.rank, this.group.size);
-    const values = allocateShared(Float32Array, this.objective.names.length);
-    const localCount = local.end - local.start;
-    if (localCount > 0) {
-      tf.tidy(() => {
-        const slice = sliceBatch(batch, start + local.start, localCount);
-        const outputs = applyModel(this.model, slice.xs, false);
-        const share = localCount / count;
-        const { loss, others } = this.objective.compute(slice.ys, outputs);
-        values[0] = (loss.dataSync()[0] ?? 0) * share;
-        others.forEach((value, index) => {
-          values[1 + index] = (value.dataSync()[0] ?? 0) * share;
-        });
-      });
-    }
-    allReduceSumInPlace(this.group, values);
-    return values;
-  }
-
-  private evaluateLogs(batch: Batch, batchSize: number, prefix: string): Record<string, number> {
-    const means = new WeightedMeans();
-    for (const range of batchRanges(batch.xs[0]!.shape[0]!, batchSize)) {
-      const count = range.end - range.start;
-      means.add(this.objective.names, [...this.evaluateSlice(batch, range.start, count)], count);
-    }
-    return means.means(prefix);
-  }
-
-  private async evaluateDatasetLogs(
-    dataset: BatchDataset,
-    limit: number | undefined,
-    prefix: string,
-  ): Promise<Record<string, number>> {
-    const means = new WeightedMeans();
-    const iterator = await dataset.iterator();
-    const everyRank = this.everyRankNeedsSamples();
-    for await (const batch of agreedBatches(iterator, this.group, limit, (element, what) =>
-      this.standardizeElement(element, what),
-    )) {
-      const count = batch.xs[0]!.shape[0]!;
-      checkSplittable(this.group, count, everyRank, { validationBatch: count });
-      means.add(this.objective.names, [...this.evaluateSlice(batch, 0, count)], count);
-    }
-    return means.means(prefix);
+  /** What the evaluation helpers need (see internal/distributed-evaluation.ts). */
+  private evaluation(): EvaluationContext {
+    return {
+      model: this.model,
+      group: this.group,
+      objective: this.objective,
+      everyRankNeedsSamples: this.everyRankNeedsSamples(),
+      standardizeElement: (element, what) => this.standardizeElement(element, what),
+    };
   }
 
   private standardize(x: TensorData, y: TensorData, what: string): Batch {

@@ -18,4 +18,9 @@ export { LinearWarmupCosineLR, type LinearWarmupCosineLROptions } from './schedu
 export { LRScheduler, type LRSchedulerStateDict, type SchedulableOptimizer } from './schedules/lr-scheduler';
 export { StepLR, type StepLROptions } from './schedules/step-lr';
 export { SGD, type SGDOptions, sgdDefaults } from './sgd';
-export type { OptimizerStateDict, ParameterStateEntry, SavedParamGroup } from './state-dict';
+export type {
+  OptimizerStateDict,
+  ParameterStateEntry,
+  SavedParamGroup,
+  StateDictOptions,
+} from './state-dict';

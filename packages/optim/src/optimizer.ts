@@ -4,7 +4,7 @@ import { type ParameterArrays, parameterArrays } from './internal/parameter-arra
 import { ParameterState } from './internal/parameter-state';
 import { loadOptimizerState, saveOptimizerState } from './internal/state-dict-io';
 import type { BaseOptions, ParamGroup, ParamGroupInput, ParamsInput, ZeroGradOptions } from './param-group';
-import type { OptimizerStateDict } from './state-dict';
+import type { OptimizerStateDict, StateDictOptions } from './state-dict';
 
 /** A parameter ready to be updated this step: its arrays and its (lazily created) state. */
 export interface PreparedParameter {
@@ -149,16 +149,23 @@ export abstract class Optimizer<Options extends BaseOptions> {
   }
 
   /** A copy of the state and hyperparameters, keyed by parameter position (and name). */
-  stateDict(): OptimizerStateDict {
-    return saveOptimizerState(this.kind, this.paramGroups, this.state);
+  stateDict(options: StateDictOptions = {}): OptimizerStateDict {
+    return saveOptimizerState(this.kind, this.paramGroups, this.state, options.copy ?? true);
   }
 
   /**
-   * Replaces state and hyperparameters with a copy of `stateDict`. Checks everything (optimizer,
-   * group sizes, names, shapes, element counts) before changing anything.
+   * Replaces state and hyperparameters with a copy of `stateDict` (with `{ copy: false }`, its
+   * buffers become the state). Checks everything (optimizer, group sizes, names, shapes, element
+   * counts) before changing anything.
    */
-  loadStateDict(stateDict: OptimizerStateDict): void {
-    const loaded = loadOptimizerState(this.kind, this.paramGroups, this.defaults, stateDict);
+  loadStateDict(stateDict: OptimizerStateDict, options: StateDictOptions = {}): void {
+    const loaded = loadOptimizerState(
+      this.kind,
+      this.paramGroups,
+      this.defaults,
+      stateDict,
+      options.copy ?? true,
+    );
     for (const [index, hyperparameters] of loaded.hyperparameters.entries()) {
       this.validateGroup({ ...this.paramGroups[index]!, ...hyperparameters }, `param group ${index}`);
     }

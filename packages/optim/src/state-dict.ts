@@ -1,6 +1,9 @@
 import type { HyperparameterValue } from './param-group';
 
-/** The state of one parameter in a state dict. Buffers are copies, never aliases of live state. */
+/**
+ * The state of one parameter in a state dict. Buffers are copies, never aliases of live state,
+ * unless asked for with `{ copy: false }` (see [Note: state dicts without copies]).
+ */
 export interface ParameterStateEntry {
   /** The parameter's name when it was saved ('' if it had none); checked on load when both are set. */
   name: string;
@@ -31,4 +34,19 @@ export interface OptimizerStateDict {
   optimizer: string;
   state: Record<number, ParameterStateEntry>;
   paramGroups: SavedParamGroup[];
+}
+
+/**
+ * [Note: state dicts without copies]
+ * `stateDict({ copy: false })` returns the live buffers instead of copies, and
+ * `loadStateDict(dict, { copy: false })` keeps the dict's buffers as the state instead of copying
+ * them. Both exist for checkpoints of large models, which write state from the memory it lives in
+ * and read it straight into the arrays that will hold it: a copy is 8 bytes per parameter for
+ * Adam, as much as the state itself. The buffers of such a dict are the optimizer's: they change
+ * with every step, and whoever holds the dict must not write to them unless it means to change
+ * the state.
+ */
+export interface StateDictOptions {
+  /** Copy the buffers (default true); false aliases them (see [Note: state dicts without copies]). */
+  copy?: boolean;
 }

@@ -63,6 +63,34 @@ describe('stateDict / loadStateDict', () => {
     expect(saved.state[0]).toMatchObject({ name: 'encoder.weight', shape: [3, 4], numel: 12, step: 1 });
   });
 
+  it('with { copy: false }, aliases the live state both ways (no copy of the buffers)', () => {
+    const params = fixtureParameters();
+    const testCase = fixtures.cases.find((candidate) => candidate.name === 'adam default')!;
+    const optimizer = makeOptimizer(testCase, params);
+    setGrads(params, 0);
+    optimizer.step();
+    const view = optimizer.stateDict({ copy: false });
+    const live = view.state[0]!.buffers.expAvg!;
+    // The view's buffer is the state: the next step changes it, and a write to it changes the state.
+    const before = Array.from(live);
+    setGrads(params, 1);
+    optimizer.step();
+    expect(Array.from(live)).not.toEqual(before);
+    live[0] = 42;
+    expect(optimizer.stateDict().state[0]!.buffers.expAvg![0]).toBe(42);
+    // A load without copies keeps the given arrays as the state.
+    const other = makeOptimizer(testCase, copyOf(params));
+    const saved = optimizer.stateDict();
+    other.loadStateDict(saved, { copy: false });
+    expect(other.stateDict({ copy: false }).state[0]!.buffers.expAvg).toBe(saved.state[0]!.buffers.expAvg);
+    expect(other.stateDict()).toEqual(optimizer.stateDict());
+    // A buffer that is not a Float32Array is refused (it would become the state as it is).
+    const plain = optimizer.stateDict();
+    plain.state[0]!.buffers.expAvg = Array.from(plain.state[0]!.buffers.expAvg!) as unknown as Float32Array;
+    expect(() => other.loadStateDict(plain, { copy: false })).toThrow(/not a Float32Array/);
+    expect(() => other.loadStateDict(plain)).not.toThrow();
+  });
+
   describe('clear errors, and nothing changes when a load is refused', () => {
     function trained(): { params: Parameter[]; saved: OptimizerStateDict } {
       const params = fixtureParameters();

@@ -68,10 +68,27 @@ export interface ScaleRankResult {
   steps: {
     loss: number;
     stepMs: number;
+    /** CPU time of the rank's process (all its threads) during the step. */
+    cpuMs: number;
     computeMs: number;
     allGatherWaitMs: number;
     reductionWaitMs: number;
     optimizerMs: number;
   }[];
-  checkpoint: { saveMs: number; loadMs: number; bytes: number } | undefined;
+  /**
+   * Save and load between barriers (every rank at once), and the disk measured right before and
+   * after the save the same way: every rank writing `diskBytesPerRank` (its checkpoint file's
+   * size) at once (disk-rate.ts).
+   */
+  checkpoint:
+    | {
+        saveMs: number;
+        loadMs: number;
+        /** Bytes of the whole checkpoint directory (every rank's files). */
+        bytes: number;
+        diskBeforeMs: number;
+        diskAfterMs: number;
+        diskBytesPerRank: number;
+      }
+    | undefined;
 }

@@ -14,6 +14,7 @@ import { backward, crossEntropy, deferredInit, GPT, type Module, TransformerBloc
 import { AdamW } from '@fsdp-ts/optim';
 import { initBackend, Storage } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { timeSequentialWrite } from './disk-rate';
 import type { ScaleRankResult, ScaleRunRequest } from './scale-config';
 
 const scriptStartMs = Date.now();
@@ -106,6 +107,14 @@ const targets = tf.tensor(
   'int32',
 );
 
+/** Bytes of this rank's checkpoint data file: each flat shard, then one segment per AdamW buffer. */
+function checkpointFileBytes(wrapped: FullyShardedDataParallel): number {
+  const shardBytes = wrapped.units
+    .flatMap((unit) => unit.handles)
+    .reduce((sum, handle) => sum + handle.layout.shardNumel * 4, 0);
+  return shardBytes * 3;
+}
+
 /** Bytes of every distinct allocated storage in `storages`. */
 function storageBytes(storages: Iterable<Storage>): number {
   let total = 0;
@@ -141,6 +150,7 @@ let firstStepAtMs = 0;
 for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   if (step === 0) firstStepAtMs = Date.now();
   const stepStart = performance.now();
+  const cpuStart = process.cpuUsage();
   const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
   const backwardDone = performance.now();
   sampleRss(step === 0 ? 'first backward' : 'backward');
@@ -148,6 +158,7 @@ for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   if (step === 0) trainingStateBytes = measureTrainingState();
   optimizer.zeroGrad();
   const stepEnd = performance.now();
+  const cpu = process.cpuUsage(cpuStart);
   sampleRss(step === 0 ? 'first optimizer step' : 'optimizer step');
   const statistics =
     model instanceof FullyShardedDataParallel ? model.statistics : { allGatherWaitMs: 0, reductionWaitMs: 0 };
@@ -158,6 +169,7 @@ for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   steps.push({
     loss,
     stepMs: stepEnd - stepStart,
+    cpuMs: (cpu.user + cpu.system) / 1000,
     computeMs: forwardBackwardMs - statistics.allGatherWaitMs - statistics.reductionWaitMs,
     allGatherWaitMs: statistics.allGatherWaitMs,
     reductionWaitMs: statistics.reductionWaitMs,
@@ -186,20 +198,48 @@ const result: ScaleRankResult = {
 const resultFile = `${request.output}.rank${rank}.json`;
 writeFileSync(resultFile, JSON.stringify(result));
 
-if (request.checkpointDirectory !== undefined && model instanceof FullyShardedDataParallel) {
-  started = performance.now();
-  const saved = saveCheckpoint(request.checkpointDirectory, { model, optimizer, step: 1, keep: 1 });
-  const saveMs = performance.now() - started;
+if (
+  request.checkpointDirectory !== undefined &&
+  model instanceof FullyShardedDataParallel &&
+  group !== null
+) {
+  // Every rank writes as many bytes as its checkpoint file at the same time, right before and
+  // right after the save (disk-rate.ts); the save is timed between barriers the same way.
+  const fileBytes = checkpointFileBytes(model);
+  const concurrently = (work: () => void) => {
+    group.barrier().wait();
+    const started = performance.now();
+    work();
+    group.barrier().wait();
+    return performance.now() - started;
+  };
+  const diskFile = join(request.checkpointDirectory, `..`, `disk-rate-${rank}-${process.pid}.bin`);
+  const diskBeforeMs = concurrently(() => timeSequentialWrite(diskFile, fileBytes));
+  let saved: ReturnType<typeof saveCheckpoint> | undefined;
+  const saveMs = concurrently(() => {
+    saved = saveCheckpoint(request.checkpointDirectory!, { model, optimizer, step: 1, keep: 1 });
+  });
   sampleRss('checkpoint saved');
-  const bytes = readdirSync(saved.path).reduce((sum, name) => sum + statSync(join(saved.path, name)).size, 0);
-  // Written before loading too: loading stages copies, and a capped rank may not survive it.
-  result.checkpoint = { saveMs, loadMs: Number.NaN, bytes };
+  const diskAfterMs = concurrently(() => timeSequentialWrite(diskFile, fileBytes));
+  const bytes = readdirSync(saved!.path).reduce(
+    (sum, name) => sum + statSync(join(saved!.path, name)).size,
+    0,
+  );
+  // Written before loading too, so a rank stopped while loading still reports its save.
+  result.checkpoint = {
+    saveMs,
+    loadMs: Number.NaN,
+    bytes,
+    diskBeforeMs,
+    diskAfterMs,
+    diskBytesPerRank: fileBytes,
+  };
   writeFileSync(resultFile, JSON.stringify(result));
-  started = performance.now();
-  loadCheckpoint(saved.path, { model, optimizer });
-  const loadMs = performance.now() - started;
+  const loadMs = concurrently(() => {
+    loadCheckpoint(saved!.path, { model, optimizer });
+  });
   sampleRss('checkpoint loaded');
-  result.checkpoint = { saveMs, loadMs, bytes };
+  result.checkpoint = { ...result.checkpoint, loadMs };
   result.peakRssBytes = peakRss;
   writeFileSync(resultFile, JSON.stringify(result));
 }

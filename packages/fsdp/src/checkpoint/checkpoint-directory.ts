@@ -6,6 +6,8 @@ import { fsyncDirectory, replaceFileAtomically } from './durable-files';
 import { hasMetadataDigest, verifyMetadataDigest } from './metadata-digest';
 
 const STEP_PATTERN = /^step-(\d{8,})$/;
+/** A step directory moved aside by a re-save of the same step (see commitStepDirectory). */
+const ASIDE_PATTERN = /^\.old-step-(\d{8,})-\d+$/;
 
 /** A complete checkpoint found under a root directory. */
 export interface CheckpointEntry {
@@ -40,6 +42,9 @@ export type CheckpointLog = (line: string) => void;
  *    CheckpointError('missing') (never null: something was saved, so starting over would be wrong).
  * 3. No `latest`: the newest intact step directory (a crash between the rename and the pointer
  *    update leaves a complete newer step), or null when nothing was saved.
+ * "Step directories" include, for a step whose `step-N` is missing, its `.old-step-N-<nonce>`
+ * copy: a re-save of step N moves the old directory aside before renaming the new one into place,
+ * and a crash between those two renames leaves only the aside copy (rule 2 then loads it).
  * Damage inside data files is not looked for here: loading finds it and fails, naming the file.
  */
 export function findLatestCheckpoint(root: string, log: CheckpointLog = defaultLog): string | null {
@@ -83,11 +88,26 @@ export function checkpointProblem(directory: string): string | null {
 }
 
 function newestIntact(root: string): string | null {
-  const entries = listCheckpoints(root);
+  const entries = [...listCheckpoints(root), ...asideCopies(root)].sort(
+    (left, right) => left.step - right.step,
+  );
   for (let index = entries.length - 1; index >= 0; index--) {
     if (checkpointProblem(entries[index]!.path) === null) return entries[index]!.path;
   }
   return null;
+}
+
+/** `.old-step-N-*` directories whose step has no `step-N` directory (a re-save that crashed mid-commit). */
+function asideCopies(root: string): CheckpointEntry[] {
+  if (!existsSync(root)) return [];
+  const names = readdirSync(root);
+  const entries: CheckpointEntry[] = [];
+  for (const name of names) {
+    const match = ASIDE_PATTERN.exec(name);
+    if (match === null || names.includes(stepDirectoryName(Number(match[1])))) continue;
+    entries.push({ step: Number(match[1]), path: join(root, name) });
+  }
+  return entries;
 }
 
 function defaultLog(line: string): void {

@@ -5,10 +5,12 @@ import type { FlatShard } from '../sharded-state/flat-shard';
 import { parameterShards } from '../sharded-state/model-shards';
 import type { CheckpointLog } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
+import type { SavedOptimizer } from './checkpoint-format';
+import type { SavedLocation } from './checkpoint-read-plan';
 import { checkpointShards } from './model-shards';
 import { stageModuleBuffers } from './module-buffers';
-import { type CheckpointOptimizer, describeGroups } from './optimizer-state';
-import { type LoadedCheckpoint, readCheckpoint, type StagedOptimizerState } from './read-checkpoint';
+import { type CheckpointOptimizer, describeGroups, type StatePiece } from './optimizer-state';
+import { type LoadedCheckpoint, type OptimizerLoadTargets, readCheckpoint } from './read-checkpoint';
 
 export type { LoadedCheckpoint } from './read-checkpoint';
 
@@ -26,8 +28,9 @@ export interface LoadCheckpointOptions {
 /**
  * Loads a checkpoint (a step directory, or a root holding `latest`) into an FSDP model and
  * optimizer at any world size (collective): the model is described as its flat shards
- * ([Note: sharded model state]) and filled by readCheckpoint. Nothing changes unless every rank
- * read and checked everything it needs.
+ * ([Note: sharded model state]) and filled by readCheckpoint, straight into the shards and the
+ * optimizer's state arrays ([Note: checkpoints stream the optimizer state]). Nothing changes
+ * unless every rank read and checked everything it needs.
  */
 export function loadCheckpoint(path: string, options: LoadCheckpointOptions): LoadedCheckpoint {
   const { model, optimizer, log } = options;
@@ -48,23 +51,26 @@ export function loadCheckpoint(path: string, options: LoadCheckpointOptions): Lo
           optimizer: {
             kind: optimizer.kind,
             groups: describeGroups(optimizer),
-            stage: (staged: StagedOptimizerState) => {
-              const dict = optimizerDict(optimizer, locations!, staged);
-              return () => optimizer.loadStateDict(dict);
-            },
+            prepare: (saved, matched) => optimizerTargets(optimizer, locations!, saved, matched),
           },
         }),
   });
 }
 
-/** This rank's optimizer state dict: the saved hyperparameters, state sliced from the flat buffers. */
-function optimizerDict(
+/**
+ * This rank's optimizer state dict with the arrays the saved state is read into: the optimizer's
+ * live buffer where it has one of the right size (overwritten in place), else a new one, handed
+ * over without copies. Parameters without saved state get none.
+ */
+function optimizerTargets(
   optimizer: CheckpointOptimizer,
   locations: ReadonlyMap<Parameter, { shard: FlatShard; index: number }>,
-  staged: StagedOptimizerState,
-): OptimizerStateDict {
-  const { saved, buffers: flatState, matched } = staged;
+  saved: SavedOptimizer,
+  matched: ReadonlyMap<string, SavedLocation>,
+): OptimizerLoadTargets {
+  const live = optimizer.stateDict({ copy: false }).state;
   const state: Record<number, ParameterStateEntry> = {};
+  const pieces = new Map<FlatShard, Map<string, StatePiece[]>>();
   optimizer.parameters.forEach((parameter, position) => {
     const location = locations.get(parameter);
     if (location === undefined) {
@@ -79,11 +85,16 @@ function optimizerDict(
     if (savedState === undefined) return;
     const { offsetInShard, length } = shard.intersections[index]!;
     const buffers: Record<string, Float32Array> = {};
+    const shardPieces = pieces.get(shard) ?? new Map<string, StatePiece[]>();
+    pieces.set(shard, shardPieces);
     for (const name of savedState.buffers) {
-      buffers[name] = flatState
-        .get(shard)!
-        .get(name)!
-        .slice(offsetInShard, offsetInShard + length);
+      const current = live[position]?.buffers[name];
+      const values =
+        current instanceof Float32Array && current.length === length ? current : new Float32Array(length);
+      buffers[name] = values;
+      const list = shardPieces.get(name) ?? [];
+      list.push({ offset: offsetInShard, values });
+      shardPieces.set(name, list);
     }
     state[position] = {
       name: parameter.name,
@@ -100,5 +111,33 @@ function optimizerDict(
     params: group.paramNames.map(() => position++),
     paramNames: group.paramNames,
   }));
-  return { format: 'fsdp-ts/optim-state@1', optimizer: optimizer.kind, state, paramGroups };
+  const dict: OptimizerStateDict = {
+    format: 'fsdp-ts/optim-state@1',
+    optimizer: optimizer.kind,
+    state,
+    paramGroups,
+  };
+  // Handed over before the arrays are filled, so the optimizer's checks run before any live
+  // buffer is overwritten. An optimizer that copies anyway (it ignores `copy`) gets the filled
+  // arrays again afterwards.
+  let adopted = true;
+  return {
+    pieces,
+    commit: () => {
+      optimizer.loadStateDict(dict, { copy: false });
+      adopted = adoptedAll(optimizer.stateDict({ copy: false }), dict);
+    },
+    finish: () => {
+      if (!adopted) optimizer.loadStateDict(dict);
+    },
+  };
+}
+
+/** Whether the optimizer holds the very arrays of `dict` (it honoured `copy: false`). */
+function adoptedAll(current: OptimizerStateDict, dict: OptimizerStateDict): boolean {
+  return Object.entries(dict.state).every(([position, entry]) =>
+    Object.entries(entry.buffers).every(
+      ([name, values]) => current.state[Number(position)]?.buffers[name] === values,
+    ),
+  );
 }

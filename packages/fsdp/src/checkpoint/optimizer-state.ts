@@ -1,4 +1,4 @@
-import type { HyperparameterValue, OptimizerStateDict } from '@fsdp-ts/optim';
+import type { HyperparameterValue, OptimizerStateDict, StateDictOptions } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { FlatShard } from '../sharded-state/flat-shard';
 import { CheckpointError } from './checkpoint-error';
@@ -6,14 +6,16 @@ import type { SavedParameterState } from './checkpoint-format';
 
 /**
  * The part of an optimizer a checkpoint uses: its kind, its parameters in position order, and its
- * state dicts (`Optimizer` from @fsdp-ts/optim has all of them).
+ * state dicts (`Optimizer` from @fsdp-ts/optim has all of them). Checkpoints ask for state dicts
+ * without copies (`{ copy: false }`, see [Note: checkpoints stream the optimizer state]); an
+ * optimizer that ignores the option still works, at the cost of its copies.
  */
 export interface CheckpointOptimizer {
   readonly kind: string;
   readonly parameters: Parameter[];
   readonly paramGroups: readonly { readonly params: readonly Parameter[] }[];
-  stateDict(): OptimizerStateDict;
-  loadStateDict(stateDict: OptimizerStateDict): void;
+  stateDict(options?: StateDictOptions): OptimizerStateDict;
+  loadStateDict(stateDict: OptimizerStateDict, options?: StateDictOptions): void;
 }
 
 /** A parameter's state buffer and where it starts in the flat shard (elements). */
@@ -41,6 +43,15 @@ export interface ShardedOptimizerState {
 }
 
 /**
+ * [Note: checkpoints stream the optimizer state]
+ * A checkpoint never copies the optimizer state (8 bytes per parameter for Adam, as much as the
+ * state itself, which a rank under a memory cap does not have to spare): saving writes each state
+ * buffer from the array the optimizer keeps (`stateDict({ copy: false })`), and loading reads
+ * each buffer straight into the array the optimizer will keep: the live one when the optimizer
+ * already has state of that size, else a new one, handed over with `loadStateDict(dict, { copy:
+ * false })`. Written to only after every rank has verified what it will read (see
+ * [Note: loads verify, agree, then read in place]).
+ *
  * [Note: flat optimizer state]
  * Optimizer state follows the parameter shard element by element (see [Note: state follows data]
  * in @fsdp-ts/optim), so each state buffer of a flat parameter is stored as a flat shard laid out
@@ -51,7 +62,8 @@ export function flattenOptimizerState(
   optimizer: CheckpointOptimizer,
   locations: ReadonlyMap<Parameter, { shard: FlatShard; index: number }>,
 ): ShardedOptimizerState {
-  const dict = optimizer.stateDict();
+  // The live buffers, not copies: see [Note: checkpoints stream the optimizer state].
+  const dict = optimizer.stateDict({ copy: false });
   const positions = optimizer.parameters;
   const buffers = new Map<FlatShard, Map<string, StatePiece[]>>();
   const parameters: Record<string, SavedParameterState> = {};

@@ -1,10 +1,28 @@
 import { createHash, type Hash } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import type { Segment } from './checkpoint-format';
+
+/** How a RankFileWriter bounds what it holds: bytes per write call, and dirty bytes before a sync. */
+export interface WriteLimits {
+  /** Bytes handed to one write (and to the digests) at a time. Default 8 MiB. */
+  chunkBytes: number;
+  /** Bytes written before fdatasync waits for them to reach the disk. Default 64 MiB. */
+  syncBytes: number;
+}
+
+export const DEFAULT_WRITE_LIMITS: WriteLimits = { chunkBytes: 8 << 20, syncBytes: 64 << 20 };
 
 /**
  * Writes one rank's data file: segments of raw little-endian float32 appended in order, hashed as
  * they go (SHA-256 of the whole file and of every `blockBytes` block), fsynced on finish.
+ *
+ * [Note: bounded dirty pages]
+ * Each segment is written from the memory it lives in (no copy), in chunks of `chunkBytes`, and
+ * every `syncBytes` the writer waits (fdatasync) for what it wrote to reach the disk. Page cache
+ * a write dirties is charged to the writer's memory cgroup, and a cgroup (v1 in particular)
+ * cannot always write dirty pages back fast enough to make room: a 99 M-parameter rank capped at
+ * 2 GiB was OOM-killed while saving. Clean cached pages are reclaimed at no risk, so a rank holds
+ * at most `syncBytes` of dirty file data whatever the checkpoint's size.
  */
 export class RankFileWriter {
   readonly segments: Segment[] = [];
@@ -15,11 +33,13 @@ export class RankFileWriter {
   private blockFill = 0;
   private position = 0;
   private state: 'open' | 'finished' = 'open';
-  private zeros = new Float32Array(0);
+  private zeros = new Uint8Array(0);
+  private unsynced = 0;
 
   constructor(
     readonly path: string,
     readonly blockBytes: number,
+    readonly limits: WriteLimits = DEFAULT_WRITE_LIMITS,
   ) {
     this.descriptor = openSync(path, 'w');
   }
@@ -56,17 +76,35 @@ export class RankFileWriter {
     this.writeZeros(numel - cursor);
   }
 
+  /** Writes `count` float32 zeros from one buffer of at most a chunk. */
   private writeZeros(count: number): void {
-    if (count <= 0) return;
-    if (this.zeros.length < count) this.zeros = new Float32Array(count);
-    const zeros = this.zeros.subarray(0, count);
-    this.writeBytes(new Uint8Array(zeros.buffer, zeros.byteOffset, zeros.byteLength));
+    let bytes = count * 4;
+    if (bytes <= 0) return;
+    if (this.zeros.byteLength < Math.min(bytes, this.limits.chunkBytes))
+      this.zeros = new Uint8Array(Math.min(bytes, this.limits.chunkBytes));
+    while (bytes > 0) {
+      const take = Math.min(bytes, this.zeros.byteLength);
+      this.writeBytes(this.zeros.subarray(0, take));
+      bytes -= take;
+    }
   }
 
+  /** Writes `bytes` a chunk at a time ([Note: bounded dirty pages]). */
   private writeBytes(bytes: Uint8Array): void {
+    for (let start = 0; start < bytes.byteLength; start += this.limits.chunkBytes) {
+      this.writeChunk(bytes.subarray(start, Math.min(start + this.limits.chunkBytes, bytes.byteLength)));
+    }
+  }
+
+  private writeChunk(bytes: Uint8Array): void {
     let written = 0;
     while (written < bytes.byteLength) {
       written += writeSync(this.descriptor, bytes, written, bytes.byteLength - written);
+    }
+    this.unsynced += bytes.byteLength;
+    if (this.unsynced >= this.limits.syncBytes) {
+      fdatasyncSync(this.descriptor);
+      this.unsynced = 0;
     }
     this.fileHash.update(bytes);
     let consumed = 0;

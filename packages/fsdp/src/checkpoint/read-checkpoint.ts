@@ -6,7 +6,8 @@ import type { CheckpointMetadata, SavedOptimizer } from './checkpoint-format';
 import { readCheckpointMetadata, resolveCheckpointDirectory } from './checkpoint-metadata';
 import { matchParameters, planBufferReads, type SavedLocation } from './checkpoint-read-plan';
 import { throwIfAnyRankFailed } from './group-agreement';
-import type { OptimizerGroupDescription } from './optimizer-state';
+import type { OptimizerGroupDescription, StatePiece } from './optimizer-state';
+import { retargetToPieces } from './read-targets';
 import { type ReplicatedState, readReplicatedState } from './replicated-state';
 import { executeReads, type PlannedRead } from './verified-range-reader';
 import { verifyOwnedFiles } from './verify-unread-blocks';
@@ -20,15 +21,37 @@ export interface StagedOptimizerState {
   readonly matched: ReadonlyMap<string, SavedLocation>;
 }
 
-/** The optimizer a checkpoint's state is read for, described without the optimizer. */
+/**
+ * Where an optimizer's saved state is read to, without staging: for each flat shard and state
+ * buffer, the arrays that will hold it as pieces of the shard (each piece one parameter's part,
+ * `offset` elements into the shard), and what hands them to the optimizer.
+ */
+export interface OptimizerLoadTargets {
+  readonly pieces: ReadonlyMap<FlatShard, ReadonlyMap<string, readonly StatePiece[]>>;
+  /** Called once every rank has verified its reads; the pieces are filled after it returns. */
+  commit(): void;
+  /** Called once the pieces are filled. */
+  finish?(): void;
+}
+
+/**
+ * The optimizer a checkpoint's state is read for, described without the optimizer: either
+ * `prepare` (the state is read straight into the arrays it names, see [Note: loads verify,
+ * agree, then read in place]) or `stage` (the state is read into staging copies first).
+ */
 export interface OptimizerReader {
   readonly kind: string;
   readonly groups: readonly OptimizerGroupDescription[];
   /**
-   * Prepares the load from the staged state (may throw: it runs before the ranks agree) and
-   * returns what applies it once every rank succeeded.
+   * Names the arrays the saved state goes to (may throw: it runs before the ranks agree). Used
+   * when present; loadCheckpoint's reader has it.
    */
-  stage(staged: StagedOptimizerState): () => void;
+  prepare?(saved: SavedOptimizer, matched: ReadonlyMap<string, SavedLocation>): OptimizerLoadTargets;
+  /**
+   * Prepares the load from the staged state (may throw: it runs before the ranks agree) and
+   * returns what applies it once every rank succeeded. Costs a staging copy of the state.
+   */
+  stage?(staged: StagedOptimizerState): () => void;
 }
 
 export interface ReadCheckpointOptions {
@@ -67,9 +90,11 @@ export interface LoadedCheckpoint {
   bytesRead: number;
 }
 
-interface Staged {
-  parameters: Map<FlatShard, Float32Array>;
+interface Planned {
+  /** Reads into the arrays that keep the values (the shards, the optimizer's state): done after the agreement. */
+  inPlace: PlannedRead[];
   commitOptimizer: (() => void) | null;
+  finishOptimizer: (() => void) | null;
   replicated: ReplicatedState;
   commitReplicated: (() => void) | null;
   bytesRead: number;
@@ -81,81 +106,131 @@ interface Staged {
  * unless every rank read and checked everything it needs; otherwise every rank throws a
  * CheckpointError (the failing rank's names the file and the parameter). Knows nothing of FSDP:
  * loadCheckpoint describes the model and calls it.
+ *
+ * [Note: loads verify, agree, then read in place]
+ * A load holds no copy of what it loads: the shards, and with `OptimizerReader.prepare` the
+ * optimizer state, are read straight into the arrays that keep them, a bounded run of blocks at
+ * a time (8 MiB), each block checked against its SHA-256 on the way. To keep "a damaged
+ * checkpoint changes nothing", every rank first reads and verifies all it will read (and its
+ * share of the blocks nobody reads, [Note: every byte is verified by some rank]) without keeping
+ * it; only when every rank succeeded does it read again into place. The second read verifies
+ * again; if a file changed in between, every rank throws, saying the load was partial. The price
+ * is reading the rank's bytes twice (the second read mostly from the page cache) instead of
+ * holding a copy of them: at 353 M parameters and W=4 a copy was 1 GiB per rank, half a 2 GiB cap.
  */
 export function readCheckpoint(path: string, options: ReadCheckpointOptions): LoadedCheckpoint {
   const { group, optimizer } = options;
   let directory = path;
   let metadata: CheckpointMetadata | undefined;
-  let staged: Staged | undefined;
+  let planned: Planned | undefined;
   let localError: unknown;
   try {
     directory = resolveCheckpointDirectory(path, options.log);
     metadata = readCheckpointMetadata(directory);
     const model = typeof options.model === 'function' ? options.model() : options.model;
-    staged = stage(directory, metadata, model.shards, optimizer, group);
-    staged.commitReplicated = options.replicated?.(staged.replicated) ?? null;
+    planned = planAndVerify(directory, metadata, model.shards, optimizer, group);
+    planned.commitReplicated = options.replicated?.(planned.replicated) ?? null;
   } catch (error) {
     localError = error;
   }
   throwIfAnyRankFailed(group, localError, `Loading checkpoint ${path}`);
-  for (const [shard, values] of staged!.parameters) shard.data.set(values);
-  staged!.commitOptimizer?.();
-  staged!.commitReplicated?.();
+  let readError: unknown;
+  try {
+    planned!.commitOptimizer?.();
+    planned!.bytesRead += executeReads(directory, planned!.inPlace, 'copy');
+    planned!.finishOptimizer?.();
+    planned!.commitReplicated?.();
+  } catch (error) {
+    readError =
+      error instanceof CheckpointError
+        ? new CheckpointError(
+            `${error.message} It was intact when verified moments before: the checkpoint changed while it was loaded, and the model and optimizer now hold part of it.`,
+            {
+              reason: error.reason,
+              ...(error.file === undefined ? {} : { file: error.file }),
+              parameters: error.parameters,
+              cause: error,
+              fix: 'stop whatever writes to the checkpoint directory, then load a checkpoint again before training.',
+            },
+          )
+        : error;
+  }
+  throwIfAnyRankFailed(group, readError, `Loading checkpoint ${path} (reading in place)`);
   return {
     path: directory,
     step: metadata!.step,
     extra: metadata!.extra,
     savedWorldSize: metadata!.worldSize,
-    bytesRead: staged!.bytesRead,
-    buffers: staged!.replicated.buffers,
-    documents: staged!.replicated.documents,
+    bytesRead: planned!.bytesRead,
+    buffers: planned!.replicated.buffers,
+    documents: planned!.replicated.documents,
   };
 }
 
-function stage(
+/** Plans every read, then reads and verifies them (keeping only what a staging reader needs). */
+function planAndVerify(
   directory: string,
   metadata: CheckpointMetadata,
   shards: readonly FlatShard[],
   optimizer: OptimizerReader | undefined,
   group: { rank: number; size: number },
-): Staged {
+): Planned {
   const matched = matchParameters(directory, metadata, shards);
-  const reads: PlannedRead[] = [];
-  const parameters = new Map<FlatShard, Float32Array>();
+  const inPlace: PlannedRead[] = [];
+  const staging: PlannedRead[] = [];
   for (const shard of shards) {
-    const target = new Float32Array(shard.data.length);
-    parameters.set(shard, target);
-    reads.push(...planBufferReads(directory, metadata, shard, 'parameters', target, matched));
+    inPlace.push(...planBufferReads(directory, metadata, shard, 'parameters', shard.data, matched));
   }
-  const buffers = new Map<FlatShard, Map<string, Float32Array>>();
-  let saved: SavedOptimizer | undefined;
+  let commitOptimizer: (() => void) | null = null;
+  let finishOptimizer: (() => void) | null = null;
+  let stageOptimizer: (() => () => void) | null = null;
   if (optimizer !== undefined) {
-    saved = checkOptimizer(directory, metadata, optimizer);
-    for (const shard of shards) {
-      const shardBuffers = new Map<string, Float32Array>();
-      const names = new Set(
+    const saved = checkOptimizer(directory, metadata, optimizer);
+    const bufferNames = (shard: FlatShard) =>
+      new Set(
         shard.layout.parameters.flatMap(
-          (parameter) => saved!.parameters[matched.get(parameter.names[0]!)!.name]?.buffers ?? [],
+          (parameter) => saved.parameters[matched.get(parameter.names[0]!)!.name]?.buffers ?? [],
         ),
       );
-      for (const name of names) {
-        const target = new Float32Array(shard.data.length);
-        shardBuffers.set(name, target);
-        const hasBuffer = (location: SavedLocation) =>
-          saved!.parameters[location.name]?.buffers.includes(name) ?? false;
-        reads.push(...planBufferReads(directory, metadata, shard, name, target, matched, hasBuffer));
+    const plan = (shard: FlatShard, name: string, target: Float32Array) => {
+      const hasBuffer = (location: SavedLocation) =>
+        saved.parameters[location.name]?.buffers.includes(name) ?? false;
+      return planBufferReads(directory, metadata, shard, name, target, matched, hasBuffer);
+    };
+    if (optimizer.prepare !== undefined) {
+      const targets = optimizer.prepare(saved, matched);
+      for (const shard of shards) {
+        for (const name of bufferNames(shard)) {
+          // Planned against the shard's layout, then pointed at each parameter's own array.
+          const pieces = targets.pieces.get(shard)?.get(name) ?? [];
+          inPlace.push(...retargetToPieces(plan(shard, name, new Float32Array(0)), pieces, name));
+        }
       }
-      buffers.set(shard, shardBuffers);
+      commitOptimizer = () => targets.commit();
+      if (targets.finish !== undefined) finishOptimizer = () => targets.finish!();
+    } else if (optimizer.stage !== undefined) {
+      const buffers = new Map<FlatShard, Map<string, Float32Array>>();
+      for (const shard of shards) {
+        const shardBuffers = new Map<string, Float32Array>();
+        for (const name of bufferNames(shard)) {
+          const target = new Float32Array(shard.data.length);
+          shardBuffers.set(name, target);
+          staging.push(...plan(shard, name, target));
+        }
+        buffers.set(shard, shardBuffers);
+      }
+      const stage = optimizer.stage;
+      stageOptimizer = () => stage({ saved, buffers, matched });
     }
   }
-  let bytesRead = executeReads(directory, reads);
-  bytesRead += verifyOwnedFiles(directory, metadata, reads, group.rank, group.size);
+  let bytesRead = executeReads(directory, inPlace, 'verify');
+  bytesRead += executeReads(directory, staging, 'copy');
+  bytesRead += verifyOwnedFiles(directory, metadata, [...inPlace, ...staging], group.rank, group.size);
   // Every rank needs all of it: each reads the whole (small) file and checks its digest.
   const replicated = readReplicatedState(directory, metadata.replicated);
   bytesRead += metadata.replicated?.bytes ?? 0;
-  const commitOptimizer =
-    optimizer === undefined || saved === undefined ? null : optimizer.stage({ saved, buffers, matched });
-  return { parameters, commitOptimizer, bytesRead, replicated, commitReplicated: null };
+  if (stageOptimizer !== null) commitOptimizer = stageOptimizer();
+  return { inPlace, commitOptimizer, finishOptimizer, replicated, commitReplicated: null, bytesRead };
 }
 
 function checkOptimizer(

@@ -15,21 +15,40 @@ export interface PlannedRead {
   parameter: string;
 }
 
-const MAX_RUN_BYTES = 8 << 20;
-const MAX_READ_BYTES = 4 << 20; // a multiple of 4: big reads are split so a run stays bounded
+/** How much executeReads reads at once: a run of adjacent blocks, and the largest piece of a read. */
+export interface ReadLimits {
+  /** Bytes of adjacent blocks read (into one scratch buffer) and verified at a time. Default 8 MiB. */
+  runBytes: number;
+  /** Reads longer than this are split (a multiple of 4), so a run stays bounded. Default 4 MiB. */
+  readBytes: number;
+}
+
+export const DEFAULT_READ_LIMITS: ReadLimits = { runBytes: 8 << 20, readBytes: 4 << 20 };
 
 /**
  * Executes planned reads: per file, the verification blocks the reads touch are read once (merged
- * into runs of adjacent blocks), checked against their SHA-256 and copied out. Nothing outside
- * those blocks is read. Throws CheckpointError (missing, truncated, corrupt) naming the file and
- * the parameters concerned.
+ * into runs of adjacent blocks, at most `runBytes` at a time into one scratch buffer), checked
+ * against their SHA-256 and, with `mode` 'copy', copied into the reads' targets; 'verify' only
+ * checks them. Nothing outside those blocks is read. Throws CheckpointError (missing, truncated,
+ * corrupt) naming the file and the parameters concerned. See [Note: loads verify, agree, then
+ * read in place] in read-checkpoint.ts.
  */
-export function executeReads(directory: string, reads: readonly PlannedRead[]): number {
+export function executeReads(
+  directory: string,
+  reads: readonly PlannedRead[],
+  mode: 'verify' | 'copy' = 'copy',
+  limits: ReadLimits = DEFAULT_READ_LIMITS,
+): number {
+  if (limits.readBytes % 4 !== 0 || limits.readBytes <= 0 || limits.runBytes <= 0) {
+    throw new RangeError(
+      `executeReads: readBytes must be a positive multiple of 4; got ${limits.readBytes}.`,
+    );
+  }
   const byFile = new Map<DataFileEntry, PlannedRead[]>();
   for (const read of reads) {
     const list = byFile.get(read.file) ?? [];
-    for (let done = 0; done < read.byteLength; done += MAX_READ_BYTES) {
-      const byteLength = Math.min(MAX_READ_BYTES, read.byteLength - done);
+    for (let done = 0; done < read.byteLength; done += limits.readBytes) {
+      const byteLength = Math.min(limits.readBytes, read.byteLength - done);
       list.push({
         ...read,
         byteOffset: read.byteOffset + done,
@@ -41,7 +60,8 @@ export function executeReads(directory: string, reads: readonly PlannedRead[]): 
   }
   let bytesRead = 0;
   const scratch = { buffer: Buffer.allocUnsafe(0) };
-  for (const [file, list] of byFile) bytesRead += readFile(directory, file, list, scratch);
+  for (const [file, list] of byFile)
+    bytesRead += readFile(directory, file, list, scratch, mode === 'copy', limits.runBytes);
   return bytesRead;
 }
 
@@ -50,6 +70,8 @@ function readFile(
   file: DataFileEntry,
   reads: PlannedRead[],
   scratch: { buffer: Buffer },
+  copy: boolean,
+  runBytes: number,
 ): number {
   const path = join(directory, file.file);
   const names = (selected: readonly PlannedRead[]) => [...new Set(selected.map((read) => read.parameter))];
@@ -83,7 +105,7 @@ function readFile(
     }
     const sorted = [...reads].sort((left, right) => left.byteOffset - right.byteOffset);
     let bytesRead = 0;
-    for (const run of blockRuns(sorted, file.blockBytes)) {
+    for (const run of blockRuns(sorted, file.blockBytes, runBytes)) {
       const start = run.firstBlock * file.blockBytes;
       const end = Math.min(run.endBlock * file.blockBytes, file.bytes);
       // One scratch buffer for every run: fresh memory costs a page fault per 4 KiB.
@@ -118,7 +140,7 @@ function readFile(
           );
         }
       }
-      for (const read of run.reads) copyOut(read, bytes, start);
+      if (copy) for (const read of run.reads) copyOut(read, bytes, start);
     }
     return bytesRead;
   } finally {
@@ -132,8 +154,8 @@ interface BlockRun {
   reads: PlannedRead[];
 }
 
-/** Groups sorted reads into runs of consecutive blocks (at most MAX_RUN_BYTES unless one read is larger). */
-function blockRuns(sorted: readonly PlannedRead[], blockBytes: number): BlockRun[] {
+/** Groups sorted reads into runs of consecutive blocks (at most `runBytes` unless one read is larger). */
+function blockRuns(sorted: readonly PlannedRead[], blockBytes: number, runBytes: number): BlockRun[] {
   const runs: BlockRun[] = [];
   for (const read of sorted) {
     const firstBlock = Math.floor(read.byteOffset / blockBytes);
@@ -142,7 +164,7 @@ function blockRuns(sorted: readonly PlannedRead[], blockBytes: number): BlockRun
     if (
       last !== undefined &&
       firstBlock <= last.endBlock &&
-      (endBlock - last.firstBlock) * blockBytes <= MAX_RUN_BYTES
+      (endBlock - last.firstBlock) * blockBytes <= runBytes
     ) {
       last.endBlock = Math.max(last.endBlock, endBlock);
       last.reads.push(read);

@@ -243,6 +243,32 @@ export class WeightBucket {
     }
   }
 
+  /**
+   * Checkpoints (idle trainer: the full buffer is resident under every strategy): the live part of
+   * the full buffer a checkpoint reads or writes, this rank's slice `[rank × shardNumel, +shardNumel)`
+   * or, with `whole`, every element of the weights (`totalNumel`, world size 1).
+   */
+  checkpointData(whole: boolean): Float32Array {
+    const full = this.full.array() as Float32Array;
+    if (whole) return full.subarray(0, this.layout.totalNumel);
+    const start = this.group.rank * this.layout.shardNumel;
+    return full.subarray(start, start + this.layout.shardNumel);
+  }
+
+  /**
+   * After a checkpoint load wrote into `checkpointData(whole)`: all-gathers the full buffer when
+   * only this rank's slice was written, then updates the shard and the variables.
+   */
+  afterCheckpointLoad(whole: boolean): void {
+    if (!whole && this.group.size > 1) {
+      const full = this.full.array() as Float32Array;
+      const start = this.group.rank * this.layout.shardNumel;
+      this.group.allGather(full, full.slice(start, start + this.layout.shardNumel)).wait();
+    }
+    this.copyShardFromFull();
+    this.refreshVariables();
+  }
+
   /** Bytes of the trainable weights' memory not in the bucket's buffers (backends that copy, e.g. wasm). */
   variableCopyBytes(): number {
     if (!this.full.isAllocated) return 0;

@@ -6,11 +6,12 @@ import { ParameterState } from './parameter-state';
 
 const FORMAT = 'fsdp-ts/optim-state@1';
 
-/** A state dict of copies: state keyed by position, groups with positions and names. */
+/** A state dict (copies unless `copy` is false): state keyed by position, groups with positions and names. */
 export function saveOptimizerState<Options extends BaseOptions>(
   kind: string,
   groups: readonly ParamGroup<Options>[],
   states: ReadonlyMap<Parameter, ParameterState>,
+  copy: boolean,
 ): OptimizerStateDict {
   const state: Record<number, ParameterStateEntry> = {};
   let position = 0;
@@ -21,7 +22,7 @@ export function saveOptimizerState<Options extends BaseOptions>(
       const parameterState = states.get(param);
       if (parameterState !== undefined) {
         const buffers: Record<string, Float32Array> = {};
-        for (const [name, buffer] of parameterState.buffers) buffers[name] = buffer.slice();
+        for (const [name, buffer] of parameterState.buffers) buffers[name] = copy ? buffer.slice() : buffer;
         state[position] = {
           name: param.name,
           shape: [...param.shape],
@@ -46,12 +47,13 @@ export interface LoadedOptimizerState {
   state: Map<Parameter, ParameterState>;
 }
 
-/** Checks `stateDict` against the optimizer's groups and returns copies ready to install. */
+/** Checks `stateDict` against the optimizer's groups and returns state ready to install (copies unless `copy` is false). */
 export function loadOptimizerState<Options extends BaseOptions>(
   kind: string,
   groups: readonly ParamGroup<Options>[],
   defaults: Readonly<Options>,
   stateDict: OptimizerStateDict,
+  copy: boolean,
 ): LoadedOptimizerState {
   const mismatch = (
     message: string,
@@ -168,7 +170,16 @@ export function loadOptimizerState<Options extends BaseOptions>(
           param,
         );
       }
-      parameterState.buffers.set(name, Float32Array.from(buffer));
+      if (!copy && !(buffer instanceof Float32Array)) {
+        throw mismatch(
+          `${param}'s saved buffer '${name}' is not a Float32Array; a load without copies keeps the buffers as they are.`,
+          'Float32Array',
+          Object.prototype.toString.call(buffer),
+          'pass Float32Array buffers, or load with copies (the default).',
+          param,
+        );
+      }
+      parameterState.buffers.set(name, copy ? Float32Array.from(buffer) : buffer);
     }
     state.set(param, parameterState);
   }

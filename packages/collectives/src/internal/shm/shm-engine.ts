@@ -1,13 +1,13 @@
 import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
 import type { CollectiveError } from '../../errors.js';
 import type { CollectiveBuffer } from '../../types.js';
-import { reduceBlocks } from '../block-reduce.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import { describeOp, type OpMessage } from '../op-message.js';
 import { segmentBounds } from '../segments.js';
 import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot } from './shm-control.js';
+import { reduceShared } from './shm-reduce.js';
 
 export interface ShmInit extends EngineInit {
   backend: 'shm';
@@ -26,6 +26,8 @@ type PeerMessage =
   | { type: 'ack'; seq: number; refusal?: string };
 
 const WAIT_SLICE_MS = 100;
+/** Elements per all-gather block: small enough to stay in L2 between its n copies. */
+const GATHER_BLOCK = 65_536;
 
 /**
  * The shm backend inside a rank's communication worker. Ranks exchange a message per op (the
@@ -95,13 +97,18 @@ export class ShmEngine extends EngineBase<ShmInit> {
     if (op.kind === 'allReduce') {
       const [start, end] = segmentBounds(rank, count, size);
       const views = all.map((message) => message.output!.subarray(start, end));
-      reduceBlocks(views, views, op.dtype, op.reduceOp, size);
+      reduceShared(views, views, op.dtype, op.reduceOp, size);
     } else if (op.kind === 'reduceScatter') {
       const sources = all.map((message) => message.input!.subarray(rank * count, (rank + 1) * count));
-      reduceBlocks(sources, [op.output!], op.dtype, op.reduceOp, size);
+      reduceShared(sources, [op.output!], op.dtype, op.reduceOp, size);
     } else if (op.kind === 'allGather') {
-      const output = op.output!;
-      for (let peer = 0; peer < size; peer++) output.set(all[peer]!.input! as never, peer * count);
+      // Each rank pushes its own input into every rank's output, block by block, so the input is
+      // read from memory once and written n times (n + 1 passes, not 2n as pulling would take).
+      const input = op.input!;
+      for (let start = 0; start < count; start += GATHER_BLOCK) {
+        const block = input.subarray(start, Math.min(count, start + GATHER_BLOCK));
+        for (const message of all) message.output!.set(block as never, rank * count + start);
+      }
     } else if (op.kind === 'broadcast') {
       if (rank !== op.root) op.output!.set(all[op.root]!.output! as never);
     }

@@ -1,0 +1,88 @@
+/**
+ * The hardware's peer for the shm backend, measured in the benchmark's own run: how fast one
+ * thread copies 16 MiB with TypedArray.set (memcpy), alone and with a second thread copying its
+ * own 16 MiB at the same moment (as both shm ranks do during an op). An shm op can move its
+ * bytes no faster than these copies; `shmCeiling` turns the two-thread rate into the bus
+ * bandwidth each op would reach if it did nothing but move its bytes (see
+ * architecture/decisions/2026-12-01-shm-bandwidth.md).
+ */
+import { spawnThreadRanks, type ThreadRankArguments } from '../src/index.js';
+import type { BenchOp } from './sweep.js';
+
+const ELEMENTS = 4 << 20; // 16 MiB of float32
+const ROUNDS = 15;
+const WARMUP = 3;
+
+export interface CopyPeer {
+  /** GB/s of bytes copied (each read once and written once), median [min .. max]. */
+  median: number;
+  best: number;
+  worst: number;
+}
+
+interface CopyArguments {
+  /** [0] barrier counter, [1] rounds finished. */
+  control: Int32Array;
+  threads: number;
+}
+
+function summarise(rates: number[]): CopyPeer {
+  const sorted = [...rates].sort((a, b) => a - b);
+  return { median: sorted[Math.floor(sorted.length / 2)]!, best: sorted.at(-1)!, worst: sorted[0]! };
+}
+
+function sharedFloats(elements: number): Float32Array {
+  return new Float32Array(new SharedArrayBuffer(elements * 4));
+}
+
+/** A copying thread: ROUNDS copies of 16 MiB, each started together with the other threads. */
+export function copyRank({ args }: ThreadRankArguments<CopyArguments>): number[] {
+  const { control, threads } = args;
+  const source = sharedFloats(ELEMENTS).fill(1.5);
+  const target = sharedFloats(ELEMENTS).fill(0);
+  const ms: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    // Barrier: every thread arrives, the last one wakes the others.
+    const goal = threads * (round + 1);
+    if (Atomics.add(control, 0, 1) + 1 === goal) Atomics.notify(control, 0);
+    else
+      for (let seen = Atomics.load(control, 0); seen < goal; seen = Atomics.load(control, 0))
+        Atomics.wait(control, 0, seen, 1_000);
+    const start = performance.now();
+    target.set(source);
+    ms.push(performance.now() - start);
+  }
+  return ms;
+}
+
+/** Copy rate of `threads` threads copying 16 MiB each at once (per thread, from the slowest). */
+export async function measureCopyPeer(threads: number): Promise<CopyPeer> {
+  const control = new Int32Array(new SharedArrayBuffer(8));
+  const perThread = (await spawnThreadRanks(threads, new URL(import.meta.url), 'copyRank', {
+    args: { control, threads } satisfies CopyArguments,
+    timeoutMs: 120_000,
+  })) as number[][];
+  const rates: number[] = [];
+  for (let round = WARMUP; round < ROUNDS; round++) {
+    const slowest = Math.max(...perThread.map((times) => times[round]!));
+    rates.push((ELEMENTS * 4) / (slowest / 1000) / 1e9);
+  }
+  return summarise(rates);
+}
+
+/**
+ * Bus bandwidth an shm op reaches at world size `size` if each rank only moves its bytes at
+ * `copyRate` (GB/s copied by each of the threads working at once; a copy reads and writes each
+ * byte once). Per rank, for a full buffer of S bytes:
+ *   all-reduce      reads S (its slice of every rank), writes S (its slice into every rank): time S / rate
+ *   all-gather      reads S / n (its input, once per block), writes S (into every output)
+ *   reduce-scatter  reads S (its slice of every input), writes S / n
+ *   broadcast       one rank reads S and writes S (the others wait): time S / rate
+ * with reads and writes counted as half a copied byte each; then the nccl-tests bus factor.
+ */
+export function shmCeiling(op: BenchOp, size: number, copyRate: number): number {
+  if (op === 'allReduce') return (copyRate * 2 * (size - 1)) / size;
+  if (op === 'broadcast') return copyRate;
+  // (S + S/n) / 2 copied bytes in S(1 + 1/n) / (2 rate) seconds, times (n - 1) / n.
+  return (2 * copyRate * (size - 1)) / (size + 1);
+}

@@ -1,0 +1,95 @@
+import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
+import { type Bfloat16Kernels, bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
+import { reduceBlocks } from '../block-reduce.js';
+import { REDUCE_BLOCK, type ReduceKernelName, type ReduceKernels, reduceKernels } from './reduce-simd.js';
+
+/**
+ * Reduces `sources` (equal-length views into the ranks' buffers, in rank order) and writes the
+ * result into every view of `targets`, like reduceBlocks, with the WebAssembly SIMD kernels for
+ * float32 and int32: per block of REDUCE_BLOCK elements, the first source is copied into the
+ * kernel's accumulator, every other source into its input and reduced, and the result copied
+ * into every target. Each element of each buffer is read or written once, with memcpy
+ * (TypedArray.set); the arithmetic stays in L2. bfloat16 sums and averages decode, add and
+ * encode inside the bfloat16 kernels' memory (reduceBfloat16); bfloat16 max and min, and threads
+ * without SIMD, go through reduceBlocks.
+ */
+export function reduceShared(
+  sources: readonly CollectiveBuffer[],
+  targets: readonly CollectiveBuffer[],
+  dtype: CollectiveDtype,
+  op: ReduceOp,
+  size: number,
+): void {
+  const kernels = reduceKernels();
+  const first = sources[0];
+  if (dtype === 'bfloat16' && (op === 'sum' || op === 'avg')) {
+    const conversions = bfloat16Kernels();
+    if (kernels !== null && conversions !== null && first !== undefined) {
+      reduceBfloat16(sources as Uint16Array[], targets as Uint16Array[], op, size, conversions, kernels);
+      return;
+    }
+  }
+  if (kernels === null || first === undefined || dtype === 'bfloat16') {
+    reduceBlocks(sources, targets, dtype, op, size);
+    return;
+  }
+  const floats = dtype === 'float32';
+  const accumulator = floats ? kernels.accumulatorFloats : kernels.accumulatorInts;
+  const input = floats ? kernels.inputFloats : kernels.inputInts;
+  const reduce = kernels.reduce[kernelName(floats, op)];
+  const average = floats && op === 'avg';
+  const length = first.length;
+  for (let start = 0; start < length; start += REDUCE_BLOCK) {
+    const end = Math.min(length, start + REDUCE_BLOCK);
+    const count = end - start;
+    accumulator.set(first.subarray(start, end) as never);
+    for (let index = 1; index < sources.length; index++) {
+      input.set(sources[index]!.subarray(start, end) as never);
+      reduce(count);
+    }
+    if (average) kernels.divide(count, size);
+    const result = accumulator.subarray(0, count);
+    for (const target of targets) target.set(result as never, start);
+  }
+}
+
+/**
+ * bfloat16 sum or avg, exactly as reduceBlocks computes it (decode the first source, add the
+ * others decoded in float32 in rank order, divide once for avg, round once), without leaving
+ * the kernels' memory between the steps: per block, each source is copied in once and the
+ * result copied out once per target.
+ */
+function reduceBfloat16(
+  sources: readonly Uint16Array[],
+  targets: readonly Uint16Array[],
+  op: 'sum' | 'avg',
+  size: number,
+  conversions: Bfloat16Kernels,
+  kernels: ReduceKernels,
+): void {
+  const length = sources[0]!.length;
+  for (let start = 0; start < length; start += SIMD_BLOCK) {
+    const end = Math.min(length, start + SIMD_BLOCK);
+    const count = end - start;
+    conversions.inputHalves.set(sources[0]!.subarray(start, end));
+    conversions.decode(count);
+    for (let index = 1; index < sources.length; index++) {
+      conversions.inputHalves.set(sources[index]!.subarray(start, end));
+      conversions.decodeAdd(count);
+    }
+    const sum = conversions.outputFloats.subarray(0, count);
+    if (op === 'avg') {
+      kernels.accumulatorFloats.set(sum);
+      kernels.divide(count, size);
+      conversions.inputFloats.set(kernels.accumulatorFloats.subarray(0, count));
+    } else conversions.inputFloats.set(sum);
+    conversions.encode(count);
+    const result = conversions.outputHalves.subarray(0, count);
+    for (const target of targets) target.set(result, start);
+  }
+}
+
+function kernelName(floats: boolean, op: ReduceOp): ReduceKernelName {
+  const reduction = op === 'max' ? 'max' : op === 'min' ? 'min' : 'sum';
+  return `${reduction}${floats ? 'Float' : 'Int'}`;
+}

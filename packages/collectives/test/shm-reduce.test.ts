@@ -1,0 +1,121 @@
+import { describe, expect, it } from 'vitest';
+import { reduceBlocks } from '../src/internal/block-reduce.js';
+import { finishAverage, reduceInto } from '../src/internal/reduce-kernels.js';
+import { reduceKernels } from '../src/internal/shm/reduce-simd.js';
+import { reduceShared } from '../src/internal/shm/shm-reduce.js';
+import type { ReduceOp } from '../src/types.js';
+
+/** float32 bit patterns of every class (zeros of both signs, subnormals, infinities, NaNs) then pseudo-random bits. */
+function interestingBits(length: number, seed: number): Int32Array {
+  const bits = new Int32Array(length);
+  const fixed = [0, 0x80000000, 1, 0x7f800000, 0xff800000, 0x7fc00000, 0x3f800000, 0xbf800000, 0x7f7fffff];
+  let state = seed;
+  for (let index = 0; index < length; index++) {
+    state = (Math.imul(state, 1_664_525) + 1_013_904_223) >>> 0;
+    // Every source gets each special value at several positions, against every other one.
+    bits[index] = index < 64 ? fixed[(index + seed) % fixed.length]! : state;
+  }
+  return bits;
+}
+
+/** The scalar reference: reduce-kernels.ts, source by source in rank order. */
+function scalarReduce(sources: Int32Array[], float: boolean, op: ReduceOp, size: number): Int32Array {
+  const result = sources[0]!.slice();
+  const view = float ? new Float32Array(result.buffer) : result;
+  for (const source of sources.slice(1))
+    reduceInto(view, float ? new Float32Array(source.buffer) : source, op);
+  if (float && op === 'avg') finishAverage(view as Float32Array, size);
+  return result;
+}
+
+/** The first index where the bits differ (two float32 NaNs count as equal: payloads may differ), or -1. */
+function firstDifference(actual: Int32Array, expected: Int32Array, float: boolean): number {
+  const actualFloats = new Float32Array(actual.buffer, actual.byteOffset, actual.length);
+  const expectedFloats = new Float32Array(expected.buffer, expected.byteOffset, expected.length);
+  for (let index = 0; index < expected.length; index++) {
+    if (actual[index] === expected[index]) continue;
+    if (float && Number.isNaN(actualFloats[index]) && Number.isNaN(expectedFloats[index])) continue;
+    return index;
+  }
+  return actual.length === expected.length ? -1 : expected.length;
+}
+
+describe('shm reductions (WebAssembly SIMD)', () => {
+  it('has WebAssembly SIMD kernels on this runtime', () => {
+    expect(reduceKernels()).not.toBeNull();
+  });
+
+  // Lengths around the kernel block (65536) and the 4-lane width, at unaligned element offsets.
+  for (const [length, offset] of [
+    [0, 0],
+    [1, 1],
+    [7, 3],
+    [65_536, 0],
+    [131_077, 2],
+  ] as const) {
+    for (const size of [1, 2, 3]) {
+      it(`matches the scalar kernels bit for bit: ${length} elements at offset ${offset}, ${size} sources`, () => {
+        for (const [dtype, ops] of [
+          ['float32', ['sum', 'avg', 'max', 'min']],
+          ['int32', ['sum', 'max', 'min']],
+        ] as const) {
+          const float = dtype === 'float32';
+          for (const op of ops) {
+            const sources = Array.from({ length: size }, (_, rank) => interestingBits(length, rank + 1));
+            const expected = scalarReduce(sources, float, op, size);
+            const view = (bits: Int32Array) =>
+              float
+                ? new Float32Array(bits.buffer, offset * 4, length)
+                : new Int32Array(bits.buffer, offset * 4, length);
+            const padded = sources.map((source) => {
+              const copy = new Int32Array(length + offset + 3).fill(0x12345678);
+              copy.set(source, offset);
+              return copy;
+            });
+            // In place into every source, as all-reduce does, and into a separate target.
+            const target = new Int32Array(length + offset + 3).fill(0x12345678);
+            reduceShared(padded.map(view), [view(target)], dtype, op, size);
+            reduceShared(padded.map(view), padded.map(view), dtype, op, size);
+            for (const result of [target, ...padded]) {
+              expect(
+                firstDifference(result.subarray(offset, offset + length), expected, float),
+                `${dtype} ${op}`,
+              ).toBe(-1);
+              // Nothing outside the views is touched.
+              expect(Array.from(result.subarray(0, offset))).toEqual(new Array(offset).fill(0x12345678));
+              expect(Array.from(result.subarray(offset + length))).toEqual([
+                0x12345678, 0x12345678, 0x12345678,
+              ]);
+            }
+          }
+        }
+      });
+    }
+  }
+
+  // bfloat16 sum and avg: as reduceBlocks computes them (decode, float32 adds in rank order, one
+  // division, one rounding), checked for every one of the 2^16 bit patterns against each other.
+  for (const size of [1, 2, 3]) {
+    it(`bfloat16 sum and avg match reduceBlocks bit for bit over all 2^16 patterns, ${size} sources`, () => {
+      const length = 65_536 + 5;
+      for (const op of ['sum', 'avg'] as const) {
+        const sources = Array.from({ length: size }, (_, rank) =>
+          Uint16Array.from({ length }, (_, index) => (index * (2 * rank + 1) + rank * 7919) & 0xffff),
+        );
+        const expected = new Uint16Array(length);
+        reduceBlocks(sources, [expected], 'bfloat16', op, size);
+        const inPlace = sources.map((source) => source.slice());
+        reduceShared(inPlace, inPlace, 'bfloat16', op, size);
+        const isNaN16 = (bits: number) => (bits & 0x7f80) === 0x7f80 && (bits & 0x7f) !== 0;
+        for (const result of inPlace) {
+          let first = -1;
+          for (let index = 0; index < length && first < 0; index++) {
+            const [a, b] = [result[index]!, expected[index]!];
+            if (a !== b && !(isNaN16(a) && isNaN16(b))) first = index;
+          }
+          expect(first, `bfloat16 ${op}`).toBe(-1);
+        }
+      }
+    });
+  }
+});
