@@ -189,7 +189,7 @@ export async function benchComputeBound(options: ComputeBoundOptions): Promise<v
   if (!options.profile) return;
   const directory = mkdtempSync(join(tmpdir(), 'layers-bench-profile-'));
   try {
-    const profiled = [single, sharded[0]!];
+    const profiled = [single, ...sharded];
     const columns: { label: string; phases: Map<string, number>; totalMs: number }[] = [];
     for (const run of profiled) {
       const prefix = join(directory, run.strategy ?? 'single');
