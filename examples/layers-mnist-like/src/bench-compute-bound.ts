@@ -130,8 +130,17 @@ export async function benchComputeBound(options: ComputeBoundOptions): Promise<v
     console.log(`round ${round + 1}: ${line.join(', ')}; ${options.load()}`);
   }
   const first = results.get(single)![0]!.ranks[0]!;
+  const backends = new Set(
+    [...results.values()].flatMap((measured) =>
+      measured.flatMap((entry) => entry.ranks.map((rank) => rank.backend)),
+    ),
+  );
+  const backendNote =
+    backends.size === 1
+      ? `${first.backend} in every process`
+      : `backends differ: ${[...backends].join('; ')}`;
   console.log(
-    `\nP = ${first.parameters} parameters; tfjs backend ${first.backend} on every side (matMul through OpenBLAS, 1 thread per process)\n\n| run | samples/s median (min–max) | CPU s of the epoch, all ranks, median (min–max) |\n| --- | --- | --- |`,
+    `\nP = ${first.parameters} parameters; ${backendNote}\n\n| run | samples/s median (min–max) | CPU s of the epoch, all ranks, median (min–max) |\n| --- | --- | --- |`,
   );
   for (const run of runs) {
     const measured = results.get(run)!;
@@ -180,7 +189,7 @@ export async function benchComputeBound(options: ComputeBoundOptions): Promise<v
   if (!options.profile) return;
   const directory = mkdtempSync(join(tmpdir(), 'layers-bench-profile-'));
   try {
-    const profiled = [single, sharded[0]!];
+    const profiled = [single, ...sharded];
     const columns: { label: string; phases: Map<string, number>; totalMs: number }[] = [];
     for (const run of profiled) {
       const prefix = join(directory, run.strategy ?? 'single');

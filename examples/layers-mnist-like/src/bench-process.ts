@@ -10,13 +10,14 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { initProcessGroup } from '@fsdp-ts/collectives';
 import { ShardedTrainer, type ShardedTrainerStrategy, type TrainerMemory } from '@fsdp-ts/layers';
-import { currentBackend, initBackend } from '@fsdp-ts/tensor';
+import { computeInfo, initBackend } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import { startProfile } from './cpu-profile';
 import { makeDigits } from './digits';
 import { buildWideModel } from './wide-model';
 
 export interface BenchProcessResult {
+  /** computeInfo().summary: the tfjs backend and the matMul kernel it runs. */
   backend: string;
   parameters: number;
   seconds: number;
@@ -76,7 +77,7 @@ const held = memory();
 if (profiler !== null) await profiler.stop(`${values.profile}.${values.mode}-rank${rank}.cpuprofile`);
 await finish();
 const result: BenchProcessResult = {
-  backend: currentBackend() ?? 'none',
+  backend: computeInfo().summary,
   parameters: model.countParams(),
   seconds,
   cpuSeconds: (cpu.user + cpu.system) / 1e6,

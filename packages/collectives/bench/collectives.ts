@@ -20,6 +20,7 @@ import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '../src/index.js';
 import { decodeBfloat16, encodeBfloat16 } from '../src/internal/bfloat16.js';
+import { resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
 import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
 import { type GlooRow, glooUnavailable, runGloo } from './gloo.js';
 import { type CopyPeer, measureCopyPeer, shmCeiling } from './memory-peer.js';
@@ -95,10 +96,15 @@ async function shm(worldSize: number): Promise<BackendRows> {
   return { backend: 'shm', worldSize, rows: results[0]!, copyPeer: { before, after } };
 }
 
-async function tcp(worldSize: number, sweep: SweepConfig = config, secure = false): Promise<BackendRows> {
+async function tcp(
+  worldSize: number,
+  sweep: SweepConfig = config,
+  secure = false,
+  nodeNet = false,
+): Promise<BackendRows> {
   const run = await runWithLauncher(worldSize, new URL('./tcp-rank.ts', import.meta.url), [], {
     timeoutMs: 1_800_000,
-    env: { FSDP_BENCH_CONFIG: JSON.stringify(sweep) },
+    env: { FSDP_BENCH_CONFIG: JSON.stringify(sweep), ...(nodeNet ? { FSDP_TCP_NATIVE: '0' } : {}) },
     launcherArgs: secure ? ['--secure'] : [],
   });
   const result = run.results.get(0) as { rows: SweepRow[]; rawSocket?: RawSocketResult } | undefined;
@@ -146,6 +152,10 @@ const uptime = () =>
 const startedAt = new Date().toISOString();
 const loadBefore = loadavg()[0]!;
 console.log(`Started ${startedAt}, ${uptime()} on ${cpus().length} cores (shared with other agents).`);
+const nativePath = resolveNativeSocketsModule() !== undefined;
+console.log(
+  `tcp data path: ${nativePath ? 'native (libc send/recv/poll through koffi)' : 'node:net (koffi not installed, not Linux, or FSDP_TCP_NATIVE=0)'}`,
+);
 const copy = memcpy();
 console.log(
   `single-core memcpy (64 MiB Uint8Array.set): median ${copy.median.toFixed(2)} GB/s [${copy.worst.toFixed(2)} .. ${copy.best.toFixed(2)}]`,
@@ -205,12 +215,14 @@ interface GlooComparison {
   bytes: number;
   tcpMs: number[];
   glooMs: number[];
+  /** The same op on the node:net data path (FSDP_TCP_NATIVE=0), when the native one ran. */
+  nodeNetMs: number[];
 }
 const comparisons: GlooComparison[] = [];
 if (glooWhyNot === undefined && backends.includes('tcp')) {
   for (const worldSize of worlds) {
     const byBytes = new Map<number, GlooComparison>(
-      glooSizes.map((bytes) => [bytes, { worldSize, bytes, tcpMs: [], glooMs: [] }]),
+      glooSizes.map((bytes) => [bytes, { worldSize, bytes, tcpMs: [], glooMs: [], nodeNetMs: [] }]),
     );
     for (let round = 0; round < 2; round++) {
       const ours = await tcp(worldSize, {
@@ -223,6 +235,16 @@ if (glooWhyNot === undefined && backends.includes('tcp')) {
       // Rows come in size order (the sweep rounds each size down to a multiple of the world size).
       for (const [index, row] of ours.rows.entries())
         byBytes.get(glooSizes[index]!)?.tcpMs.push(row.medianMs);
+      if (nativePath) {
+        const nodeNet = await tcp(
+          worldSize,
+          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, iterations: 5, warmup: 2 },
+          false,
+          true,
+        );
+        for (const [index, row] of nodeNet.rows.entries())
+          byBytes.get(glooSizes[index]!)?.nodeNetMs.push(row.medianMs);
+      }
       const theirs: GlooRow[] = runGloo(worldSize, glooSizes, 5, 2);
       for (const [index, row] of theirs.entries())
         byBytes.get(glooSizes[index]!)?.glooMs.push(stats(row.ms).median);
@@ -230,16 +252,18 @@ if (glooWhyNot === undefined && backends.includes('tcp')) {
     comparisons.push(...byBytes.values());
   }
   console.log(
-    `\ntcp vs gloo float32 all-reduce (ms per op, median of 5 after 2 warm-ups, two interleaved rounds each; ${uptime()})`,
+    `\ntcp vs gloo float32 all-reduce (ms per op, median of 5 after 2 warm-ups, two interleaved rounds each: tcp, tcp on node:net, gloo; ${uptime()})`,
   );
   console.log(
-    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(18)}${'gloo ms'.padStart(18)}  gloo/tcp`,
+    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(18)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(18)}  gloo/tcp  node:net/tcp`,
   );
   for (const row of comparisons) {
     const format = (values: number[]) => values.map((value) => value.toFixed(1)).join(', ');
     const ratio = stats(row.glooMs).median / stats(row.tcpMs).median;
+    const nodeNetRatio =
+      row.nodeNetMs.length === 0 ? '-' : (stats(row.nodeNetMs).median / stats(row.tcpMs).median).toFixed(2);
     console.log(
-      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(18)}${format(row.glooMs).padStart(18)}  ${ratio.toFixed(2)}`,
+      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(18)}${format(row.nodeNetMs).padStart(18)}${format(row.glooMs).padStart(18)}  ${ratio.toFixed(2).padEnd(10)}${nodeNetRatio}`,
     );
   }
 } else console.log(`\ntcp vs gloo: not run: ${glooWhyNot ?? 'tcp not benchmarked'}`);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { registerBackend, registeredBackends } from '../src/internal/backend-registry.js';
-import { conformanceLaunchers } from './conformance/launchers.js';
+import { conformanceLaunchers, tcpLauncher } from './conformance/launchers.js';
 import { loopbackBackend } from './support/loopback-backend/loopback-backend.js';
 
 // The package's backends plus the test-only one, registered from outside as a user would.
@@ -24,5 +24,15 @@ describe('conformance: every registered backend', () => {
         expect(results[0]!.length).toBeGreaterThan(launcher.minimumCases);
       }, 180_000);
     }
+  }
+
+  // The tcp suite above runs on the native data path (koffi); this is the node:net fallback.
+  for (const size of [2, 3]) {
+    it(`tcp on node:net (FSDP_TCP_NATIVE=0): every op x dtype x size matches the reference on ${size} processes`, async () => {
+      const results = await tcpLauncher('0').run(size);
+      expect(results).toHaveLength(size);
+      expect(results.flat().filter((outcome) => outcome.failure !== undefined)).toEqual([]);
+      expect(results[0]!.length).toBeGreaterThan(50);
+    }, 180_000);
   }
 });

@@ -55,15 +55,28 @@ describe('FSDP leaks nothing from step to step', () => {
 });
 
 describe('full-shard keeps activations and releases gathered parameters (no recompute)', () => {
-  it('after every unit forward: units sharded, no tape-saved tensor on a gathered buffer, storage within the model; nothing grows', async () => {
+  it('after every unit forward: units sharded but the last (kept gathered from step 2 on, the next prefetched), no tape-saved tensor on a released buffer, storage within the model; nothing grows', async () => {
     const reports = (await spawnThreadRanks(2, fixture, 'releaseCheck', {
       timeoutMs: 90_000,
     })) as ReleaseReport[];
     for (const report of reports) {
-      expect(report.unitsSharded).toEqual([true, true, true, true]);
+      // Step 1 has no forward order yet: every unit is released and resharded after its forward.
+      expect(report.unitStates[0]).toEqual(['sharded', 'sharded']);
+      expect(report.unshardedFreed[0]).toEqual([true, true]);
+      expect(report.savedTensorsOnKeptUnit[0]).toBe(0);
+      expect(report.storageBytes[0]).toBeLessThanOrEqual(report.storageBound);
+      // Then the last unit stays gathered and the one whose backward comes next is being gathered
+      // (see [Note: last unit stays gathered]): two gathered units, as the memory model allows.
+      for (let step = 1; step < 4; step++) {
+        expect(report.unitStates[step]).toEqual(['gathering', 'unsharded']);
+        expect(report.unshardedFreed[step]).toEqual([false, false]);
+        expect(report.savedTensorsOnKeptUnit[step]).toBeGreaterThan(0);
+        expect(report.storageBytes[step]).toBeLessThanOrEqual(
+          report.storageBound + 2 * report.largestUnitBytes,
+        );
+      }
       expect(report.savedTensorsOnGatheredBuffers).toEqual([0, 0, 0, 0]);
       for (const count of report.residentSavedTensors) expect(count).toBeGreaterThan(0);
-      for (const bytes of report.storageBytes) expect(bytes).toBeLessThanOrEqual(report.storageBound);
       expect(new Set(report.numTensors.slice(1)).size, `numTensors ${report.numTensors}`).toBe(1);
       expect(new Set(report.allocatedBytes.slice(1)).size, `bytes ${report.allocatedBytes}`).toBe(1);
       expect(report.losses.every(Number.isFinite)).toBe(true);

@@ -15,6 +15,7 @@ import { createCallbackList } from './internal/callbacks';
 import { checkReplicas } from './internal/check-replicas';
 import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
 import { agreedBatches, checkDatasetArgs, datasetPair, isDataset } from './internal/dataset-batches';
+import { type EvaluationContext, evaluateDatasetLogs, evaluateLogs } from './internal/distributed-evaluation';
 import { WeightedMeans } from './internal/epoch-logs';
 import { resolveSaveTarget } from './internal/file-save-handler';
 import { FullShardLayers } from './internal/full-shard-layers';
@@ -24,14 +25,13 @@ import { allLayers } from './internal/layer-access';
 import { MemoryMeter } from './internal/memory-meter';
 import { resolveOptimizer } from './internal/resolve-optimizer';
 import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
-import { applyModel, computeLocalGradients } from './internal/train-step';
+import { computeLocalGradients } from './internal/train-step';
 import {
   type Batch,
   checkBatch,
   checkBatchSize,
   checkSampleCounts,
   checkSplittable,
-  sliceBatch,
   splitValidation,
   standardizeTensors,
 } from './internal/validate-data';
@@ -166,7 +166,8 @@ export class ShardedTrainer {
       callbacks: args.callbacks,
       params: { samples: sampleCount, batchSize },
       doValidation: validation !== null,
-      validate: () => (validation === null ? {} : this.evaluateLogs(validation, batchSize, 'val_')),
+      validate: () =>
+        validation === null ? {} : evaluateLogs(this.evaluation(), validation, batchSize, 'val_'),
       batches: async function* (epoch) {
         const order = epochOrder(sampleCount, shuffle, seed, epoch);
         for (const range of batchRanges(sampleCount, batchSize))
@@ -188,12 +189,13 @@ export class ShardedTrainer {
     const validationBatchSize = args.validationBatchSize ?? 32;
     let validation: (() => Record<string, number> | Promise<Record<string, number>>) | null = null;
     if (validationData !== undefined && isDataset(validationData)) {
-      validation = () => this.evaluateDatasetLogs(validationData, args.validationBatches, 'val_');
+      validation = () =>
+        evaluateDatasetLogs(this.evaluation(), validationData, args.validationBatches, 'val_');
     } else if (validationData !== undefined) {
       const batch = this.standardize(validationData[0], validationData[1], 'validationData');
       checkBatch(batch, 'validationData');
       checkBatchSize(validationBatchSize);
-      validation = () => this.evaluateLogs(batch, validationBatchSize, 'val_');
+      validation = () => evaluateLogs(this.evaluation(), batch, validationBatchSize, 'val_');
     }
     const shared = args.batchesPerEpoch === undefined ? null : await dataset.iterator();
     const datasetBatches = (iterator: Awaited<ReturnType<BatchDataset['iterator']>>, limit?: number) =>
@@ -298,7 +300,7 @@ export class ShardedTrainer {
     const batch = this.standardize(x, y, 'evaluate(x, y)');
     checkSampleCounts(this.group, batch, args.batchSize ?? 32, null);
     this.adoptVariables();
-    return this.evaluateLogs(batch, args.batchSize ?? 32, '');
+    return evaluateLogs(this.evaluation(), batch, args.batchSize ?? 32, '');
   }
 
   /**
@@ -413,52 +415,15 @@ export class ShardedTrainer {
     return values;
   }
 
-  /** This rank's loss and metrics on its slice of one global batch of `count` samples, weighted by its share. */
-  private evaluateSlice(batch: Batch, start: number, count: number): Float32Array {
-    const local = localRange(count, this.group.rank, this.group.size);
-    const values = allocateShared(Float32Array, this.objective.names.length);
-    const localCount = local.end - local.start;
-    if (localCount > 0) {
-      tf.tidy(() => {
-        const slice = sliceBatch(batch, start + local.start, localCount);
-        const outputs = applyModel(this.model, slice.xs, false);
-        const share = localCount / count;
-        const { loss, others } = this.objective.compute(slice.ys, outputs);
-        values[0] = (loss.dataSync()[0] ?? 0) * share;
-        others.forEach((value, index) => {
-          values[1 + index] = (value.dataSync()[0] ?? 0) * share;
-        });
-      });
-    }
-    allReduceSumInPlace(this.group, values);
-    return values;
-  }
-
-  private evaluateLogs(batch: Batch, batchSize: number, prefix: string): Record<string, number> {
-    const means = new WeightedMeans();
-    for (const range of batchRanges(batch.xs[0]!.shape[0]!, batchSize)) {
-      const count = range.end - range.start;
-      means.add(this.objective.names, [...this.evaluateSlice(batch, range.start, count)], count);
-    }
-    return means.means(prefix);
-  }
-
-  private async evaluateDatasetLogs(
-    dataset: BatchDataset,
-    limit: number | undefined,
-    prefix: string,
-  ): Promise<Record<string, number>> {
-    const means = new WeightedMeans();
-    const iterator = await dataset.iterator();
-    const everyRank = this.everyRankNeedsSamples();
-    for await (const batch of agreedBatches(iterator, this.group, limit, (element, what) =>
-      this.standardizeElement(element, what),
-    )) {
-      const count = batch.xs[0]!.shape[0]!;
-      checkSplittable(this.group, count, everyRank, { validationBatch: count });
-      means.add(this.objective.names, [...this.evaluateSlice(batch, 0, count)], count);
-    }
-    return means.means(prefix);
+  /** What the evaluation helpers need (see internal/distributed-evaluation.ts). */
+  private evaluation(): EvaluationContext {
+    return {
+      model: this.model,
+      group: this.group,
+      objective: this.objective,
+      everyRankNeedsSamples: this.everyRankNeedsSamples(),
+      standardizeElement: (element, what) => this.standardizeElement(element, what),
+    };
   }
 
   private standardize(x: TensorData, y: TensorData, what: string): Batch {

@@ -37,12 +37,20 @@ function threads(
   };
 }
 
-export const conformanceLaunchers: Readonly<Record<string, ConformanceLauncher>> = {
-  tcp: {
+/**
+ * tcp ranks under fsdp-run. `FSDP_TCP_NATIVE`: '1' requires the native data path (koffi, Linux;
+ * a rank fails to start without it, so the suite cannot pass on node:net by accident), '0' forces
+ * node:net (the fallback when koffi is missing).
+ */
+export function tcpLauncher(native: '0' | '1' | undefined): ConformanceLauncher {
+  return {
     ranks: 'process(es) under fsdp-run',
     minimumCases: 50,
     run: async (size) => {
-      const run = await runWithLauncher(size, tcpScript, ['conformance'], { timeoutMs });
+      const run = await runWithLauncher(size, tcpScript, ['conformance'], {
+        timeoutMs,
+        ...(native === undefined ? {} : { env: { FSDP_TCP_NATIVE: native } }),
+      });
       if (run.code !== 0 || run.results.size !== size) {
         throw new Error(`fsdp-run exited with ${run.code} and ${run.results.size} results:\n${run.output}`);
       }
@@ -50,7 +58,11 @@ export const conformanceLaunchers: Readonly<Record<string, ConformanceLauncher>>
         .sort(([a], [b]) => a - b)
         .map(([, result]) => result as CaseOutcome[]);
     },
-  },
+  };
+}
+
+export const conformanceLaunchers: Readonly<Record<string, ConformanceLauncher>> = {
+  tcp: tcpLauncher(process.platform === 'linux' ? '1' : undefined),
   shm: threads('shm', (size) => ({ huge: size === 2 || size === 3, wire: false }), 40),
   // The test-only backend of test/support/loopback-backend, built by following CONTRIBUTING.md's
   // "Add a collectives backend" recipe: registered from outside the package, engine on EngineBase.

@@ -12,4 +12,6 @@ export interface StepContext {
   readonly order: FsdpUnit[]; // non-root units in the order their forward ran
   readonly sync: boolean; // false inside noSync: gradients accumulate unreduced
   readonly reducing: FsdpUnit[]; // units whose reductions are issued and not yet finished, oldest first
+  /** The unit left gathered after its forward as the last of the forward order (see [Note: last unit stays gathered]). */
+  keptGathered: FsdpUnit | null;
 }

@@ -73,6 +73,7 @@ export class StepLifecycle {
       order: [],
       sync: training.syncGradients,
       reducing: [],
+      keptGathered: null,
     };
     for (const unit of units) unit.reduction.beginStep(unit.trainableParameters().length);
     const ignoredTrainable = [...ignored].filter((parameter) => parameter.requiresGrad);

@@ -71,15 +71,26 @@ export class UnitForward {
   private runReleasing(unit: FsdpUnit, original: Forward, args: unknown[], step: StepContext): unknown {
     const { gathering } = this.#parts;
     const lifecycle = this.#parts.step;
+    this.reshardKept(step, unit);
     gathering.gatherForForward(unit, lifecycle.lastOrder);
     const parameters = new ReleasedParameters(unit, (parameter, raw) => lifecycle.tap(parameter, raw, step));
     step.released.set(unit, parameters);
+    const last = lifecycle.lastOrder.at(-1) === unit;
     let output: unknown;
+    let keep = false;
     try {
       output = withParameterTensors(parameters.tensors, () => original(...args));
+      keep = last && output instanceof tf.Tensor;
     } finally {
-      parameters.release();
-      unit.reshard();
+      if (!keep) {
+        parameters.release();
+        unit.reshard();
+      }
+    }
+    if (keep) {
+      // [Note: last unit stays gathered]
+      step.keptGathered = unit;
+      gathering.prefetchNextOfBackward(unit, lifecycle.lastOrder);
     }
     if (!(output instanceof tf.Tensor)) {
       throw new FsdpError(
@@ -96,6 +107,28 @@ export class UnitForward {
       gathering.gatherForBackward(unit, step.order);
       parameters.restore();
     });
+  }
+
+  /**
+   * [Note: last unit stays gathered]
+   * The last unit of the forward order (as the last completed training forward ran them) is the
+   * first whose backward runs, right after the loss: releasing and resharding it after its forward
+   * only to all-gather it again before its backward moves one unit's parameters for nothing. So
+   * in a training step it keeps its gathered parameters and tensors (its pre-backward hook finds it
+   * gathered, its last gradient releases and reshards it as usual), and the unit whose backward
+   * comes next is prefetched at once, overlapping the rest of forward and the loss. Two non-root
+   * units are gathered then, as the memory model allows. If another unit's forward runs after it
+   * (the order changed), the kept unit is released and resharded first, so the bound holds.
+   * The first step (no order yet) keeps nothing. PyTorch's FSDP2 offers the same by hand
+   * (`reshard_after_forward=False` on the last module).
+   */
+  private reshardKept(step: StepContext, unit: FsdpUnit): void {
+    const kept = step.keptGathered;
+    if (kept === null || kept === unit) return;
+    step.keptGathered = null;
+    if (kept.state !== 'unsharded') return;
+    step.released.get(kept)?.release();
+    kept.reshard();
   }
 
   /**

@@ -45,6 +45,14 @@ export class UnitGathering {
   }
 
   /**
+   * The last unit of forward stays gathered (see [Note: last unit stays gathered]): with
+   * `backwardPrefetch`, prefetches the unit whose backward comes after it, now.
+   */
+  prefetchNextOfBackward(unit: FsdpUnit, forwardOrder: readonly FsdpUnit[]): void {
+    if (this.#options.backwardPrefetch) this.prefetchAfter(unit, [...forwardOrder].reverse(), true);
+  }
+
+  /**
    * Before a unit's backward: gathers it and, with `backwardPrefetch`, prefetches the unit whose
    * backward comes next (the forward order reversed).
    */
@@ -76,6 +84,8 @@ export class UnitGathering {
    * the next one is gathered if fewer than two non-root units hold gathered memory ('holding'),
    * before the finished unit's reduce-scatter is issued, so that all-gather does not queue behind
    * the reduce-scatter on the communication worker. The bound of two gathered units holds.
+   * The last unit of forward stays gathered (see [Note: last unit stays gathered]) while the next
+   * of backward is prefetched: two units, too.
    * Without the limit every prefetch is issued as soon as its predecessor starts.
    */
   private prefetchAfter(

@@ -78,6 +78,31 @@ export class PeerLink {
     return new Promise((resolve, reject) => this.flushWaiters.push({ resolve, reject }));
   }
 
+  /**
+   * The connection's file descriptor for the native data path ([Note: native data path]), or
+   * undefined (a TLS socket, a closed one, or a platform without one).
+   */
+  fd(): number | undefined {
+    if (this.failure !== undefined) return undefined;
+    const fd = (this.socket as unknown as { _handle?: { fd?: unknown } | null })._handle?.fd;
+    return typeof fd === 'number' && fd >= 0 ? fd : undefined;
+  }
+
+  /** Why this link failed, or undefined while it is open. */
+  failed(): CollectiveError | undefined {
+    return this.failure;
+  }
+
+  /** Takes the bytes that arrived but nobody read yet (for the native data path). */
+  takeQueued(): Buffer[] {
+    return this.queued.splice(0);
+  }
+
+  /** Puts bytes back in front of the queue, in order (the native path read past its op). */
+  requeue(chunks: Uint8Array[]): void {
+    this.queued.unshift(...chunks.map((chunk) => Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length)));
+  }
+
   /** The bytes that arrived but nobody read yet. */
   unreadBytes(): Buffer {
     return Buffer.concat(this.queued);

@@ -1,10 +1,14 @@
 import type { ReduceOp } from '../../types.js';
 import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
 import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
+import { reduceKernels } from '../shm/reduce-simd.js';
 import type { PeerLink } from './peer-link.js';
 
 /** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
 export type WorkArray = Float32Array | Int32Array | Uint16Array;
+
+/** Forwarded bytes per write (see [Note: forward batching]). */
+const FORWARD_BATCH_BYTES = 256 * 1024;
 
 /** `same`: elements travel as they are in the work array; `bfloat16`: float32 sent as bfloat16. */
 export type Wire = 'same' | 'bfloat16';
@@ -105,24 +109,123 @@ function typedView(
   return new Float32Array(buffer, byteOffset, length);
 }
 
+/** A step's incoming bytes, fed in order; `end()` after the last sends what is left to forward. */
+export interface StepConsumer {
+  /** Wire bytes this step receives. */
+  readonly bytes: number;
+  consume(chunk: Uint8Array): void;
+  end(): void;
+  /**
+   * Where the next incoming bytes belong, so a native receive can write them there (then
+   * `advance`): the work array for a copy step whose bytes land as they are, the SIMD kernel's
+   * input region for a reduce step ([Note: simd reduce steps]); undefined for other steps.
+   */
+  target?(): Uint8Array;
+  advance?(bytes: number): void;
+}
+
 /**
- * Reads one step's bytes from `previous`, applies them to the work array as they arrive
- * (reduce or copy), and forwards each processed range to `next` at once: sending, receiving and
- * reducing overlap at the granularity of the socket's reads.
+ * Applies one step's bytes to the work array as they arrive (reduce or copy) and forwards the
+ * processed ranges through `forward`: sending, receiving and reducing overlap at the granularity
+ * of the socket's reads.
+ *
+ * [Note: forward batching] Processed ranges are contiguous in the work array, so they are
+ * forwarded as one write per FORWARD_BATCH_BYTES instead of one per socket read: each write is a
+ * send() through the loopback TCP stack, and fewer, larger ones cost less CPU per byte.
  */
-function runStep(
+export function stepConsumer(
   plan: RingPlan,
   step: IncomingStep,
-  previous: PeerLink,
-  next: PeerLink | null,
+  forward: ((bytes: Uint8Array) => void) | null,
   scratch: RingScratch,
-): Promise<void> {
+): StepConsumer {
   const { work } = plan;
   const elementBytes = wireBytes(work, step.wire);
   const carry = new Uint8Array(4);
   let carryLength = 0;
   let position = step.start;
   const base = step.mode === 'reduce' ? plan.base : undefined;
+  const forwardWire = forward === null ? null : step.forward;
+  const forwardBytes = forwardWire === null ? 0 : wireBytes(work, forwardWire);
+  let forwardedUpTo = step.start;
+  const flush = (): void => {
+    if (forwardWire === null || position === forwardedUpTo) return;
+    forward!(encodeRange(work, forwardedUpTo, position, forwardWire, scratch));
+    forwardedUpTo = position;
+  };
+  if (step.mode === 'copy' && step.wire === 'same' && step.finish === undefined) {
+    // Bytes land in place, whole elements or not: no carry, no aligned copies.
+    const size = work.BYTES_PER_ELEMENT;
+    const bytes = new Uint8Array(
+      work.buffer,
+      work.byteOffset + step.start * size,
+      (step.end - step.start) * size,
+    );
+    let filled = 0;
+    const advance = (count: number): void => {
+      filled += count;
+      position = step.start + Math.floor(filled / size);
+      if ((position - forwardedUpTo) * forwardBytes >= FORWARD_BATCH_BYTES) flush();
+    };
+    return {
+      bytes: bytes.length,
+      consume: (chunk) => {
+        bytes.set(chunk, filled);
+        advance(chunk.length);
+      },
+      end: flush,
+      target: () => bytes.subarray(filled),
+      advance,
+    };
+  }
+  const kernels =
+    step.mode === 'reduce' && step.wire === 'same' && !(work instanceof Uint16Array) ? reduceKernels() : null;
+  if (kernels !== null) {
+    // [Note: simd reduce steps] Incoming bytes land in the WebAssembly SIMD kernel's input region
+    // (a native receive writes them there, see `target`); per block, this rank's own values are
+    // copied into the accumulator, reduced, and copied into the work array. A partial element
+    // waits at the front of the region for its other bytes.
+    const floats = work instanceof Float32Array;
+    const input = floats ? kernels.inputFloats : kernels.inputInts;
+    const accumulator = floats ? kernels.accumulatorFloats : kernels.accumulatorInts;
+    const reduce =
+      kernels.reduce[
+        `${plan.reduceOp === 'max' ? 'max' : plan.reduceOp === 'min' ? 'min' : 'sum'}${floats ? 'Float' : 'Int'}`
+      ];
+    const inputBytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
+    const own = plan.base ?? work;
+    let pending = 0;
+    const advance = (count: number): void => {
+      pending += count;
+      const whole = Math.floor(pending / elementBytes);
+      if (whole === 0) return;
+      accumulator.set(own.subarray(position, position + whole) as never);
+      reduce(whole);
+      const target = work.subarray(position, position + whole);
+      target.set(accumulator.subarray(0, whole) as never);
+      step.finish?.(target);
+      position += whole;
+      const used = whole * elementBytes;
+      if (pending > used) inputBytes.copyWithin(0, used, pending);
+      pending -= used;
+      if ((position - forwardedUpTo) * forwardBytes >= FORWARD_BATCH_BYTES) flush();
+    };
+    return {
+      bytes: (step.end - step.start) * elementBytes,
+      consume: (chunk) => {
+        let rest = chunk;
+        while (rest.length > 0) {
+          const take = Math.min(rest.length, inputBytes.length - pending);
+          inputBytes.set(rest.subarray(0, take), pending);
+          advance(take);
+          rest = rest.subarray(take);
+        }
+      },
+      end: flush,
+      target: () => inputBytes.subarray(pending),
+      advance,
+    };
+  }
   const apply = (buffer: ArrayBufferLike, byteOffset: number, length: number): void => {
     const incoming = typedView(work, step.wire, buffer, byteOffset, length);
     const target = work.subarray(position, position + length);
@@ -147,11 +250,10 @@ function runStep(
       reduceInto(target as Float32Array | Int32Array, incoming as Float32Array | Int32Array, plan.reduceOp);
     else target.set(incoming as never);
     step.finish?.(target);
-    if (step.forward !== null && next !== null)
-      next.write(encodeRange(work, position, position + length, step.forward, scratch));
     position += length;
+    if ((position - forwardedUpTo) * forwardBytes >= FORWARD_BATCH_BYTES) flush();
   };
-  return previous.read((step.end - step.start) * elementBytes, (chunk) => {
+  const consume = (chunk: Uint8Array): void => {
     let offset = 0;
     if (carryLength > 0) {
       const take = Math.min(elementBytes - carryLength, chunk.length);
@@ -174,7 +276,21 @@ function runStep(
       carry.set(chunk.subarray(offset), 0);
       carryLength = chunk.length - offset;
     }
-  });
+  };
+  return { bytes: (step.end - step.start) * elementBytes, consume, end: flush };
+}
+
+/** Reads one step's bytes from `previous` through a step consumer that forwards to `next`. */
+async function runStep(
+  plan: RingPlan,
+  step: IncomingStep,
+  previous: PeerLink,
+  next: PeerLink | null,
+  scratch: RingScratch,
+): Promise<void> {
+  const consumer = stepConsumer(plan, step, next === null ? null : (bytes) => next.write(bytes), scratch);
+  await previous.read(consumer.bytes, consumer.consume);
+  consumer.end();
 }
 
 /** The bytes a ring plan sends before anything arrives (its initial range), or null. */

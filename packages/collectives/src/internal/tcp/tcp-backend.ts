@@ -5,6 +5,7 @@ import { openRendezvousStore } from '../../store/open-rendezvous-store.js';
 import type { Store } from '../../store/store.js';
 import type { BackendDefinition, GroupSetup } from '../backend-definition.js';
 import { CommunicationClient } from '../communication-client.js';
+import { nativeSetting, resolveNativeSocketsModule } from './native-sockets.js';
 import type { TcpInit } from './tcp-engine.js';
 
 /** The tcp backend's settings: how ranks find each other and authenticate. */
@@ -89,6 +90,11 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       secure: setup.config.secure,
       abort,
     };
+    const nativeSockets = resolveNativeSocketsModule(setup.rank);
+    if (nativeSockets !== undefined) {
+      init.nativeSockets = nativeSockets;
+      init.nativeRequired = nativeSetting(setup.rank) === 'required';
+    }
     const { client, reply } = await CommunicationClient.start(
       tcpBackend,
       init,

@@ -15,6 +15,8 @@ import {
   HEADER_BYTES,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
+import { NATIVE_SLICE_MS, NativeRingRun } from './native-ring.js';
+import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
 import { PeerLink } from './peer-link.js';
 import { initialBytes, type RingPlan, RingScratch, runRingSteps, type Wire, type WorkArray } from './ring.js';
 import {
@@ -34,10 +36,23 @@ export interface TcpInit extends EngineInit {
   timeoutMs: number;
   /** TLS on every data connection ([Note: secure data links]). */
   secure: boolean;
+  /**
+   * Where koffi is installed, for the native data path ([Note: native data path]); undefined to
+   * move every byte through node:net.
+   */
+  nativeSockets?: string;
+  /** FSDP_TCP_NATIVE=1: fail the group's start when the native path cannot load. */
+  nativeRequired?: boolean;
 }
 
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */
 export const DIRECT_ALL_REDUCE_BYTES = 64 * 1024;
+
+/**
+ * Eager bytes announced with the header when the rest of the op runs natively: enough to start
+ * the pipeline, small enough for the kernel to take at once ([Note: native data path]).
+ */
+const NATIVE_EAGER_BYTES = 256 * 1024;
 
 /** See [Note: breaking the group]. */
 const PEER_LOSS_CLOSE_DELAY_MS = 1_000;
@@ -59,11 +74,23 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private workFloats = new Float32Array(0);
   private workInts = new Int32Array(0);
   private readonly notify: (message: unknown) => void;
+  /** libc's socket calls when koffi loads and the links are plain ([Note: native data path]). */
+  private readonly native: NativeSockets | undefined;
+  private nativeReceive: Uint8Array | undefined;
+  private nativeRun: NativeRingRun | undefined;
 
   constructor(init: TcpInit, context: EngineContext) {
     super(init);
     this.notify = (message) => context.notify(message);
     this.links = new Array<PeerLink | null>(init.size).fill(null);
+    this.native = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
+    if (init.nativeRequired === true && !init.secure && this.native === undefined) {
+      this.notify({
+        type: 'init-failed',
+        message: `FSDP_TCP_NATIVE=1, but koffi at ${init.nativeSockets} could not load libc's send/recv/poll; unset FSDP_TCP_NATIVE to fall back to node:net.`,
+      });
+      return;
+    }
     void PeerAcceptor.listen(init).then(
       (acceptor) => {
         this.acceptor = acceptor;
@@ -124,6 +151,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
   }
 
   protected override waitingOn(): number | undefined {
+    const native = this.nativeRun?.waitingOn();
+    if (native !== undefined) return native;
     const peer = this.links.findIndex((link) => link?.isReading() === true);
     return peer >= 0 ? peer : undefined;
   }
@@ -165,8 +194,61 @@ export class TcpEngine extends EngineBase<TcpInit> {
     const bfloat16Wire = op.wireDtype === 'bfloat16' || op.dtype === 'bfloat16';
     this.scratch.resetStaging(bfloat16Wire ? op.count * Math.max(2, size) : 0);
     const prepared = this.prepare(op);
-    await this.exchangeHeaders(op, header, prepared.eager, next);
+    const native = prepared.ring !== undefined && previous !== null && this.nativeUsable(previous, next);
+    const eagerLimit = native ? NATIVE_EAGER_BYTES : MAX_EAGER_BYTES;
+    const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit);
+    if (native) {
+      await this.runNative(prepared.ring!.plan, previous!, next, late);
+      prepared.ring!.after?.();
+      return;
+    }
+    for (const [link, bytes] of late) link.write(bytes);
     await prepared.rest(previous, next);
+  }
+
+  private nativeUsable(previous: PeerLink, next: PeerLink | null): boolean {
+    return (
+      this.native !== undefined && previous.fd() !== undefined && (next === null || next.fd() !== undefined)
+    );
+  }
+
+  /** A ring plan's bytes through libc ([Note: native data path]); `late` goes out first. */
+  private async runNative(
+    plan: RingPlan,
+    previous: PeerLink,
+    next: PeerLink | null,
+    late: [PeerLink, Uint8Array][],
+  ): Promise<void> {
+    // node:net's writes (this op's header and eager bytes) reach the kernel first.
+    await next?.flushed();
+    this.nativeReceive ??= new Uint8Array(1 << 20);
+    const run = new NativeRingRun(
+      plan,
+      previous,
+      next,
+      this.links,
+      this.native!,
+      this.scratch,
+      this.nativeReceive,
+      this.init.abort,
+    );
+    for (const [, bytes] of late) run.queueSend(bytes);
+    this.nativeRun = run;
+    try {
+      for (;;) {
+        for (const link of this.links) {
+          const failure = link?.failed();
+          if (failure !== undefined) throw failure;
+        }
+        // The group broke (the running op already failed with the cause): stop moving bytes.
+        if (this.isBroken() || this.state === 'closed') throw new Error('the group broke during the op');
+        if (run.run(NATIVE_SLICE_MS) === 'done') return;
+        // Timers, the main thread's messages and the links' own events run here.
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    } finally {
+      this.nativeRun = undefined;
+    }
   }
 
   /** What an op does before its header check (its eager bytes), and the rest, run after it. */
@@ -174,6 +256,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     const { rank, size } = this.init;
     const ring = (plan: RingPlan, after?: () => void): PreparedOp => ({
       eager: { toNext: initialBytes(plan, this.scratch), toAll: null },
+      ring: { plan, ...(after === undefined ? {} : { after }) },
       rest: async (previous, next) => {
         await runRingSteps(plan, previous, next, this.scratch);
         await next?.flushed();
@@ -292,25 +375,25 @@ export class TcpEngine extends EngineBase<TcpInit> {
 
   /**
    * Writes this op's header and eager bytes to every peer, reads theirs and compares (see
-   * [Note: eager first segment]). Eager bytes too many to announce wait for the check.
+   * [Note: eager first segment]). Eager bytes too many to announce wait for the check: they are
+   * returned, for the caller to send once it passed.
    */
   private async exchangeHeaders(
     op: OpMessage,
     header: OpHeader,
     eager: PreparedOp['eager'],
     next: PeerLink | null,
-  ): Promise<void> {
+    eagerLimit: number,
+  ): Promise<[PeerLink, Uint8Array][]> {
     const late: [PeerLink, Uint8Array][] = [];
     for (const link of this.links) {
       if (link === null) continue;
       const bytes = eager.toAll ?? (link === next ? eager.toNext : null);
-      if (bytes !== null && bytes.length > MAX_EAGER_BYTES) {
-        link.write(encodeHeader(header));
-        late.push([link, bytes]);
-        continue;
-      }
-      link.write(encodeHeader(header, bytes?.length ?? 0));
-      if (bytes !== null) link.write(bytes);
+      const announced = Math.min(bytes?.length ?? 0, eagerLimit);
+      link.write(encodeHeader(header, announced));
+      if (bytes === null) continue;
+      link.write(bytes.subarray(0, announced));
+      if (announced < bytes.length) late.push([link, bytes.subarray(announced)]);
     }
     const received = await Promise.all(
       this.links.map((link) => (link === null ? Promise.resolve(null) : this.readFrame(link))),
@@ -327,7 +410,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
       );
     }
     this.checkHeaders(op, header, headers);
-    for (const [link, bytes] of late) link.write(bytes);
+    return late;
   }
 
   private async readHeader(link: PeerLink): Promise<OpHeader> {
@@ -395,6 +478,8 @@ export function createEngine(init: EngineInit, context: EngineContext): TcpEngin
 interface PreparedOp {
   /** Bytes sent right behind the header: to the next rank only, or to every peer. */
   eager: { toNext: Uint8Array | null; toAll: Uint8Array | null };
-  /** The rest of the op, after every header matched. */
+  /** The rest of the op, after every header matched (on node:net). */
   rest: (previous: PeerLink | null, next: PeerLink | null) => Promise<void>;
+  /** A ring schedule's plan and what follows it, for the native data path. */
+  ring?: { plan: RingPlan; after?: () => void };
 }

@@ -1,0 +1,198 @@
+import {
+  EAGAIN,
+  EINTR,
+  type NativeSockets,
+  POLLERR,
+  POLLHUP,
+  POLLIN,
+  POLLOUT,
+  POLLRDHUP,
+  PollSet,
+} from './native-sockets.js';
+import type { PeerLink } from './peer-link.js';
+import { type RingPlan, type RingScratch, type StepConsumer, stepConsumer } from './ring.js';
+
+/** How long one native slice may run before the event loop gets a turn (timers, messages). */
+export const NATIVE_SLICE_MS = 100;
+/** poll(2) timeout inside a slice. */
+const POLL_MS = 20;
+
+/**
+ * [Note: native data path]
+ * The bulk bytes of a ring schedule, moved by libc's send/recv/poll (koffi) on the connections'
+ * own file descriptors, from the communication worker's thread, instead of through node:net's
+ * streams. Everything else stays on node:net: connecting and authenticating, op headers and their
+ * check, eager bytes, send/recv ops, the secure mode (TLS), abort notices and failure detection.
+ * The switch is safe because the thread is synchronous while it runs natively: libuv reads a
+ * socket only when the event loop runs, so every byte it read before is in the PeerLink's queue
+ * (consumed first) and every later byte is still in the kernel. A slice ends ('yield') when the
+ * op is done, after NATIVE_SLICE_MS (so timers and the main thread's messages run), when the
+ * group is being destroyed, or at the first sign of trouble on any connection (an error, a
+ * hang-up, end of stream): then the event loop runs and the PeerLinks report the failure exactly
+ * as on the node:net path (the peer named, an abort notice read), and the engine throws it.
+ * Per op this saves node:net's per-read buffer allocation and stream machinery, and each send
+ * hands the kernel everything pending at once.
+ */
+export class NativeRingRun {
+  private readonly steps: RingPlan['steps'];
+  private stepIndex = 0;
+  private consumer: StepConsumer | undefined;
+  private remaining = 0;
+  private readonly sendQueue: Uint8Array[] = [];
+  private sendOffset = 0;
+  private readonly polls: PollSet;
+
+  constructor(
+    private readonly plan: RingPlan,
+    private readonly previous: PeerLink,
+    private readonly next: PeerLink | null,
+    private readonly links: readonly (PeerLink | null)[],
+    private readonly sockets: NativeSockets,
+    private readonly scratch: RingScratch,
+    private readonly receiveBuffer: Uint8Array,
+    private readonly abort: Int32Array,
+  ) {
+    this.steps = plan.steps.filter((step) => step.end > step.start);
+    this.polls = new PollSet(links.length + 1);
+    this.startStep();
+  }
+
+  /** Bytes to send to the next rank, after those queued before. */
+  queueSend(bytes: Uint8Array): void {
+    if (bytes.length > 0) this.sendQueue.push(bytes);
+  }
+
+  /** The peer this run waits on (for timeout messages). */
+  waitingOn(): number | undefined {
+    if (this.stepIndex < this.steps.length) return this.previous.peer;
+    return this.sendQueue.length > 0 ? this.next?.peer : undefined;
+  }
+
+  /** Moves bytes until the op is done ('done') or the event loop must run ('yield'). */
+  run(sliceMs: number): 'done' | 'yield' {
+    const started = performance.now();
+    this.drainQueued();
+    const previousFd = this.previous.fd()!;
+    const nextFd = this.next?.fd() ?? -1;
+    const { sockets, receiveBuffer } = this;
+    for (;;) {
+      let progressed = false;
+      while (this.sendQueue.length > 0) {
+        const head = this.sendQueue[0]!;
+        const sent = sockets.send(nextFd, head.subarray(this.sendOffset), head.length - this.sendOffset);
+        if (sent > 0) {
+          progressed = true;
+          this.sendOffset += sent;
+          if (this.sendOffset === head.length) {
+            this.sendQueue.shift();
+            this.sendOffset = 0;
+          }
+          continue;
+        }
+        const error = sockets.errno();
+        if (sent < 0 && (error === EAGAIN || error === EINTR)) break;
+        return 'yield';
+      }
+      if (this.consumer !== undefined) {
+        // A copy step receives straight into the work array; others through the receive buffer.
+        const direct = this.consumer.target?.();
+        const received =
+          direct === undefined
+            ? sockets.recv(previousFd, receiveBuffer, Math.min(this.remaining, receiveBuffer.length))
+            : sockets.recv(previousFd, direct, Math.min(this.remaining, direct.length));
+        if (received > 0) {
+          if (direct === undefined) this.deliver(receiveBuffer.subarray(0, received));
+          else this.advance(received);
+          continue;
+        }
+        if (received === 0) return 'yield';
+        const error = sockets.errno();
+        if (error !== EAGAIN && error !== EINTR) return 'yield';
+      }
+      if (this.stepIndex >= this.steps.length && this.sendQueue.length === 0) return 'done';
+      if (progressed) continue;
+      if (Atomics.load(this.abort, 0) !== 0 || performance.now() - started > sliceMs) return 'yield';
+      if (this.pollOnce(previousFd, nextFd)) return 'yield';
+    }
+  }
+
+  /**
+   * Waits for the data connections, or trouble on any connection; true on trouble. A hang-up
+   * (the peer's FIN, a reset, an error) counts on every connection, the data ones included (a
+   * killed next rank must be noticed, and named, while this rank only receives), except on the
+   * connection this rank still receives from: there recv returns what is left, then 0.
+   */
+  private pollOnce(previousFd: number, nextFd: number): boolean {
+    const { polls } = this;
+    let count = 0;
+    const receiving = this.stepIndex < this.steps.length;
+    const sending = this.sendQueue.length > 0;
+    for (const link of this.links) {
+      const fd = link?.fd();
+      if (fd === undefined) continue;
+      let events = POLLRDHUP;
+      if (fd === previousFd && receiving) events |= POLLIN;
+      if (fd === nextFd && sending) events |= POLLOUT;
+      polls.set(count++, fd, events);
+    }
+    const ready = this.sockets.poll(polls.buffer, count, POLL_MS);
+    if (ready <= 0) return false;
+    for (let index = 0; index < count; index++) {
+      if ((polls.revents(index) & (POLLERR | POLLHUP | POLLRDHUP)) === 0) continue;
+      if (receiving && polls.fd(index) === previousFd) continue;
+      return true;
+    }
+    return false;
+  }
+
+  /** Feeds the bytes node:net read before this slice (the peer's eager bytes, typically). */
+  private drainQueued(): void {
+    const leftovers: Uint8Array[] = [];
+    for (const chunk of this.previous.takeQueued()) {
+      const rest = this.deliver(chunk);
+      if (rest.length > 0) leftovers.push(rest);
+    }
+    // Bytes past this op's last step belong to the next op: back to the link, in order.
+    if (leftovers.length > 0) this.previous.requeue(leftovers);
+  }
+
+  /** Applies `chunk` to the steps in order; returns what is left past the last step. */
+  private deliver(chunk: Uint8Array): Uint8Array {
+    let rest = chunk;
+    while (rest.length > 0 && this.consumer !== undefined) {
+      const take = Math.min(this.remaining, rest.length);
+      this.consumer.consume(rest.subarray(0, take));
+      this.remaining -= take;
+      rest = rest.subarray(take);
+      if (this.remaining === 0) {
+        this.consumer.end();
+        this.stepIndex++;
+        this.startStep();
+      }
+    }
+    return rest;
+  }
+
+  /** `count` bytes were received in place (see StepConsumer.target). */
+  private advance(count: number): void {
+    this.consumer!.advance!(count);
+    this.remaining -= count;
+    if (this.remaining === 0) {
+      this.consumer!.end();
+      this.stepIndex++;
+      this.startStep();
+    }
+  }
+
+  private startStep(): void {
+    const step = this.steps[this.stepIndex];
+    if (step === undefined) {
+      this.consumer = undefined;
+      this.remaining = 0;
+      return;
+    }
+    const forward = this.next === null ? null : (bytes: Uint8Array) => this.queueSend(bytes);
+    this.consumer = stepConsumer(this.plan, step, forward, this.scratch);
+    this.remaining = this.consumer.bytes;
+  }
+}

@@ -1,0 +1,134 @@
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { CollectiveError } from '../../errors.js';
+
+/**
+ * libc's send, recv and poll through koffi (an FFI with prebuilt binaries in its npm package, an
+ * optional peer dependency), for the tcp engine's native data path ([Note: native data path] in
+ * native-ring.ts). Linux only: the errno and flag values below are Linux's.
+ */
+export interface NativeSockets {
+  /** send(2) with MSG_DONTWAIT | MSG_NOSIGNAL: bytes taken, or -1 (see `errno`). */
+  send(fd: number, bytes: Uint8Array, length: number): number;
+  /** recv(2) with MSG_DONTWAIT: bytes read, 0 at end of stream, or -1 (see `errno`). */
+  recv(fd: number, into: Uint8Array, length: number): number;
+  /** poll(2) over `count` struct pollfd in `fds` (see PollSet). */
+  poll(fds: ArrayBuffer, count: number, timeoutMs: number): number;
+  /** errno of the last call on this thread. */
+  errno(): number;
+}
+
+export const EAGAIN = 11;
+export const EINTR = 4;
+const MSG_DONTWAIT = 0x40;
+const MSG_NOSIGNAL = 0x4000;
+export const POLLIN = 0x1;
+export const POLLOUT = 0x4;
+export const POLLERR = 0x8;
+export const POLLHUP = 0x10;
+export const POLLRDHUP = 0x2000;
+
+/** struct pollfd { int fd; short events; short revents; } for up to `capacity` descriptors. */
+export class PollSet {
+  readonly buffer: ArrayBuffer;
+  private readonly fds: Int32Array;
+  private readonly shorts: Int16Array;
+  count = 0;
+
+  constructor(capacity: number) {
+    this.buffer = new ArrayBuffer(8 * Math.max(1, capacity));
+    this.fds = new Int32Array(this.buffer);
+    this.shorts = new Int16Array(this.buffer);
+  }
+
+  set(index: number, fd: number, events: number): void {
+    this.fds[2 * index] = fd;
+    this.shorts[4 * index + 2] = events;
+    this.shorts[4 * index + 3] = 0;
+  }
+
+  fd(index: number): number {
+    return this.fds[2 * index]!;
+  }
+
+  revents(index: number): number {
+    return this.shorts[4 * index + 3]! & 0xffff;
+  }
+}
+
+interface Koffi {
+  load(path: string): { func(signature: string): (...args: unknown[]) => number };
+  errno(): number;
+}
+
+/** `FSDP_TCP_NATIVE`: unset for the native path when available, 0 for node:net, 1 to require it. */
+export type NativeSetting = 'auto' | 'off' | 'required';
+
+export function nativeSetting(rank: number): NativeSetting {
+  const value = process.env.FSDP_TCP_NATIVE;
+  if (value === undefined || value === '') return 'auto';
+  if (value === '0' || value === 'false') return 'off';
+  if (value === '1' || value === 'true') return 'required';
+  throw new CollectiveError(`FSDP_TCP_NATIVE is '${value}'; expected 1, 0 or unset.`, {
+    code: 'invalid-argument',
+    rank,
+    expected: "'1', 'true', '0', 'false' or unset",
+    actual: value,
+    fix: 'unset FSDP_TCP_NATIVE to use the native tcp data path when koffi is installed, set it to 0 to move every byte through node:net, or to 1 to fail when the native path cannot load.',
+  });
+}
+
+/**
+ * Where koffi is installed, resolved from this package (main thread), or undefined when the
+ * native path is off, koffi is not installed or the platform is not Linux. With
+ * FSDP_TCP_NATIVE=1 an unavailable native path is an error.
+ */
+export function resolveNativeSocketsModule(rank = 0): string | undefined {
+  const setting = nativeSetting(rank);
+  if (setting === 'off') return undefined;
+  let path: string | undefined;
+  if (process.platform === 'linux') {
+    try {
+      path = createRequire(moduleUrl()).resolve('koffi');
+    } catch {
+      path = undefined;
+    }
+  }
+  if (path === undefined && setting === 'required')
+    throw new CollectiveError(
+      `FSDP_TCP_NATIVE=1 asks for the native tcp data path, which needs Linux and koffi (${process.platform === 'linux' ? 'koffi is not installed' : `this is ${process.platform}`}).`,
+      {
+        code: 'invalid-argument',
+        rank,
+        fix: 'npm install koffi (on Linux), or unset FSDP_TCP_NATIVE to fall back to node:net.',
+      },
+    );
+  return path;
+}
+
+/** Loads libc's socket calls through koffi at `koffiPath`; undefined if anything fails. */
+export function loadNativeSockets(koffiPath: string | undefined): NativeSockets | undefined {
+  if (koffiPath === undefined) return undefined;
+  try {
+    const koffi = createRequire(moduleUrl())(koffiPath) as Koffi;
+    const libc = koffi.load('libc.so.6');
+    const send = libc.func('long send(int, const void *, size_t, int)');
+    const recv = libc.func('long recv(int, void *, size_t, int)');
+    const poll = libc.func('int poll(void *, unsigned long, int)');
+    return {
+      send: (fd, bytes, length) => send(fd, bytes, length, MSG_DONTWAIT | MSG_NOSIGNAL),
+      recv: (fd, into, length) => recv(fd, into, length, MSG_DONTWAIT),
+      poll: (fds, count, timeoutMs) => poll(fds, count, timeoutMs),
+      errno: () => koffi.errno(),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** This module's URL; the CJS build has no import.meta, but has __filename. */
+function moduleUrl(): string {
+  const url: unknown = import.meta.url;
+  if (typeof url === 'string') return url;
+  return pathToFileURL(__filename).href;
+}
