@@ -76,6 +76,10 @@ export class NativeRingRun {
     const nextFd = this.next?.fd() ?? -1;
     const { sockets, receiveBuffer } = this;
     for (;;) {
+      // Every connection is checked for a hang-up on each pass, not only when idle: a rank busy
+      // receiving from one peer must still notice first-hand that another one died.
+      const hungUp = this.pollOnce(previousFd, nextFd, 0);
+      if (hungUp !== undefined) return this.lost(hungUp, undefined);
       let progressed = false;
       while (this.sendQueue.length > 0) {
         const head = this.sendQueue[0]!;
@@ -91,7 +95,7 @@ export class NativeRingRun {
         }
         const error = sockets.errno();
         if (sent < 0 && (error === EAGAIN || error === EINTR)) break;
-        return 'yield';
+        return this.lost(this.next!, sent < 0 ? error : undefined);
       }
       if (this.consumer !== undefined) {
         // A copy step receives straight into the work array; others through the receive buffer.
@@ -105,14 +109,15 @@ export class NativeRingRun {
           else this.advance(received);
           continue;
         }
-        if (received === 0) return 'yield';
+        if (received === 0) return this.lost(this.previous, undefined);
         const error = sockets.errno();
-        if (error !== EAGAIN && error !== EINTR) return 'yield';
+        if (error !== EAGAIN && error !== EINTR) return this.lost(this.previous, error);
       }
       if (this.stepIndex >= this.steps.length && this.sendQueue.length === 0) return 'done';
       if (progressed) continue;
       if (Atomics.load(this.abort, 0) !== 0 || performance.now() - started > sliceMs) return 'yield';
-      if (this.pollOnce(previousFd, nextFd)) return 'yield';
+      const troubled = this.pollOnce(previousFd, nextFd, POLL_MS);
+      if (troubled !== undefined) return this.lost(troubled, undefined);
     }
   }
 
@@ -122,8 +127,9 @@ export class NativeRingRun {
    * killed next rank must be noticed, and named, while this rank only receives), except on the
    * connection this rank still receives from: there recv returns what is left, then 0.
    */
-  private pollOnce(previousFd: number, nextFd: number): boolean {
+  private pollOnce(previousFd: number, nextFd: number, timeoutMs: number): PeerLink | undefined {
     const { polls } = this;
+    const polled: PeerLink[] = [];
     let count = 0;
     const receiving = this.stepIndex < this.steps.length;
     const sending = this.sendQueue.length > 0;
@@ -134,15 +140,65 @@ export class NativeRingRun {
       if (fd === previousFd && receiving) events |= POLLIN;
       if (fd === nextFd && sending) events |= POLLOUT;
       polls.set(count++, fd, events);
+      polled.push(link!);
     }
-    const ready = this.sockets.poll(polls.buffer, count, POLL_MS);
-    if (ready <= 0) return false;
+    const ready = this.sockets.poll(polls.buffer, count, timeoutMs);
+    if (ready <= 0) return undefined;
+    // A reset (POLLERR/POLLHUP: a killed peer with unread data) is first-hand evidence and wins;
+    // then the end of the stream this rank receives from: recv drains what is left and meets its
+    // end (the peer is named then), or the op completes first; only then another FIN, which may
+    // be a survivor closing after that same loss.
+    let reset: PeerLink | undefined;
+    let ended: PeerLink | undefined;
+    let previousEnded = false;
     for (let index = 0; index < count; index++) {
-      if ((polls.revents(index) & (POLLERR | POLLHUP | POLLRDHUP)) === 0) continue;
-      if (receiving && polls.fd(index) === previousFd) continue;
-      return true;
+      const revents = polls.revents(index);
+      if ((revents & (POLLERR | POLLHUP)) !== 0) reset ??= polled[index];
+      else if ((revents & POLLRDHUP) === 0) continue;
+      else if (receiving && polls.fd(index) === previousFd) previousEnded = true;
+      else ended ??= polled[index];
     }
-    return false;
+    return reset ?? (previousEnded ? undefined : ended);
+  }
+
+  /** Whether the connection this rank receives from has ended (the peer's FIN, a reset). */
+  private previousEnded(): boolean {
+    const fd = this.previous.fd();
+    if (fd === undefined || this.stepIndex >= this.steps.length) return false;
+    this.polls.set(0, fd, POLLRDHUP);
+    return (
+      this.sockets.poll(this.polls.buffer, 1, 0) > 0 &&
+      (this.polls.revents(0) & (POLLERR | POLLHUP | POLLRDHUP)) !== 0
+    );
+  }
+
+  /**
+   * The connection to `link`'s peer ended (end of stream, an error, a hang-up) while this rank
+   * moved bytes natively: the bytes still readable on it go to the link's queue (an abort notice
+   * is read there, as on node:net), and the link fails at once, naming its peer, before any
+   * other connection's event can run: the rank that saw the loss first-hand blames the dead peer,
+   * not a survivor that closed its connections after seeing it too.
+   */
+  private lost(failed: PeerLink, errno: number | undefined): 'yield' {
+    // A send to the next rank failing while the previous one's stream has ended too: the
+    // previous rank's loss came first (see pollOnce).
+    const link =
+      errno === undefined && failed !== this.previous && this.previousEnded() ? this.previous : failed;
+    if (link !== failed) errno = undefined;
+    const fd = link.fd();
+    if (fd !== undefined) {
+      const unread: Uint8Array[] = [];
+      const buffer = new Uint8Array(64 * 1024);
+      for (let total = 0; total < 1 << 20; ) {
+        const received = this.sockets.recv(fd, buffer, buffer.length);
+        if (received <= 0) break;
+        unread.push(buffer.slice(0, received));
+        total += received;
+      }
+      if (unread.length > 0) link.requeue(unread);
+    }
+    link.lostNatively(errno);
+    return 'yield';
   }
 
   /** Feeds the bytes node:net read before this slice (the peer's eager bytes, typically). */

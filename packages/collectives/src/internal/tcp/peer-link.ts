@@ -103,6 +103,12 @@ export class PeerLink {
     this.queued.unshift(...chunks.map((chunk) => Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length)));
   }
 
+  /** The native data path saw this connection end (errno set) or close (see native-ring.ts). */
+  lostNatively(errno: number | undefined): void {
+    if (errno === undefined) this.lose(`rank ${this.peer} closed the connection`, undefined, true);
+    else this.lose(`the connection to rank ${this.peer} failed (errno ${errno})`, undefined, true);
+  }
+
   /** The bytes that arrived but nobody read yet. */
   unreadBytes(): Buffer {
     return Buffer.concat(this.queued);

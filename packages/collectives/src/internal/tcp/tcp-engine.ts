@@ -78,6 +78,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly native: NativeSockets | undefined;
   private nativeReceive: Uint8Array | undefined;
   private nativeRun: NativeRingRun | undefined;
+  /** A peer was lost: closing the links waits PEER_LOSS_CLOSE_DELAY_MS ([Note: breaking the group]). */
+  private peerLossSeen = false;
 
   constructor(init: TcpInit, context: EngineContext) {
     super(init);
@@ -134,6 +136,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
 
   protected override closeTransport(): void {
     if (this.state === 'closed') return;
+    // A lost peer: the links close after the delay peerLost scheduled ([Note: breaking the group]).
+    if (this.peerLossSeen) return;
     for (const link of this.links) link?.close();
   }
 
@@ -167,7 +171,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
     const notice = abortMessageIn(link.unreadBytes());
     if (notice !== undefined) this.peerAborted(link.peer, notice);
     else this.markBroken(error);
-    setTimeout(() => this.closeTransport(), PEER_LOSS_CLOSE_DELAY_MS).unref();
+    if (this.peerLossSeen) return;
+    this.peerLossSeen = true;
+    setTimeout(() => {
+      if (this.state === 'closed') return;
+      for (const link of this.links) link?.close();
+    }, PEER_LOSS_CLOSE_DELAY_MS).unref();
   }
 
   /**
