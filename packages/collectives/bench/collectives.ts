@@ -8,8 +8,12 @@
  * gloo; then secure transport against plain (`fsdp-run --secure`, float32 all-reduce and
  * all-gather, 16 MiB, W=2, interleaved plain, secure, plain, ... for 3 rounds); then every target
  * with met / NOT met and the load average.
+ * Then the per-op fixed cost: a barrier and a one-element all-reduce, W=2, shm and tcp, against
+ * their raw peers (a round trip between two threads through Atomics.wait/notify and through a
+ * MessagePort), interleaved raw, shm, tcp for 2 rounds.
  * Options: --quick (256 KiB, 4 MiB, 16 MiB only), --backends shm,tcp, --worlds 2,3, --no-gloo,
- * --no-secure, --secure-only (just the secure comparison and its target).
+ * --no-secure, --secure-only (just the secure comparison and its target), --small-ops-only (just
+ * the per-op fixed cost).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -21,18 +25,21 @@ import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
 import { type GlooRow, glooUnavailable, runGloo } from './gloo.js';
 import { type CopyPeer, measureCopyPeer, shmCeiling } from './memory-peer.js';
 import type { RawSocketResult } from './raw-socket.js';
+import { type LatencyFigure, measureRawPeers, type SmallOpRow } from './small-op.js';
 import type { BenchOp, SweepConfig, SweepRow } from './sweep.js';
 
 const argv = process.argv.slice(2);
 const flag = (name: string) => argv.includes(name);
 const listOption = (name: string, fallback: string) => (argv[argv.indexOf(name) + 1] ?? fallback).split(',');
 const quick = flag('--quick');
+const smallOpsOnly = flag('--small-ops-only');
 const secureOnly = flag('--secure-only');
-const backends = secureOnly
-  ? []
-  : argv.includes('--backends')
-    ? listOption('--backends', 'shm,tcp')
-    : ['shm', 'tcp'];
+const backends =
+  secureOnly || smallOpsOnly
+    ? []
+    : argv.includes('--backends')
+      ? listOption('--backends', 'shm,tcp')
+      : ['shm', 'tcp'];
 const worlds = (argv.includes('--worlds') ? listOption('--worlds', '2,3') : ['2', '3']).map(Number);
 const MiB = 1 << 20;
 const config: SweepConfig = {
@@ -201,7 +208,8 @@ for (const backend of backends) {
 
 // tcp float32 all-reduce against PyTorch gloo, interleaved: tcp, gloo, tcp, gloo per world size.
 const glooSizes = quick ? [MiB, 16 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
-const glooWhyNot = flag('--no-gloo') || secureOnly ? 'skipped (--no-gloo)' : glooUnavailable();
+const glooWhyNot =
+  flag('--no-gloo') || secureOnly || smallOpsOnly ? 'skipped (--no-gloo)' : glooUnavailable();
 interface GlooComparison {
   worldSize: number;
   bytes: number;
@@ -265,7 +273,7 @@ const secureOps = ['allReduce', 'allGather'] as const;
 const secureRates = new Map<string, { plain: number[]; secure: number[] }>(
   secureOps.map((op) => [op, { plain: [], secure: [] }]),
 );
-const secureWhyNot = flag('--no-secure') ? 'skipped (--no-secure)' : undefined;
+const secureWhyNot = flag('--no-secure') || smallOpsOnly ? 'skipped (--no-secure)' : undefined;
 if (secureWhyNot === undefined) {
   const sweep: SweepConfig = {
     ops: [...secureOps],
@@ -290,6 +298,47 @@ if (secureWhyNot === undefined) {
     );
   }
 } else console.log(`\nsecure vs plain: not run: ${secureWhyNot}`);
+
+// Per-op fixed cost (issue 15): the smallest ops against two threads' raw round trips, interleaved.
+const SMALL_OPS_PER_BATCH = 200;
+const smallOpRounds: {
+  atomics: LatencyFigure;
+  messagePort: LatencyFigure;
+  shm: SmallOpRow[];
+  tcp: SmallOpRow[];
+}[] = [];
+if (!secureOnly) {
+  for (let round = 0; round < 2; round++) {
+    const rawPeers = await measureRawPeers(SMALL_OPS_PER_BATCH);
+    const shmRows = (await spawnThreadRanks(2, new URL('./shm-rank.ts', import.meta.url), 'shmSmallOpRank', {
+      args: { opsPerBatch: SMALL_OPS_PER_BATCH },
+      timeoutMs: 600_000,
+    })) as SmallOpRow[][];
+    const run = await runWithLauncher(2, new URL('./tcp-rank.ts', import.meta.url), [], {
+      timeoutMs: 600_000,
+      env: { FSDP_BENCH_SMALL_OPS: String(SMALL_OPS_PER_BATCH) },
+    });
+    const tcpResult = run.results.get(0) as { rows: SmallOpRow[] } | undefined;
+    if (run.code !== 0 || tcpResult === undefined)
+      throw new Error(`tcp small-op benchmark failed:\n${run.output}`);
+    smallOpRounds.push({ ...rawPeers, shm: shmRows[0]!, tcp: tcpResult.rows });
+  }
+  const format = (latency: LatencyFigure) =>
+    `${latency.median.toFixed(0)} [${latency.best.toFixed(0)} .. ${latency.worst.toFixed(0)}]`;
+  console.log(
+    `\nper-op fixed cost, W=2: microseconds per op or round trip, median [min .. max] of 9 batches (CPU: the process's, all threads) of ${SMALL_OPS_PER_BATCH}, raw / shm / tcp interleaved, one line per round (${uptime()})`,
+  );
+  for (const [index, round] of smallOpRounds.entries()) {
+    console.log(`round ${index + 1}`);
+    console.log(`  ${'raw Atomics.wait/notify round trip, 2 threads'.padEnd(46)}${format(round.atomics)}`);
+    console.log(`  ${'raw MessagePort round trip, 2 threads'.padEnd(46)}${format(round.messagePort)}`);
+    for (const backend of ['shm', 'tcp'] as const)
+      for (const row of round[backend])
+        console.log(
+          `  ${`${backend} ${row.name}`.padEnd(46)}${format(row.latency).padEnd(20)}${`${(row.latency.median / round.atomics.median).toFixed(1)}x Atomics round trip`.padEnd(26)}CPU ${row.cpuPerOp.toFixed(0)} us/op (${backend === 'shm' ? 'both ranks' : 'rank 0'})`,
+        );
+  }
+}
 
 // Targets (issue 15 and the collectives issue): world size 2, 16 MiB unless stated.
 const pick = (backend: string, op: string, variant: string) =>
@@ -382,8 +431,29 @@ targets.push({
       : shares.map((row) => `${row.op} ${((row.workerCpuShare ?? Number.NaN) * 100).toFixed(0)}%`).join(', '),
   met: undefined,
 });
+const smallOpMedian = (backend: 'shm' | 'tcp', name: string) =>
+  smallOpRounds.length === 0
+    ? undefined
+    : stats(
+        smallOpRounds.map(
+          (round) => round[backend].find((row) => row.name === name)!.latency.median / round.atomics.median,
+        ),
+      ).median;
+for (const backend of ['shm', 'tcp'] as const) {
+  const ratio = smallOpMedian(backend, 'allReduce 1 float32 (wait)');
+  targets.push({
+    target: `${backend} one-element allReduce latency, W=2, in Atomics round trips (reported, no target)`,
+    figure: ratio === undefined ? 'not measured' : `${ratio.toFixed(1)}x`,
+    met: undefined,
+  });
+}
 console.log(`\nTargets (${uptime()}):`);
-for (const target of secureOnly ? targets.filter((each) => each.target.includes('secure')) : targets) {
+const shown = secureOnly
+  ? targets.filter((each) => each.target.includes('secure'))
+  : smallOpsOnly
+    ? targets.filter((each) => each.target.includes('latency'))
+    : targets;
+for (const target of shown) {
   const verdict = target.met === undefined ? 'n/a    ' : target.met ? 'met    ' : 'NOT met';
   console.log(`  ${verdict} ${target.target}: ${target.figure}`);
 }
@@ -393,9 +463,9 @@ console.log(
 );
 const resultsDirectory = fileURLToPath(new URL('../../../bench-results/', import.meta.url));
 mkdirSync(resultsDirectory, { recursive: true });
-const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : quick ? '-quick' : ''}.json`;
+const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : smallOpsOnly ? '-small-ops' : quick ? '-quick' : ''}.json`;
 writeFileSync(
   file,
-  `${JSON.stringify({ startedAt, machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, copyAlone: alone, conversion: converted, measured, comparisons, secure: Object.fromEntries(secureRates), targets }, null, 2)}\n`,
+  `${JSON.stringify({ startedAt, machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, copyAlone: alone, conversion: converted, measured, comparisons, secure: Object.fromEntries(secureRates), smallOps: smallOpRounds, targets }, null, 2)}\n`,
 );
 console.log(`Wrote ${file}`);

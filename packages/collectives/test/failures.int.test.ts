@@ -65,6 +65,22 @@ describe('failures', () => {
     expectMismatchOutcomes(outcomes, 3);
   }, 150_000);
 
+  it('shm: a mismatch between an op carried inline and ops carried on the ports fails every rank, and later ops are exact', async () => {
+    const size = 3;
+    const outcomes = (await spawnThreadRanks(size, shmFixture, 'pathMismatchRank', {
+      timeoutMs: 120_000,
+    })) as unknown[][];
+    const sum = (size * (size + 1)) / 2;
+    for (const [rank, [smallAgainstLarge, largeSizes, large, small]] of outcomes.entries()) {
+      expect(smallAgainstLarge).toMatchObject({ code: 'mismatch', op: 'allReduce', rank });
+      expect((smallAgainstLarge as { message: string }).message).toMatch(/4096 float32 elements/);
+      expect(largeSizes).toMatchObject({ code: 'mismatch', op: 'allReduce', rank });
+      expect((largeSizes as { message: string }).message).toMatch(/4097 float32 elements/);
+      expect(large).toEqual({ first: sum, last: sum });
+      expect(small).toEqual({ first: sum, last: sum });
+    }
+  }, 150_000);
+
   it('shm: a stalled rank makes the others time out within the op timeout, naming the op and the peer', async () => {
     const outcomes = (await spawnThreadRanks(3, shmFixture, 'stallRank', { timeoutMs: 120_000 })) as {
       code: string;

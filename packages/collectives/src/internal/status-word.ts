@@ -13,9 +13,24 @@ export const FAILED = 2;
 
 const HEADER_BYTES = 8;
 const STATUS_BYTES = 4096;
+/** Status words carved from one SharedArrayBuffer before a new one is allocated. */
+const WORDS_PER_SLAB = 64;
+
+/**
+ * [Note: status slab] Status words are carved in order from a slab of WORDS_PER_SLAB and never
+ * reused: an op then costs no SharedArrayBuffer of its own (allocating one, cloning it to the
+ * worker and collecting it cost more than the rest of a small op's submission), and a Work kept
+ * long after its op still reads its own outcome. A slab is freed with the last Work over it.
+ */
+let slab: ArrayBuffer | SharedArrayBuffer | undefined;
+let nextWord = WORDS_PER_SLAB;
 
 export function createStatusWord(): Int32Array {
-  return new Int32Array(new SharedArrayBuffer(STATUS_BYTES));
+  if (nextWord === WORDS_PER_SLAB) {
+    slab = new SharedArrayBuffer(STATUS_BYTES * WORDS_PER_SLAB);
+    nextWord = 0;
+  }
+  return new Int32Array(slab!, STATUS_BYTES * nextWord++, STATUS_BYTES / 4);
 }
 
 export function markSucceeded(status: Int32Array): void {

@@ -6,7 +6,8 @@ import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import { describeOp, type OpMessage } from '../op-message.js';
 import { segmentBounds } from '../segments.js';
-import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot } from './shm-control.js';
+import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot, postedSlot } from './shm-control.js';
+import { readContribution, readHeader, travelsInline, writeMailbox } from './shm-mailbox.js';
 import { reduceShared } from './shm-reduce.js';
 
 export interface ShmInit extends EngineInit {
@@ -75,20 +76,72 @@ export class ShmEngine extends EngineBase<ShmInit> {
 
   override close(): void {}
 
+  /**
+   * Every rank posts its header in its mailbox ([Note: shm mailbox]) and, for an op too large to
+   * travel inline, its buffers on every peer's port, then rings each peer's doorbell once. Once
+   * every peer's header is in and matches, an inline op computes from the mailboxes into this
+   * rank's own buffers only, so it needs no finish phase: one wake-up per peer per op. A large op
+   * computes its slice directly in the peers' memory and waits until every rank has finished.
+   */
   private collective(op: OpMessage, header: OpHeader, deadline: number): void {
-    const { rank, size } = this.init;
+    const { rank, size, control } = this.init;
+    const inline = travelsInline(header, size);
+    writeMailbox(control, rank, size, header, op);
     const mine = { type: 'op' as const, header, input: op.input, output: op.output };
-    for (let peer = 0; peer < size; peer++) if (peer !== rank) this.post(peer, mine);
+    if (!inline)
+      for (let peer = 0; peer < size; peer++) if (peer !== rank) this.init.ports[peer]!.postMessage(mine);
+    Atomics.store(control, postedSlot(rank, size), header.seq);
+    for (let peer = 0; peer < size; peer++) if (peer !== rank) this.ring(peer);
+    const headers: (OpHeader | null)[] = [];
+    for (let peer = 0; peer < size; peer++)
+      headers.push(peer === rank ? null : this.receiveHeader(peer, deadline, op, header.seq));
+    if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
+      // Nobody goes on with this op: drop the buffers peers posted for it, so the port holds
+      // nothing stale for the next one.
+      headers.forEach((theirs, peer) => {
+        if (theirs !== null && !travelsInline(theirs, size)) this.receive(peer, deadline, op, header.seq);
+      });
+      this.checkHeaders(op, header, headers);
+    }
+    if (inline) {
+      this.computeInline(op, header);
+      return;
+    }
     const all: OpPost[] = [];
     for (let peer = 0; peer < size; peer++)
       all.push(peer === rank ? mine : this.receiveOp(peer, deadline, op, header));
-    this.checkHeaders(
-      op,
-      header,
-      all.map((message, peer) => (peer === rank ? null : message.header)),
-    );
     this.compute(op, all);
     this.finish(op, header.seq, deadline);
+  }
+
+  /** The header `peer` posted for op `seq`, once it is in (see [Note: shm mailbox]). */
+  private receiveHeader(peer: number, deadline: number, op: OpMessage, seq: number): OpHeader {
+    const { rank, size, control } = this.init;
+    const slot = doorbellSlot(rank);
+    for (;;) {
+      const seen = Atomics.load(control, slot);
+      if (Atomics.load(control, postedSlot(peer, size)) >= seq) return readHeader(control, peer, size, seq);
+      this.block(slot, seen, deadline, op, seq, peer, 'post its part');
+    }
+  }
+
+  /** An op whose contributions are all in the mailboxes: this rank fills its own buffers. */
+  private computeInline(op: OpMessage, header: OpHeader): void {
+    const { rank, size, control } = this.init;
+    const count = op.count;
+    const contributions: CollectiveBuffer[] = [];
+    if (op.kind === 'barrier' || count === 0) return;
+    if (op.kind === 'broadcast') {
+      if (rank !== op.root) op.output!.set(readContribution(control, op.root, size, header) as never);
+      return;
+    }
+    for (let peer = 0; peer < size; peer++) contributions.push(readContribution(control, peer, size, header));
+    if (op.kind === 'allReduce') reduceShared(contributions, [op.output!], op.dtype, op.reduceOp, size);
+    else if (op.kind === 'reduceScatter') {
+      const sources = contributions.map((source) => source.subarray(rank * count, (rank + 1) * count));
+      reduceShared(sources, [op.output!], op.dtype, op.reduceOp, size);
+    } else if (op.kind === 'allGather')
+      for (const [peer, source] of contributions.entries()) op.output!.set(source as never, peer * count);
   }
 
   private compute(op: OpMessage, all: OpPost[]): void {
@@ -163,6 +216,10 @@ export class ShmEngine extends EngineBase<ShmInit> {
 
   private post(peer: number, message: PeerMessage): void {
     this.init.ports[peer]!.postMessage(message);
+    this.ring(peer);
+  }
+
+  private ring(peer: number): void {
     Atomics.add(this.init.control, doorbellSlot(peer), 1);
     Atomics.notify(this.init.control, doorbellSlot(peer));
   }

@@ -1,7 +1,7 @@
 import type { ReduceOp } from '../../types.js';
 import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
 import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
-import { reduceKernels } from '../shm/reduce-simd.js';
+import { REDUCE_BLOCK, reduceKernels } from '../shm/reduce-simd.js';
 import type { PeerLink } from './peer-link.js';
 
 /** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
@@ -231,12 +231,28 @@ export function stepConsumer(
     const target = work.subarray(position, position + length);
     if (base !== undefined) {
       const own = base.subarray(position, position + length) as AccumulatorArray;
-      let other = incoming as AccumulatorArray;
-      if (step.wire === 'bfloat16') {
-        other = scratch.floats(length);
-        decodeBfloat16(incoming as Uint16Array, other);
+      const wireKernels = step.wire === 'bfloat16' && work instanceof Float32Array ? reduceKernels() : null;
+      if (wireKernels !== null) {
+        // bfloat16 partial sums decoded into the SIMD kernel's input, reduced with this rank's own.
+        const reduce = wireKernels.reduce[floatKernelName(plan.reduceOp)];
+        for (let done = 0; done < length; done += REDUCE_BLOCK) {
+          const count = Math.min(REDUCE_BLOCK, length - done);
+          decodeBfloat16(
+            (incoming as Uint16Array).subarray(done, done + count),
+            wireKernels.inputFloats.subarray(0, count),
+          );
+          wireKernels.accumulatorFloats.set((own as Float32Array).subarray(done, done + count));
+          reduce(count);
+          (target as Float32Array).set(wireKernels.accumulatorFloats.subarray(0, count), done);
+        }
+      } else {
+        let other = incoming as AccumulatorArray;
+        if (step.wire === 'bfloat16') {
+          other = scratch.floats(length);
+          decodeBfloat16(incoming as Uint16Array, other);
+        }
+        reducePair(target as AccumulatorArray, own, other, plan.reduceOp);
       }
-      reducePair(target as AccumulatorArray, own, other, plan.reduceOp);
     } else if (step.wire === 'bfloat16') {
       if (step.mode === 'copy') decodeBfloat16(incoming as Uint16Array, target as Float32Array);
       else if (plan.reduceOp === 'sum' || plan.reduceOp === 'avg')
@@ -313,4 +329,8 @@ export async function runRingSteps(
   for (const step of plan.steps) {
     if (step.end > step.start && previous !== null) await runStep(plan, step, previous, next, scratch);
   }
+}
+
+function floatKernelName(reduceOp: ReduceOp): 'sumFloat' | 'maxFloat' | 'minFloat' {
+  return reduceOp === 'max' ? 'maxFloat' : reduceOp === 'min' ? 'minFloat' : 'sumFloat';
 }

@@ -1,0 +1,95 @@
+import type { CollectiveBuffer, CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
+import type { OpHeader } from '../engine/op-header.js';
+import type { OpMessage } from '../op-message.js';
+import { INLINE_BYTES, MAILBOX_HEADER_WORDS, mailboxSlot } from './shm-control.js';
+
+const KINDS: readonly CollectiveKind[] = [
+  'allReduce',
+  'allGather',
+  'reduceScatter',
+  'broadcast',
+  'barrier',
+  'send',
+  'recv',
+];
+const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
+const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
+
+function elementBytes(dtype: CollectiveDtype): number {
+  return dtype === 'bfloat16' ? 2 : 4;
+}
+
+/**
+ * Elements of this rank's contribution to a collective: what it must make visible to its peers.
+ * A pure function of the header, so ranks that agree on the header agree on the path too.
+ */
+function contributionElements(header: OpHeader, size: number): number {
+  if (header.kind === 'reduceScatter') return header.count * size;
+  if (header.kind === 'barrier') return 0;
+  return header.count;
+}
+
+/** Whether this op's contribution travels in the mailbox ([Note: shm mailbox]) rather than a port. */
+export function travelsInline(header: OpHeader, size: number): boolean {
+  return contributionElements(header, size) * elementBytes(header.dtype) <= INLINE_BYTES;
+}
+
+/** Writes this rank's header (and, inline, its contribution) into its mailbox for `header.seq`. */
+export function writeMailbox(
+  control: Int32Array,
+  rank: number,
+  size: number,
+  header: OpHeader,
+  op: OpMessage,
+): void {
+  const slot = mailboxSlot(rank, size, header.seq);
+  if (travelsInline(header, size)) {
+    const source =
+      header.kind === 'allGather' || header.kind === 'reduceScatter'
+        ? op.input
+        : header.kind === 'broadcast' && header.root !== rank
+          ? null
+          : op.output;
+    if (source !== null && source.length > 0) contribution(control, slot, header, size).set(source as never);
+  }
+  control[slot] = header.seq;
+  control[slot + 1] = KINDS.indexOf(header.kind);
+  control[slot + 2] = DTYPES.indexOf(header.dtype);
+  control[slot + 3] = REDUCE_OPS.indexOf(header.reduceOp);
+  control[slot + 4] = header.root;
+  control[slot + 5] = header.peer;
+  control[slot + 6] = header.count;
+}
+
+/** The header `rank` posted for op `seq` (after its posted slot reached `seq`). */
+export function readHeader(control: Int32Array, rank: number, size: number, seq: number): OpHeader {
+  const slot = mailboxSlot(rank, size, seq);
+  return {
+    seq: control[slot]!,
+    kind: KINDS[control[slot + 1]!] ?? 'barrier',
+    dtype: DTYPES[control[slot + 2]!] ?? 'float32',
+    wireDtype: 'float32',
+    reduceOp: REDUCE_OPS[control[slot + 3]!] ?? 'sum',
+    root: control[slot + 4]!,
+    peer: control[slot + 5]!,
+    count: control[slot + 6]!,
+  };
+}
+
+/** A view of `rank`'s inline contribution to the op `header` describes (every rank's header agrees). */
+export function readContribution(
+  control: Int32Array,
+  rank: number,
+  size: number,
+  header: OpHeader,
+): CollectiveBuffer {
+  return contribution(control, mailboxSlot(rank, size, header.seq), header, size);
+}
+
+function contribution(control: Int32Array, slot: number, header: OpHeader, size: number): CollectiveBuffer {
+  const byteOffset = control.byteOffset + (slot + MAILBOX_HEADER_WORDS) * 4;
+  const length = contributionElements(header, size);
+  if (header.dtype === 'float32') return new Float32Array(control.buffer, byteOffset, length);
+  if (header.dtype === 'int32') return new Int32Array(control.buffer, byteOffset, length);
+  return new Uint16Array(control.buffer, byteOffset, length);
+}
