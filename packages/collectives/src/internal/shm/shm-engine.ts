@@ -80,7 +80,8 @@ export class ShmEngine extends EngineBase<ShmInit> {
    * Every rank posts its header in its mailbox ([Note: shm mailbox]) and, for an op too large to
    * travel inline, its buffers on every peer's port, then rings each peer's doorbell once. Once
    * every peer's header is in and matches, an inline op computes from the mailboxes into this
-   * rank's own buffers only, so it needs no finish phase: one wake-up per peer per op. A large op
+   * rank's own buffers only, so it needs no finish phase (a barrier keeps one, see [Note: shm
+   * barrier exit]): one wake-up per peer per op. A large op
    * computes its slice directly in the peers' memory and waits until every rank has finished.
    */
   private collective(op: OpMessage, header: OpHeader, deadline: number): void {
@@ -105,6 +106,11 @@ export class ShmEngine extends EngineBase<ShmInit> {
     }
     if (inline) {
       this.computeInline(op, header);
+      // [Note: shm barrier exit] A barrier still waits until every rank has finished it: then
+      // every rank is awake when any leaves, so ranks leave together. Leaving as soon as every
+      // header is in lets a rank go while a peer still waits for its wake-up (milliseconds on
+      // busy cores), and whatever the rank times next absorbs that lag.
+      if (op.kind === 'barrier') this.finish(op, header.seq, deadline);
       return;
     }
     const all: OpPost[] = [];

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs-core';
+import { cpuBlasFusedMatMul, wasmBlasFusedMatMul } from './blas-fused-mat-mul-kernels';
 import { type BlasLoadResult, blasSearchOrder, loadBlas, type Sgemm } from './blas-library';
 import { cpuBlasMatMul, wasmBlasMatMul } from './blas-mat-mul-kernels';
 import {
@@ -22,12 +23,19 @@ export interface MatMulInfo {
   reason: string | null;
 }
 
-/** The backends whose BatchMatMul can be replaced: their tensors live in JS-reachable memory. */
-const blasBackends = {
-  wasm: wasmBlasMatMul,
-  cpu: cpuBlasMatMul,
+/**
+ * The backends whose matMul kernels can be replaced (their tensors live in JS-reachable memory),
+ * and per kernel name the BLAS kernel for each. `_FusedMatMul` is tf.fused.matMul, which every
+ * tfjs-layers Dense runs; tfjs's cpu version calls its own JavaScript matMul directly, not the
+ * registered BatchMatMul, so it needs its own replacement.
+ */
+const blasKernels = {
+  BatchMatMul: { wasm: wasmBlasMatMul, cpu: cpuBlasMatMul },
+  _FusedMatMul: { wasm: wasmBlasFusedMatMul, cpu: cpuBlasFusedMatMul },
 } as const;
-type BlasBackend = keyof typeof blasBackends;
+type BlasKernelName = keyof typeof blasKernels;
+const blasKernelNames = Object.keys(blasKernels) as BlasKernelName[];
+type BlasBackend = keyof (typeof blasKernels)['BatchMatMul'];
 
 function isBlasBackend(name: string): name is BlasBackend {
   return name === 'wasm' || name === 'cpu';
@@ -43,7 +51,8 @@ class NativeMatMul {
   #settings: BlasSettings | null = null;
   #enabled: boolean | null = null;
   #load: BlasLoadResult | null = null;
-  readonly #replaced = new Map<BlasBackend, tf.KernelConfig>();
+  /** Per backend, the kernels replaced (by name) with the config each replaced. */
+  readonly #replaced = new Map<BlasBackend, Map<BlasKernelName, tf.KernelConfig>>();
   #noticePrinted = false;
 
   /** Called by initBackend after `backend` became active: installs or explains. */
@@ -108,21 +117,28 @@ class NativeMatMul {
 
   #install(backend: BlasBackend): void {
     if (this.#replaced.has(backend) || this.#load?.loaded !== true) return;
-    const original = tf.getKernel('BatchMatMul', backend);
-    if (original === undefined) return;
-    tf.unregisterKernel('BatchMatMul', backend);
-    tf.registerKernel({
-      ...original,
-      kernelFunc: blasBackends[backend](this.#load.library, original.kernelFunc),
-    });
-    this.#replaced.set(backend, original);
+    const library = this.#load.library;
+    const replaced = new Map<BlasKernelName, tf.KernelConfig>();
+    for (const name of blasKernelNames) {
+      const original = tf.getKernel(name, backend);
+      if (original === undefined) continue;
+      tf.unregisterKernel(name, backend);
+      tf.registerKernel({
+        ...original,
+        kernelFunc: blasKernels[name][backend](library, original.kernelFunc),
+      });
+      replaced.set(name, original);
+    }
+    if (replaced.size > 0) this.#replaced.set(backend, replaced);
   }
 
   #uninstall(backend: BlasBackend): void {
-    const original = this.#replaced.get(backend);
-    if (original === undefined) return;
-    tf.unregisterKernel('BatchMatMul', backend);
-    tf.registerKernel(original);
+    const replaced = this.#replaced.get(backend);
+    if (replaced === undefined) return;
+    for (const [name, original] of replaced) {
+      tf.unregisterKernel(name, backend);
+      tf.registerKernel(original);
+    }
     this.#replaced.delete(backend);
   }
 
