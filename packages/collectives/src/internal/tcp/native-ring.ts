@@ -27,9 +27,10 @@ const POLL_MS = 20;
  * socket only when the event loop runs, so every byte it read before is in the PeerLink's queue
  * (consumed first) and every later byte is still in the kernel. A slice ends ('yield') when the
  * op is done, after NATIVE_SLICE_MS (so timers and the main thread's messages run), when the
- * group is being destroyed, or at the first sign of trouble on any connection (an error, a
- * hang-up, end of stream): then the event loop runs and the PeerLinks report the failure exactly
- * as on the node:net path (the peer named, an abort notice read), and the engine throws it.
+ * group is being destroyed, or when a connection ends (an error, a reset, end of stream, seen by
+ * send/recv or by a poll of every connection on each pass): that link fails at once, naming its
+ * peer, with the bytes still readable on it queued so an abort notice is found as on node:net
+ * (see `lost` for which link is blamed when several end together), and the engine throws.
  * Per op this saves node:net's per-read buffer allocation and stream machinery, and each send
  * hands the kernel everything pending at once.
  */
