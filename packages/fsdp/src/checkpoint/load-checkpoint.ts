@@ -30,7 +30,9 @@ export interface LoadCheckpointOptions {
  * optimizer at any world size (collective): the model is described as its flat shards
  * ([Note: sharded model state]) and filled by readCheckpoint, straight into the shards and the
  * optimizer's state arrays ([Note: checkpoints stream the optimizer state]). Nothing changes
- * unless every rank read and checked everything it needs.
+ * unless every rank read and checked everything it needs; after the ranks agree, the second pass
+ * copies into place and can still fail part-way: if a file changes between the two passes (every
+ * rank then throws, saying the load was partial) or if the optimizer's loadStateDict throws.
  */
 export function loadCheckpoint(path: string, options: LoadCheckpointOptions): LoadedCheckpoint {
   const { model, optimizer, log } = options;

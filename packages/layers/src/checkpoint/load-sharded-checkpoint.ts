@@ -22,7 +22,9 @@ export interface LoadedTrainerCheckpoint {
  * newest one under its directory (see [Note: which checkpoint a root resumes from] in
  * @fsdp-ts/fsdp). Under the sharded strategies each rank reads its slice of the weights and of the
  * optimizer state, then the buckets are all-gathered; under 'replicate' each rank reads them
- * whole. Nothing changes unless every rank read and verified everything (fsdp's readCheckpoint).
+ * whole. Nothing changes unless every rank read and verified everything, and the non-trainable weights
+ * were checked for name, shape and dtype (fsdp's readCheckpoint); after that agreement only a file
+ * changed between fsdp's verify and copy passes can leave a partial load, which every rank reports.
  */
 export function loadShardedCheckpoint(
   directory: string,
@@ -76,6 +78,10 @@ function stageNonTrainableWeights(source: CheckpointSource, replicated: Replicat
       problems.push(
         `${nonTrainableName(index)} (${weight.name}) has shape [${saved.shape}] there, [${weight.read().shape}] here`,
       );
+    else if (saved.dtype !== weight.read().dtype)
+      problems.push(
+        `${nonTrainableName(index)} (${weight.name}) is ${saved.dtype} there, ${weight.read().dtype} here`,
+      );
   });
   if (problems.length > 0) {
     throw new CheckpointError(
@@ -92,7 +98,9 @@ function stageNonTrainableWeights(source: CheckpointSource, replicated: Replicat
     weights.forEach((weight, index) => {
       const saved = replicated.buffers.get(nonTrainableName(index))!;
       tf.tidy(() =>
-        backingVariable(weight).assign(tf.tensor(saved.values as Float32Array, [...saved.shape])),
+        backingVariable(weight).assign(
+          tf.tensor(saved.values as Float32Array | Int32Array, [...saved.shape], weight.read().dtype),
+        ),
       );
     });
   };

@@ -37,11 +37,16 @@ export function saveShardedCheckpoint(
   const buffers: Record<string, CheckpointBuffer> = {};
   model.nonTrainableWeights.forEach((weight, index) => {
     const value = weight.read();
-    buffers[nonTrainableName(index)] = {
-      dtype: 'float32',
-      shape: [...value.shape],
-      values: Float32Array.from(value.dataSync() as Float32Array),
-    };
+    // Saved in the weight's own dtype (tfjs variables here are float32 or int32), so loading
+    // compares dtypes before the ranks agree instead of failing in assign afterwards.
+    buffers[nonTrainableName(index)] =
+      value.dtype === 'int32'
+        ? { dtype: 'int32', shape: [...value.shape], values: Int32Array.from(value.dataSync() as Int32Array) }
+        : {
+            dtype: 'float32',
+            shape: [...value.shape],
+            values: Float32Array.from(value.dataSync() as Float32Array),
+          };
   });
   const trainer: TrainerDocument = {
     strategy: source.strategy,
