@@ -23,6 +23,7 @@ import { decodeBfloat16, encodeBfloat16 } from '../src/internal/bfloat16.js';
 import { resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
 import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
 import { type GlooRow, glooUnavailable, runGloo } from './gloo.js';
+import { median } from './internal/median.js';
 import { type CopyPeer, measureCopyPeer, shmCeiling } from './memory-peer.js';
 import type { RawSocketResult } from './raw-socket.js';
 import { type LatencyFigure, measureRawPeers, type SmallOpRow } from './small-op.js';
@@ -53,7 +54,7 @@ const config: SweepConfig = {
 function stats(values: number[]): { median: number; best: number; worst: number } {
   const sorted = [...values].sort((a, b) => a - b);
   return {
-    median: sorted[Math.floor(sorted.length / 2)]!,
+    median: median(sorted),
     best: sorted[sorted.length - 1]!,
     worst: sorted[0]!,
   };

@@ -7,6 +7,7 @@
  * architecture/decisions/2026-12-01-shm-bandwidth.md).
  */
 import { spawnThreadRanks, type ThreadRankArguments } from '../src/index.js';
+import { median } from './internal/median.js';
 import type { BenchOp } from './sweep.js';
 
 const ELEMENTS = 4 << 20; // 16 MiB of float32
@@ -28,7 +29,7 @@ interface CopyArguments {
 
 function summarise(rates: number[]): CopyPeer {
   const sorted = [...rates].sort((a, b) => a - b);
-  return { median: sorted[Math.floor(sorted.length / 2)]!, best: sorted.at(-1)!, worst: sorted[0]! };
+  return { median: median(sorted), best: sorted.at(-1)!, worst: sorted[0]! };
 }
 
 function sharedFloats(elements: number): Float32Array {

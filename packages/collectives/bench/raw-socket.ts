@@ -1,5 +1,6 @@
 import { connect, createServer, type Socket } from 'node:net';
 import { allocateShared, type ProcessGroup } from '../src/index.js';
+import { median } from './internal/median.js';
 
 export interface RawSocketResult {
   bytes: number;
@@ -75,7 +76,7 @@ export async function measureRawSocket(
   return {
     bytes,
     perDirection: {
-      median: rate(times[Math.floor(times.length / 2)]!),
+      median: rate(median(times)),
       best: rate(times[0]!),
       worst: rate(times[times.length - 1]!),
     },

@@ -1,5 +1,6 @@
 import { MessageChannel, Worker } from 'node:worker_threads';
 import { allocateShared, type ProcessGroup } from '../src/index.js';
+import { median } from './internal/median.js';
 
 /** Microseconds per round trip or op: median, min and max over the timed batches. */
 export interface LatencyFigure {
@@ -30,7 +31,7 @@ const BATCHES = 9;
 function figure(values: number[]): LatencyFigure {
   const sorted = [...values].sort((a, b) => a - b);
   return {
-    median: sorted[Math.floor(sorted.length / 2)]!,
+    median: median(sorted),
     best: sorted[0]!,
     worst: sorted[sorted.length - 1]!,
   };

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { allocateShared, type CollectiveBuffer, type ProcessGroup, type Work } from '../src/index.js';
+import { median } from './internal/median.js';
 
 export type BenchOp = 'allReduce' | 'allGather' | 'reduceScatter' | 'broadcast';
 
@@ -68,11 +69,6 @@ function allocate(variant: BenchVariant, elements: number): CollectiveBuffer {
   if (buffer instanceof Float32Array) for (let i = 0; i < elements; i++) buffer[i] = (i % 13) - 6;
   else buffer.fill(0x3f80);
   return buffer;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
 }
 
 /** Runs the sweep on this rank (every rank calls it); returns the rows as measured here. */
