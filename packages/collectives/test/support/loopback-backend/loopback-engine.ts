@@ -49,11 +49,21 @@ class Inbox {
       const notice = this.queued.find((message) => message.type === 'abort');
       if (notice !== undefined) this.failure ??= onAborted(notice.message);
       this.failure ??= new CollectiveError(`rank ${peer} closed its port`, { code: 'peer-lost', peer });
-      this.waiter?.reject(this.failure);
+      // [Note: a closed peer is lost when a read finds nothing left]
+      // A peer that finished its last op closes its port right after posting its contribution;
+      // what it posted is still queued here (a port delivers its messages before its close). So
+      // the close breaks the group only if this rank is waiting on the peer now; otherwise the
+      // next read that finds the queue empty does. Breaking at once failed an op whose data from
+      // the peer was all queued (seen as a CI flake with 4 thread ranks under load).
+      if (this.waiter === undefined) return;
+      this.waiter.reject(this.failure);
       this.waiter = undefined;
       onLost(this.failure);
     });
+    this.onLost = onLost;
   }
+
+  private readonly onLost: (error: CollectiveError) => void;
 
   isWaiting(): boolean {
     return this.waiter !== undefined;
@@ -63,7 +73,10 @@ class Inbox {
     const queued = this.queued.shift();
     if (queued?.type === 'abort') return Promise.reject(this.onAborted(queued.message));
     if (queued !== undefined) return Promise.resolve(queued);
-    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (this.failure !== undefined) {
+      this.onLost(this.failure);
+      return Promise.reject(this.failure);
+    }
     return new Promise((resolve, reject) => {
       this.waiter = { resolve, reject };
     });
