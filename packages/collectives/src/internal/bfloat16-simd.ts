@@ -13,6 +13,21 @@
  * float32 bits, NaN and infinities included.
  */
 
+import {
+  END,
+  functionBody,
+  get,
+  I32,
+  instantiate,
+  load,
+  signed,
+  simd,
+  store,
+  text,
+  V128,
+  wasmModule,
+} from './wasm-assembly.js';
+
 /** Elements per kernel call: 64 KiB of float32. */
 export const SIMD_BLOCK = 16_384;
 /** Off page boundaries: see [Note: bfloat16 simd layout]. */
@@ -35,22 +50,15 @@ export interface Bfloat16Kernels {
 }
 
 // Opcodes (WebAssembly core 2.0 with fixed-width SIMD).
-const I32 = 0x7f;
-const V128 = 0x7b;
 const BLOCK = 0x02;
 const LOOP = 0x03;
 const BR = 0x0c;
 const BR_IF = 0x0d;
-const END = 0x0b;
-const LOCAL_GET = 0x20;
 const LOCAL_SET = 0x21;
 const I32_CONST = 0x41;
 const I32_GE_U = 0x4f;
 const I32_ADD = 0x6a;
 const I32_SHL = 0x74;
-const SIMD = 0xfd;
-const V128_LOAD = 0x00;
-const V128_STORE = 0x0b;
 const V128_CONST = 0x0c;
 const I32X4_GT_U = 0x3c;
 const V128_AND = 0x4e;
@@ -64,32 +72,6 @@ const I32X4_SHR_U = 0xad;
 const I32X4_ADD = 0xae;
 const F32X4_ADD = 0xe4;
 
-function unsigned(value: number): number[] {
-  const bytes: number[] = [];
-  do {
-    let byte = value & 0x7f;
-    value >>>= 7;
-    if (value !== 0) byte |= 0x80;
-    bytes.push(byte);
-  } while (value !== 0);
-  return bytes;
-}
-
-function signed(value: number): number[] {
-  const bytes: number[] = [];
-  for (;;) {
-    const byte = value & 0x7f;
-    value >>= 7;
-    const done = (value === 0 && (byte & 0x40) === 0) || (value === -1 && (byte & 0x40) !== 0);
-    bytes.push(done ? byte : byte | 0x80);
-    if (done) return bytes;
-  }
-}
-
-const simd = (opcode: number): number[] => [SIMD, ...unsigned(opcode)];
-const load = (offset: number): number[] => [...simd(V128_LOAD), 0, ...unsigned(offset)];
-const store = (offset: number): number[] => [...simd(V128_STORE), 0, ...unsigned(offset)];
-const get = (local: number): number[] => [LOCAL_GET, local];
 const constant = (value: number): number[] => [I32_CONST, ...signed(value)];
 function splat(value: number): number[] {
   const lane = [value & 0xff, (value >>> 8) & 0xff, (value >>> 16) & 0xff, (value >>> 24) & 0xff];
@@ -237,48 +219,22 @@ const decodeAddBody = loopOverEights([
 const KERNELS = ['encode', 'decode', 'round', 'decodeAdd'] as const;
 const BODIES = [encodeBody, decodeBody, roundBody, decodeAddBody];
 
-function section(id: number, contents: number[]): number[] {
-  return [id, ...unsigned(contents.length), ...contents];
-}
-
-function text(value: string): number[] {
-  return [...unsigned(value.length), ...Array.from(value, (character) => character.charCodeAt(0))];
-}
-
 function assemble(): Uint8Array {
   const locals = [2, 1, I32, 2 + CONSTANTS.length, V128];
-  const bodies = BODIES.map((body) => {
-    const code = [...locals, ...prologue, ...body, END];
-    return [...unsigned(code.length), ...code];
-  });
+  const bodies = BODIES.map((body) => functionBody(locals, [...prologue, ...body]));
   const exports = [
     ...text('memory'),
     0x02,
     0,
     ...KERNELS.flatMap((name, index) => [...text(name), 0x00, index]),
   ];
-  return new Uint8Array([
-    0x00,
-    0x61,
-    0x73,
-    0x6d,
-    0x01,
-    0x00,
-    0x00,
-    0x00,
-    ...section(1, [1, 0x60, 1, I32, 0]),
-    ...section(3, [KERNELS.length, ...KERNELS.map(() => 0)]),
-    ...section(5, [1, 0x00, 3]),
-    ...section(7, [KERNELS.length + 1, ...exports]),
-    ...section(10, [KERNELS.length, ...bodies.flat()]),
+  return wasmModule([
+    [1, [1, 0x60, 1, I32, 0]],
+    [3, [KERNELS.length, ...KERNELS.map(() => 0)]],
+    [5, [1, 0x00, 3]],
+    [7, [KERNELS.length + 1, ...exports]],
+    [10, [KERNELS.length, ...bodies.flat()]],
   ]);
-}
-
-/** The part of the WebAssembly API used here (the project's tsconfig has no DOM library). */
-interface WasmApi {
-  validate(bytes: Uint8Array): boolean;
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: Record<string, unknown> };
 }
 
 let kernels: Bfloat16Kernels | null | undefined;
@@ -287,11 +243,8 @@ let kernels: Bfloat16Kernels | null | undefined;
 export function bfloat16Kernels(): Bfloat16Kernels | null {
   if (kernels !== undefined) return kernels;
   kernels = null;
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  if (wasm === undefined) return kernels;
-  const bytes = assemble();
-  if (!wasm.validate(bytes)) return kernels;
-  const exported = new wasm.Instance(new wasm.Module(bytes)).exports;
+  const exported = instantiate(assemble());
+  if (exported === null) return kernels;
   const memory = (exported.memory as { buffer: ArrayBuffer }).buffer;
   const kernel = (name: string) => exported[name] as (count: number) => void;
   kernels = {

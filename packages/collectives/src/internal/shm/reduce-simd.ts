@@ -19,6 +19,22 @@
  * still gets the same bits, because one rank computes each element and writes it to all.
  */
 
+import {
+  END,
+  F32,
+  functionBody,
+  get,
+  I32,
+  instantiate,
+  load,
+  simd,
+  store,
+  text,
+  unsigned,
+  V128,
+  wasmModule,
+} from '../wasm-assembly.js';
+
 /** Elements per kernel call: 256 KiB of float32 or int32. */
 export const REDUCE_BLOCK = 65_536;
 /** Off page boundaries, like bfloat16-simd.ts. */
@@ -41,23 +57,15 @@ export interface ReduceKernels {
 }
 
 // Opcodes (WebAssembly core 2.0 with fixed-width SIMD).
-const I32 = 0x7f;
-const F32 = 0x7d;
-const V128 = 0x7b;
 const BLOCK = 0x02;
 const LOOP = 0x03;
 const BR = 0x0c;
 const BR_IF = 0x0d;
-const END = 0x0b;
-const LOCAL_GET = 0x20;
 const LOCAL_SET = 0x21;
 const LOCAL_TEE = 0x22;
 const I32_CONST = 0x41;
 const I32_GE_U = 0x4f;
 const I32_ADD = 0x6a;
-const SIMD = 0xfd;
-const V128_LOAD = 0x00;
-const V128_STORE = 0x0b;
 const F32X4_SPLAT = 0x13;
 const F32X4_NE = 0x42;
 const F32X4_LE = 0x45;
@@ -69,22 +77,6 @@ const I32X4_MIN_S = 0xb6;
 const I32X4_MAX_S = 0xb8;
 const F32X4_ADD = 0xe4;
 const F32X4_DIV = 0xe7;
-
-function unsigned(value: number): number[] {
-  const bytes: number[] = [];
-  do {
-    let byte = value & 0x7f;
-    value >>>= 7;
-    if (value !== 0) byte |= 0x80;
-    bytes.push(byte);
-  } while (value !== 0);
-  return bytes;
-}
-
-const simd = (opcode: number): number[] => [SIMD, ...unsigned(opcode)];
-const load = (offset: number): number[] => [...simd(V128_LOAD), 0, ...unsigned(offset)];
-const store = (offset: number): number[] => [...simd(V128_STORE), 0, ...unsigned(offset)];
-const get = (local: number): number[] => [LOCAL_GET, local];
 
 // Locals: 0 = count in elements (parameter), 1 = divisor (f32 parameter of `divide` only),
 // then: byte index, byte end, and two v128 scratch values.
@@ -184,19 +176,6 @@ const REDUCERS: Record<ReduceKernelName, number[]> = {
 };
 const NAMES = Object.keys(REDUCERS) as ReduceKernelName[];
 
-function section(id: number, contents: number[]): number[] {
-  return [id, ...unsigned(contents.length), ...contents];
-}
-
-function text(value: string): number[] {
-  return [...unsigned(value.length), ...Array.from(value, (character) => character.charCodeAt(0))];
-}
-
-function functionBody(locals: number[], body: number[]): number[] {
-  const code = [...locals, ...body, END];
-  return [...unsigned(code.length), ...code];
-}
-
 function assemble(): Uint8Array {
   // Reducers: (count) with locals byte, end (i32) and a, b (v128); divide: (count, divisor).
   const reducerBodies = NAMES.map((name) => functionBody([2, 2, I32, 2, V128], REDUCERS[name]));
@@ -210,28 +189,13 @@ function assemble(): Uint8Array {
     0x00,
     NAMES.length,
   ];
-  return new Uint8Array([
-    0x00,
-    0x61,
-    0x73,
-    0x6d,
-    0x01,
-    0x00,
-    0x00,
-    0x00,
-    ...section(1, [2, 0x60, 1, I32, 0, 0x60, 2, I32, F32, 0]),
-    ...section(3, [NAMES.length + 1, ...NAMES.map(() => 0), 1]),
-    ...section(5, [1, 0x00, ...unsigned(PAGES)]),
-    ...section(7, [NAMES.length + 2, ...exports]),
-    ...section(10, [NAMES.length + 1, ...reducerBodies.flat(), ...divide]),
+  return wasmModule([
+    [1, [2, 0x60, 1, I32, 0, 0x60, 2, I32, F32, 0]],
+    [3, [NAMES.length + 1, ...NAMES.map(() => 0), 1]],
+    [5, [1, 0x00, ...unsigned(PAGES)]],
+    [7, [NAMES.length + 2, ...exports]],
+    [10, [NAMES.length + 1, ...reducerBodies.flat(), ...divide]],
   ]);
-}
-
-/** The part of the WebAssembly API used here (the project's tsconfig has no DOM library). */
-interface WasmApi {
-  validate(bytes: Uint8Array): boolean;
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: Record<string, unknown> };
 }
 
 let kernels: ReduceKernels | null | undefined;
@@ -240,11 +204,8 @@ let kernels: ReduceKernels | null | undefined;
 export function reduceKernels(): ReduceKernels | null {
   if (kernels !== undefined) return kernels;
   kernels = null;
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  if (wasm === undefined) return kernels;
-  const bytes = assemble();
-  if (!wasm.validate(bytes)) return kernels;
-  const exported = new wasm.Instance(new wasm.Module(bytes)).exports;
+  const exported = instantiate(assemble());
+  if (exported === null) return kernels;
   const memory = (exported.memory as { buffer: ArrayBuffer }).buffer;
   kernels = {
     reduce: Object.fromEntries(
