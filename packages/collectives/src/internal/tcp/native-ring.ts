@@ -253,3 +253,25 @@ export class NativeRingRun {
     this.remaining = this.consumer.bytes;
   }
 }
+
+/**
+ * Runs `run` in slices of NATIVE_SLICE_MS until the op is done, yielding to the event loop between
+ * slices (timers, the main thread's messages and the links' own events run there). Throws a
+ * link's failure, or when `groupBroke()` says the group broke (the running op has then already
+ * failed with the cause): no byte moves after that.
+ */
+export async function driveNativeRun(
+  run: NativeRingRun,
+  links: readonly (PeerLink | null)[],
+  groupBroke: () => boolean,
+): Promise<void> {
+  for (;;) {
+    for (const link of links) {
+      const failure = link?.failed();
+      if (failure !== undefined) throw failure;
+    }
+    if (groupBroke()) throw new Error('the group broke during the op');
+    if (run.run(NATIVE_SLICE_MS) === 'done') return;
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+}

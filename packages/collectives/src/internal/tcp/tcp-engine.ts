@@ -1,5 +1,5 @@
 import { CollectiveError } from '../../errors.js';
-import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
+import { encodeBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
@@ -15,10 +15,10 @@ import {
   HEADER_BYTES,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
-import { NATIVE_SLICE_MS, NativeRingRun } from './native-ring.js';
+import { driveNativeRun, NativeRingRun } from './native-ring.js';
 import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
 import { PeerLink } from './peer-link.js';
-import { initialBytes, type RingPlan, RingScratch, runRingSteps, type Wire, type WorkArray } from './ring.js';
+import { initialBytes, type RingPlan, RingScratch, runRingSteps, type Wire } from './ring.js';
 import {
   allGatherPlan,
   allReducePlan,
@@ -27,6 +27,7 @@ import {
   reduceScatterPlan,
 } from './ring-plans.js';
 import { connectPeers, PeerAcceptor } from './tcp-connections.js';
+import { WorkArrays } from './work-arrays.js';
 
 export interface TcpInit extends EngineInit {
   backend: 'tcp';
@@ -71,8 +72,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private acceptor: PeerAcceptor | undefined;
   private readonly links: (PeerLink | null)[];
   private readonly scratch = new RingScratch();
-  private workFloats = new Float32Array(0);
-  private workInts = new Int32Array(0);
+  private readonly work = new WorkArrays();
   private readonly notify: (message: unknown) => void;
   /** libc's socket calls when koffi loads and the links are plain ([Note: native data path]). */
   private readonly native: NativeSockets | undefined;
@@ -244,17 +244,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     for (const [, bytes] of late) run.queueSend(bytes);
     this.nativeRun = run;
     try {
-      for (;;) {
-        for (const link of this.links) {
-          const failure = link?.failed();
-          if (failure !== undefined) throw failure;
-        }
-        // The group broke (the running op already failed with the cause): stop moving bytes.
-        if (this.isBroken() || this.state === 'closed') throw new Error('the group broke during the op');
-        if (run.run(NATIVE_SLICE_MS) === 'done') return;
-        // Timers, the main thread's messages and the links' own events run here.
-        await new Promise((resolve) => setTimeout(resolve, 1));
-      }
+      await driveNativeRun(run, this.links, () => this.isBroken() || this.state === 'closed');
     } finally {
       this.nativeRun = undefined;
     }
@@ -275,7 +265,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     switch (op.kind) {
       case 'allReduce': {
         const buffer = op.output!;
-        const work = this.workFor(buffer, op.dtype, op.count, buffer);
+        const work = this.work.workFor(buffer, op.dtype, op.count, buffer);
         const options = this.reduceOptions(op);
         const encodeBack = () => {
           if (op.dtype === 'bfloat16') encodeBfloat16(work as Float32Array, buffer as Uint16Array);
@@ -299,13 +289,17 @@ export class TcpEngine extends EngineBase<TcpInit> {
         let plan: RingPlan;
         if (op.dtype === 'bfloat16') {
           plan = reduceScatterPlan(
-            this.workFor(op.output!, op.dtype, input.length, input),
+            this.work.workFor(op.output!, op.dtype, input.length, input),
             op.count,
             options,
           );
         } else {
           // No copy of the input: each reduce step writes input (op) incoming into scratch.
-          plan = reduceScatterPlan(this.scratchFor(input as Float32Array | Int32Array), op.count, options);
+          plan = reduceScatterPlan(
+            this.work.scratchFor(input as Float32Array | Int32Array),
+            op.count,
+            options,
+          );
           plan.base = input;
         }
         return ring(plan, () => {
@@ -344,42 +338,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
       gatherWire: bfloat16Wire || op.dtype === 'bfloat16' ? 'bfloat16' : 'same',
       roundFinal: bfloat16Wire || op.dtype === 'bfloat16',
     };
-  }
-
-  /** The array the reduction runs on: the buffer itself, or float32 scratch for bfloat16. */
-  private workFor(
-    buffer: WorkArray,
-    dtype: OpMessage['dtype'],
-    length: number,
-    copyFrom: WorkArray,
-  ): WorkArray {
-    if (dtype === 'bfloat16') {
-      if (this.workFloats.length < length) this.workFloats = new Float32Array(length);
-      const work = this.workFloats.subarray(0, length);
-      decodeBfloat16(copyFrom as Uint16Array, work);
-      return work;
-    }
-    if (buffer === copyFrom) return buffer;
-    if (dtype === 'int32') {
-      if (this.workInts.length < length) this.workInts = new Int32Array(length);
-      const work = this.workInts.subarray(0, length);
-      work.set(copyFrom as Int32Array);
-      return work;
-    }
-    if (this.workFloats.length < length) this.workFloats = new Float32Array(length);
-    const work = this.workFloats.subarray(0, length);
-    work.set(copyFrom as Float32Array);
-    return work;
-  }
-
-  /** Uninitialised float32 or int32 scratch as long as `like`. */
-  private scratchFor(like: Float32Array | Int32Array): Float32Array | Int32Array {
-    if (like instanceof Int32Array) {
-      if (this.workInts.length < like.length) this.workInts = new Int32Array(like.length);
-      return this.workInts.subarray(0, like.length);
-    }
-    if (this.workFloats.length < like.length) this.workFloats = new Float32Array(like.length);
-    return this.workFloats.subarray(0, like.length);
   }
 
   /**
