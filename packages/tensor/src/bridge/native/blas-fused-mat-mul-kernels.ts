@@ -1,26 +1,13 @@
 import type * as tf from '@tensorflow/tfjs-core';
 import type { BlasLibrary } from './blas-library';
-import { runPlan } from './blas-mat-mul-kernels';
+import {
+  type CpuBackendLike,
+  type KernelArguments,
+  runPlan,
+  type WasmBackendLike,
+} from './blas-mat-mul-kernels';
 import { applyEpilogue, type EpiloguePlan, planEpilogue } from './fused-epilogue';
 import { type MatMulPlan, planMatMul } from './mat-mul-plan';
-
-/** The parts of tfjs-backend-wasm's BackendWasm this kernel uses. */
-interface WasmBackendLike {
-  makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
-  typedArrayFromHeap(info: tf.TensorInfo): tf.TypedArray;
-}
-
-/** The parts of tfjs-backend-cpu's MathBackendCPU this kernel uses. */
-interface CpuBackendLike {
-  data: { get(dataId: unknown): { values?: unknown } };
-  makeTensorInfo(shape: number[], dtype: tf.DataType, values: tf.TypedArray): tf.TensorInfo;
-}
-
-interface KernelArguments {
-  inputs: tf.NamedTensorInfoMap;
-  backend: unknown;
-  attrs?: tf.NamedAttrMap;
-}
 
 interface FusedInputs {
   a: tf.TensorInfo;

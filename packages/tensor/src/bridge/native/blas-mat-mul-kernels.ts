@@ -9,18 +9,18 @@ import {
 import { type MatMulPlan, planMatMul } from './mat-mul-plan';
 
 /** The parts of tfjs-backend-wasm's BackendWasm this kernel uses. */
-interface WasmBackendLike {
+export interface WasmBackendLike {
   makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
   typedArrayFromHeap(info: tf.TensorInfo): tf.TypedArray;
 }
 
 /** The parts of tfjs-backend-cpu's MathBackendCPU this kernel uses. */
-interface CpuBackendLike {
+export interface CpuBackendLike {
   data: { get(dataId: unknown): { values?: unknown } };
   makeTensorInfo(shape: number[], dtype: tf.DataType, values: tf.TypedArray): tf.TensorInfo;
 }
 
-interface KernelArguments {
+export interface KernelArguments {
   inputs: tf.NamedTensorInfoMap;
   backend: unknown;
   attrs?: tf.NamedAttrMap;
