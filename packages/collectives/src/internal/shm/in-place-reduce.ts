@@ -31,8 +31,14 @@ export function reduceInArena(
   const kernels = inPlaceKernels(arena);
   if (kernels === null) return false;
   const floats = dtype === 'float32';
-  const reduce = kernels.reduce[kernelName(floats, op)];
+  const name = kernelName(floats, op);
   const average = floats && op === 'avg';
+  // The last source is also a later target (all-reduce): its reduction stores into it as well.
+  const last = sources.length - 1;
+  const both =
+    average || last < 1
+      ? -1
+      : targets.findIndex((target, index) => index > 0 && same(target, sources[last]!));
   const accumulator = targets[0] as Float32Array | Int32Array;
   const first = sources[0] as Float32Array | Int32Array;
   const copyFirst = accumulator.byteOffset !== first.byteOffset;
@@ -46,6 +52,7 @@ export function reduceInArena(
     const address = accumulator.byteOffset + start * 4;
     for (let index = 1; index < sources.length; index++) {
       const source = sources[index]! as Float32Array | Int32Array;
+      const reduce = index === last && both > 0 ? kernels.reduceBoth[name] : kernels.reduce[name];
       if (vectors > 0) reduce(address, source.byteOffset + start * 4, vectors * 4);
       if (start + vectors < end)
         reduceInto(block.subarray(vectors), source.subarray(start + vectors, end) as never, op);
@@ -54,7 +61,10 @@ export function reduceInArena(
       if (vectors > 0) kernels.divide(address, vectors * 4, size);
       if (start + vectors < end) finishAverage(block.subarray(vectors) as Float32Array, size);
     }
-    for (let index = 1; index < targets.length; index++) targets[index]!.set(block as never, start);
+    for (let index = 1; index < targets.length; index++) {
+      if (index === both) targets[index]!.set(block.subarray(vectors) as never, start + vectors);
+      else targets[index]!.set(block as never, start);
+    }
   }
   return true;
 }
@@ -67,8 +77,6 @@ export function reduceInArena(
  */
 function safeAliasing(sources: readonly CollectiveBuffer[], targets: readonly CollectiveBuffer[]): boolean {
   const range = (view: CollectiveBuffer) => [view.byteOffset, view.byteOffset + view.byteLength] as const;
-  const same = (a: CollectiveBuffer, b: CollectiveBuffer) =>
-    a.byteOffset === b.byteOffset && a.byteLength === b.byteLength;
   const overlap = (a: CollectiveBuffer, b: CollectiveBuffer) => {
     const [aStart, aEnd] = range(a);
     const [bStart, bEnd] = range(b);
@@ -81,6 +89,11 @@ function safeAliasing(sources: readonly CollectiveBuffer[], targets: readonly Co
           !overlap(target, source) || (same(target, source) && (index > 0 || sourceIndex === 0)),
       ) && targets.every((other) => other === target || !overlap(target, other) || same(target, other)),
   );
+}
+
+/** Two views over exactly the same bytes of the arena. */
+function same(a: CollectiveBuffer, b: CollectiveBuffer): boolean {
+  return a.byteOffset === b.byteOffset && a.byteLength === b.byteLength;
 }
 
 function kernelName(floats: boolean, op: ReduceOp): ReduceKernelName {

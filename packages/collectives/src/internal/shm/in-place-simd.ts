@@ -6,7 +6,8 @@
  * [Note: in-place simd] `reduce(accumulator, source, bytes)` computes
  * accumulator[i] = accumulator[i] (op) source[i] over `bytes` (a multiple of 16: whole 4-lane
  * vectors; the caller does the last 0-3 elements with the scalar kernels, so nothing outside the
- * views is ever written). `divide(accumulator, bytes, divisor)` divides float32 lanes.
+ * views is ever written); `reduceBoth` also stores the result into the source's lanes (the last
+ * reduction of an all-reduce, whose last source is also a target: one pass instead of two). `divide(accumulator, bytes, divisor)` divides float32 lanes.
  * The arithmetic is the same as reduce-simd.ts ([Note: reduce simd layout]): bit for bit the
  * scalar kernels' results, NaN payloads aside.
  */
@@ -30,6 +31,8 @@ import { ARENA_MAX_PAGES, type SharedMemory } from './shm-arena.js';
 
 export interface InPlaceKernels {
   readonly reduce: Record<ReduceKernelName, (accumulator: number, source: number, bytes: number) => void>;
+  /** `reduce`, with the result also stored into the source's lanes. */
+  readonly reduceBoth: Record<ReduceKernelName, (accumulator: number, source: number, bytes: number) => void>;
   divide(accumulator: number, bytes: number, divisor: number): void;
 }
 
@@ -90,7 +93,13 @@ function loopOverVectors(bytes: number, endLocal: number, advanceSource: boolean
 }
 
 // Reducers: (accumulator, source, bytes) and locals 3 = end (i32), 4, 5 = a, b (v128).
-const lanewise = (instruction: number) =>
+// `both`: the result is stored into the source's lanes too (the last step of a two-view all-reduce).
+const A = 4;
+const B = 5;
+const alsoIntoSource = (both: boolean, result: number) =>
+  both ? [LOCAL_TEE, result, ...store(0), ...get(SOURCE), ...get(result), ...store(0)] : store(0);
+
+const lanewise = (instruction: number, both: boolean) =>
   loopOverVectors(2, 3, true, [
     ...get(ACCUMULATOR),
     ...get(ACCUMULATOR),
@@ -98,34 +107,31 @@ const lanewise = (instruction: number) =>
     ...get(SOURCE),
     ...load(0),
     ...simd(instruction),
-    ...store(0),
+    ...alsoIntoSource(both, A),
   ]);
 
 /** a (compare) b || a != a ? a : b, with a the accumulator's lanes and b the source's. */
-const selecting = (compare: number) => {
-  const a = 4;
-  const b = 5;
-  return loopOverVectors(2, 3, true, [
+const selecting = (compare: number, both: boolean) =>
+  loopOverVectors(2, 3, true, [
     ...get(ACCUMULATOR),
     ...get(ACCUMULATOR),
     ...load(0),
     LOCAL_TEE,
-    a,
+    A,
     ...get(SOURCE),
     ...load(0),
     LOCAL_TEE,
-    b,
-    ...get(a),
-    ...get(b),
+    B,
+    ...get(A),
+    ...get(B),
     ...simd(compare),
-    ...get(a),
-    ...get(a),
+    ...get(A),
+    ...get(A),
     ...simd(F32X4_NE),
     ...simd(V128_OR),
     ...simd(V128_BITSELECT),
-    ...store(0),
+    ...alsoIntoSource(both, B),
   ]);
-};
 
 // divide: (accumulator, bytes, divisor f32) and local 3 = end.
 const divideBody = loopOverVectors(1, 3, false, [
@@ -138,32 +144,31 @@ const divideBody = loopOverVectors(1, 3, false, [
   ...store(0),
 ]);
 
-const REDUCERS: Record<ReduceKernelName, number[]> = {
-  sumFloat: lanewise(F32X4_ADD),
-  maxFloat: selecting(F32X4_GE),
-  minFloat: selecting(F32X4_LE),
-  sumInt: lanewise(I32X4_ADD),
-  maxInt: lanewise(I32X4_MAX_S),
-  minInt: lanewise(I32X4_MIN_S),
-};
+const reducers = (both: boolean): Record<ReduceKernelName, number[]> => ({
+  sumFloat: lanewise(F32X4_ADD, both),
+  maxFloat: selecting(F32X4_GE, both),
+  minFloat: selecting(F32X4_LE, both),
+  sumInt: lanewise(I32X4_ADD, both),
+  maxInt: lanewise(I32X4_MAX_S, both),
+  minInt: lanewise(I32X4_MIN_S, both),
+});
+const REDUCERS = reducers(false);
+const REDUCERS_BOTH = reducers(true);
 const NAMES = Object.keys(REDUCERS) as ReduceKernelName[];
 
 function assemble(): Uint8Array {
-  const reducerBodies = NAMES.map((name) => functionBody([2, 1, I32, 2, V128], REDUCERS[name]));
+  const bodies = [...NAMES.map((name) => REDUCERS[name]), ...NAMES.map((name) => REDUCERS_BOTH[name])];
+  const reducerBodies = bodies.map((body) => functionBody([2, 1, I32, 2, V128], body));
   const divide = functionBody([1, 1, I32], divideBody);
-  const exports = [
-    ...NAMES.flatMap((name, index) => [...text(name), 0x00, index]),
-    ...text('divide'),
-    0x00,
-    NAMES.length,
-  ];
+  const names = [...NAMES, ...NAMES.map((name) => `${name}Both`), 'divide'];
+  const exports = names.flatMap((name, index) => [...text(name), 0x00, index]);
   return wasmModule([
     [1, [2, 0x60, 3, I32, I32, I32, 0, 0x60, 3, I32, I32, F32, 0]],
     // import env.memory: shared memory (limits flag 3), 1 page minimum, the arena's maximum.
     [2, [1, ...text('env'), ...text('memory'), 0x02, 0x03, 1, ...unsigned(ARENA_MAX_PAGES)]],
-    [3, [NAMES.length + 1, ...NAMES.map(() => 0), 1]],
-    [7, [NAMES.length + 1, ...exports]],
-    [10, [NAMES.length + 1, ...reducerBodies.flat(), ...divide]],
+    [3, [bodies.length + 1, ...bodies.map(() => 0), 1]],
+    [7, [names.length, ...exports]],
+    [10, [bodies.length + 1, ...reducerBodies.flat(), ...divide]],
   ]);
 }
 
@@ -188,6 +193,9 @@ export function inPlaceKernels(memory: SharedMemory): InPlaceKernels | null {
   const exported = new wasm.Instance(new wasm.Module(bytes), { env: { memory } }).exports;
   instance.kernels = {
     reduce: Object.fromEntries(NAMES.map((name) => [name, exported[name]])) as InPlaceKernels['reduce'],
+    reduceBoth: Object.fromEntries(
+      NAMES.map((name) => [name, exported[`${name}Both`]]),
+    ) as InPlaceKernels['reduceBoth'],
     divide: exported.divide as InPlaceKernels['divide'],
   };
   return instance.kernels;
