@@ -25,7 +25,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GPTConfig } from '@fsdp-ts/nn';
 import type { RunKind, RunRequest, RunResult } from './bench-config';
-import { checkIssue15Targets, checkTargets, memoryModelBytes } from './targets';
+import { phaseTable, poolPhases } from './phase-table';
+import { ceilingLines, checkIssue15Targets, checkTargets, memoryModelBytes } from './targets';
 import { runTorch, type TorchMode, torchResult, torchUnavailableReason } from './torch-peer';
 
 const quick = process.env.BENCH_QUICK === '1';
@@ -105,6 +106,7 @@ function run(kinds: RunKind[], worldSize: number, setting: Omit<RunRequest, 'kin
 
 const throughputKinds: RunKind[] = [
   'single',
+  'two-singles',
   'no-shard-unflat',
   'no-shard',
   'shard-grad-op',
@@ -127,6 +129,7 @@ function pool(results: RunResult[]): RunResult {
   const cpuSamples = results.flatMap((result) => result.cpuSamples);
   const tokensPerRank = (first.tokensPerSecond.median * first.stepMs.median) / 1000 / first.worldSize;
   const pooled = torchResult(first.kind, first.worldSize, stepSamples, cpuSamples, tokensPerRank);
+  const phases = first.phases === undefined ? undefined : poolPhases(results.map((result) => result.phases!));
   const allGather = results.map((result) => result.allGatherWaitMs.median);
   const reduction = results.map((result) => result.reductionWaitMs.median);
   return {
@@ -135,6 +138,7 @@ function pool(results: RunResult[]): RunResult {
     stepMs: pooled.stepMs,
     stepSamples,
     cpuSamples,
+    ...(phases === undefined ? {} : { phases }),
     cpuMs: pooled.cpuMs,
     allGatherWaitMs: {
       ...first.allGatherWaitMs,
@@ -254,6 +258,14 @@ for (const [name, rows] of Object.entries(throughput)) {
     );
   }
 }
+for (const [name, rows] of Object.entries(throughput)) {
+  const profiled = Object.values(rows).filter((row) => row.phases !== undefined);
+  if (profiled.length === 0) continue;
+  lines.push(
+    `\n${name}-bound, rank 0's CPU ms per step by phase and thread (BENCH_PHASES=1, medians; see [Note: phase profile])`,
+  );
+  lines.push(...phaseTable(profiled));
+}
 if (memory.length > 0) {
   lines.push('\nmemory per rank (parameters + gradients + optimizer state, peak of a step)');
   lines.push('| layers | strategy | W | measured MiB | model MiB | measured / model | peak tfjs MiB |');
@@ -274,6 +286,7 @@ for (const target of issue15)
   lines.push(
     `- [${target.met === null ? 'not measured here' : target.met ? 'met' : 'NOT met'}] ${target.name}: ${target.detail}`,
   );
+lines.push(...ceilingLines(throughput.compute));
 if (torchSkipped !== null) lines.push(`(PyTorch rows skipped: ${torchSkipped})`);
 const note = `shared, noisy machine (${os.cpus().length} cores, load average ${os
   .loadavg()
