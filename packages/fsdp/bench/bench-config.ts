@@ -27,6 +27,8 @@ export interface RunRequest {
   seqLen: number;
   warmupSteps: number;
   measuredSteps: number;
+  /** Record the per-phase profile (see [Note: phase profile]). */
+  profilePhases?: boolean;
   /** Rank 0 writes its RunResult here. */
   output: string;
 }
@@ -72,7 +74,7 @@ export interface RunResult {
    */
   storagePool?: { reused: number; fresh: number };
   losses: number[];
-  /** BENCH_PHASES=1: rank 0's per-step CPU by phase and thread (see [Note: phase profile]). */
+  /** When profiled: rank 0's per-step CPU by phase and thread (see [Note: phase profile]). */
   phases?: PhaseSamples;
 }
 

@@ -14,7 +14,10 @@
  * pooling every measured step, so one noisy minute does not decide a ratio.
  * Environment: BENCH_QUICK=1 for fewer steps; BENCH_ONLY=compute|communication|memory;
  * BENCH_KINDS=no-shard,full-shard,torch-fsdp,… to measure only some rows; BENCH_MEASURED_STEPS=n
- * (per round); BENCH_ROUNDS=n; BENCH_CPU_PROFILE=dir (V8 profiles per rank).
+ * (per round); BENCH_ROUNDS=n; BENCH_CPU_PROFILE=dir (V8 profiles per rank); BENCH_PHASES=0|1 (the
+ * per-phase CPU table: on by default for the compute-bound rows only, see [Note: phase profile]).
+ * The 'two-singles' row is the ceiling of every two-rank row: two unwrapped single-process steps
+ * at once in the W=2 launch, never communicating (interleaved with the other rows).
  * Prints tables and writes bench-results/fsdp-training.json at the repository root.
  */
 import { spawnSync } from 'node:child_process';
@@ -53,9 +56,25 @@ const measuredOverride =
 const kindFilter = process.env.BENCH_KINDS?.split(',');
 const rounds = Number(process.env.BENCH_ROUNDS ?? (quick ? 1 : 2));
 // Measured steps per round.
+// The phase profile (~20 µs per phase boundary) is on for the compute-bound steps (~600 ms) unless
+// BENCH_PHASES=0, and for the communication-bound ones (~60 ms, beside PyTorch rows that have none)
+// only with BENCH_PHASES=1.
+const phasesSetting = process.env.BENCH_PHASES;
 const settings = {
-  compute: { batch: 8, seqLen: 128, warmupSteps: quick ? 1 : 2, measuredSteps: quick ? 6 : 8 },
-  communication: { batch: 1, seqLen: 16, warmupSteps: quick ? 2 : 3, measuredSteps: quick ? 10 : 15 },
+  compute: {
+    batch: 8,
+    seqLen: 128,
+    warmupSteps: quick ? 1 : 2,
+    measuredSteps: quick ? 6 : 8,
+    profilePhases: phasesSetting !== '0',
+  },
+  communication: {
+    batch: 1,
+    seqLen: 16,
+    warmupSteps: quick ? 2 : 3,
+    measuredSteps: quick ? 10 : 15,
+    profilePhases: phasesSetting === '1',
+  },
 };
 if (measuredOverride !== undefined)
   for (const setting of Object.values(settings)) setting.measuredSteps = measuredOverride;
@@ -262,7 +281,7 @@ for (const [name, rows] of Object.entries(throughput)) {
   const profiled = Object.values(rows).filter((row) => row.phases !== undefined);
   if (profiled.length === 0) continue;
   lines.push(
-    `\n${name}-bound, rank 0's CPU ms per step by phase and thread (BENCH_PHASES=1, medians; see [Note: phase profile])`,
+    `\n${name}-bound, rank 0's CPU ms per step by phase and thread (medians; see [Note: phase profile] in bench/phase-profile.ts)`,
   );
   lines.push(...phaseTable(profiled));
 }

@@ -1,5 +1,5 @@
 /**
- * BENCH_PHASES=1: the CPU time of one training step by phase and by thread, from Linux's per-thread
+ * The CPU time of one training step by phase and by thread, from Linux's per-thread
  * scheduler counters (/proc/self/task/<tid>/schedstat: nanoseconds on a CPU, nanoseconds runnable
  * but waiting for one). Nothing is sampled: each phase boundary reads the main thread's two
  * counters (~20 µs), and each step's end reads every thread's.

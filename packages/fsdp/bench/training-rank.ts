@@ -22,7 +22,6 @@ const { value: group, threads: communicationThreads } = await threadsStartedBy(
   async (): Promise<ProcessGroup | null> =>
     requests.every((request) => request.kind === 'single') ? null : await initProcessGroup(),
 );
-const profilePhases = process.env.BENCH_PHASES === '1';
 const worldSize = group?.size ?? 1;
 interface Row {
   readonly request: RunRequest;
@@ -163,7 +162,7 @@ function prepare(request: RunRequest): Row {
   const reductionWaits: number[] = [];
   const losses: number[] = [];
   let poolAtStart = storagePool.statistics;
-  const phases = new PhaseProfile(profilePhases, communicationThreads);
+  const phases = new PhaseProfile(request.profilePhases === true, communicationThreads);
   function step(index: number): void {
     sampling = index >= request.warmupSteps;
     if (index === request.warmupSteps) poolAtStart = storagePool.statistics;
