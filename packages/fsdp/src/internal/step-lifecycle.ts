@@ -125,11 +125,15 @@ export class StepLifecycle {
    * backward compute to overlap with, and at most two units' unsharded gradients are alive. The
    * rule depends only on the order of units, never on timing, so every rank issues the replica
    * all-reduces of hybrid sharding in the same order.
+   * Under no-shard the flat gradients stay whole whatever happens (they are the `grad`s), so there
+   * is no memory to bound: every all-reduce is awaited after backward, and none blocks backward's
+   * compute (see the decision record 2026-12-01-no-shard-reduction.md).
    */
   startUnitReduction(unit: FsdpUnit): void {
     const step = this.#step;
     if (step === null || !step.sync) return;
     unit.reduction.start();
+    if (!this.#parts.options.sharding.shardParameters) return;
     step.reducing.push(unit);
     while (step.reducing.length > 1) {
       const start = performance.now();
