@@ -21,6 +21,13 @@ export interface ShardedTrainerOptions {
   initialWeights?: InitialWeights;
   /** Trainable weights are flattened in buckets of about this many bytes (one collective each). Default 25 MiB. */
   bucketSizeBytes?: number;
+  /**
+   * 'replicate', 'shard-optimizer', 'shard-gradients': start each bucket's all-reduce (or
+   * reduce-scatter) during the backward, as soon as its gradients are in, instead of after it.
+   * Default true; the result is the same either way (only the summation schedule of the backward
+   * differs). 'full-shard' always reduces each layer during the backward.
+   */
+  overlapGradientReduction?: boolean;
   /** Where rank 0 prints progress when fit's verbose is 1. Default console.log. */
   log?: (line: string) => void;
 }

@@ -20,6 +20,7 @@ import { FullShardLayers } from './internal/full-shard-layers';
 import { batchRanges, epochOrder } from './internal/global-batches';
 import { allLayers } from './internal/layer-access';
 import { MemoryMeter } from './internal/memory-meter';
+import { OverlappedReduction } from './internal/overlapped-reduction';
 import { resolveOptimizer } from './internal/resolve-optimizer';
 import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
 import { type TrainBatchParts, trainBatch } from './internal/train-batch';
@@ -70,6 +71,8 @@ export class ShardedTrainer {
   private readonly meter = new MemoryMeter();
   /** 'full-shard' only: the per-layer gather/release machinery (see [Note: full-shard layers]). */
   private readonly fullShard: FullShardLayers | null;
+  /** The other strategies: bucket reductions issued during backward ([Note: reductions overlapped with backward]). */
+  private readonly overlap: OverlappedReduction | null;
   private readonly objective: CompiledObjective;
   private readonly trainable: readonly LayerVariable[];
   private readonly hasBatchNorm: boolean;
@@ -128,6 +131,10 @@ export class ShardedTrainer {
       );
       this.fullShard = null;
     }
+    this.overlap =
+      this.fullShard === null && (options.overlapGradientReduction ?? true)
+        ? new OverlappedReduction(this.buckets)
+        : null;
     // Parameters (and optimizer state, checkpoints) in the model's trainable-weight order, whatever the buckets.
     const byVariable = new Map<LayerVariable, [WeightBucket, number]>();
     for (const bucket of this.buckets)
@@ -357,6 +364,7 @@ export class ShardedTrainer {
       trainable: this.trainable,
       buckets: this.buckets,
       fullShard: this.fullShard,
+      overlap: this.overlap,
       optimizer: this.optimizer,
     };
   }

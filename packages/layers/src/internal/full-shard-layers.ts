@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type * as tfl from '@tensorflow/tfjs-layers';
 import { backingVariable, replaceCall, swapVariableValue } from './layer-access';
+import { tap } from './tap';
 import type { WeightBucket } from './weight-bucket';
 
 type Call = (inputs: tf.Tensor | tf.Tensor[], kwargs: Record<string, unknown>) => tf.Tensor | tf.Tensor[];
@@ -122,21 +123,6 @@ export class FullShardLayers {
     const hook = (tensor: tf.Tensor) => beforeBackward(tensor, this.anchor, () => bucket.gather());
     return Array.isArray(output) ? output.map(hook) : hook(output);
   }
-}
-
-/** `value` in forward; its whole gradient goes to `onGradient` (see [Note: full-shard layers], 2). */
-function tap(value: tf.Tensor, anchor: tf.Tensor, onGradient: (gradient: tf.Tensor) => void): tf.Tensor {
-  const op = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-    const anchorInput = args[1] as tf.Tensor;
-    return {
-      value: tf.clone(args[0] as tf.Tensor),
-      gradFunc: (dy: tf.Tensor | tf.Tensor[]) => {
-        onGradient(dy as tf.Tensor);
-        return [dy as tf.Tensor, tf.zerosLike(anchorInput)];
-      },
-    };
-  });
-  return op(value, anchor);
 }
 
 /** `output` in forward; `hook()` runs before the gradient of anything that produced it (note, 4). */

@@ -7,6 +7,7 @@ import type { CompiledObjective } from './compiled-objective';
 import type { FullShardLayers } from './full-shard-layers';
 import { gatherRows } from './gather-rows';
 import { localRange } from './global-batches';
+import type { OverlappedReduction } from './overlapped-reduction';
 import { computeLocalGradients } from './train-step';
 import type { Batch } from './validate-data';
 import type { WeightBucket } from './weight-bucket';
@@ -20,6 +21,8 @@ export interface TrainBatchParts {
   readonly buckets: readonly WeightBucket[];
   /** 'full-shard' only (see [Note: full-shard layers]). */
   readonly fullShard: FullShardLayers | null;
+  /** The other strategies with overlapGradientReduction (see [Note: reductions overlapped with backward]). */
+  readonly overlap: OverlappedReduction | null;
   readonly optimizer: Optimizer<BaseOptions>;
 }
 
@@ -29,15 +32,20 @@ export interface TrainBatchParts {
  * of the new weights. Returns [loss, ...metrics] of the global batch, the same on every rank.
  */
 export function trainBatch(parts: TrainBatchParts, batch: Batch, indices: Int32Array): number[] {
-  const { group, objective, buckets, fullShard } = parts;
+  const { group, objective, buckets, fullShard, overlap } = parts;
   const local = localRange(indices.length, group.rank, group.size);
   const localIndices = indices.subarray(local.start, local.end);
   let values: number[];
   if (localIndices.length === 0) {
     const zeros = allocateShared(Float32Array, objective.names.length);
+    if (overlap !== null) {
+      // The same collectives in the same order as the ranks with samples: every bucket, then the loss.
+      overlap.beginStep();
+      overlap.issueRemaining();
+    }
     allReduceSumInPlace(group, zeros);
     values = [...zeros];
-    for (const bucket of buckets) bucket.loadGradients(new Map());
+    if (overlap === null) for (const bucket of buckets) bucket.loadGradients(new Map());
   } else {
     const gather = (tensor: tf.Tensor) => gatherRows(tensor, localIndices);
     const localBatch = { xs: batch.xs.map(gather), ys: batch.ys.map(gather) };
@@ -50,15 +58,17 @@ export function trainBatch(parts: TrainBatchParts, batch: Batch, indices: Int32A
       indices.length,
       parts.trainable,
       fullShard,
+      overlap,
     );
     tf.dispose([...localBatch.xs, ...localBatch.ys]);
-    if (fullShard === null) for (const bucket of buckets) bucket.loadGradients(result.gradients);
+    if (fullShard === null && overlap === null)
+      for (const bucket of buckets) bucket.loadGradients(result.gradients);
     tf.dispose([...result.gradients.values()]);
     values = result.values;
   }
   // Full-shard reduced each layer's gradient during the backward (see [Note: full-shard layers]).
   if (fullShard === null) {
-    for (const bucket of buckets) bucket.startReduction();
+    if (overlap === null) for (const bucket of buckets) bucket.startReduction();
     for (const bucket of buckets) bucket.finishReduction();
   }
   parts.optimizer.step();

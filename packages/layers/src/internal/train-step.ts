@@ -5,6 +5,7 @@ import { allReduceSumInPlace } from './all-reduce-sum';
 import type { CompiledObjective } from './compiled-objective';
 import type { FullShardLayers } from './full-shard-layers';
 import { backingVariable, regularizationLosses } from './layer-access';
+import type { OverlappedReduction } from './overlapped-reduction';
 import type { Batch } from './validate-data';
 
 /** The model's outputs for these inputs, always as an array (one per output). */
@@ -36,20 +37,33 @@ export function computeLocalGradients(
   globalCount: number,
   variables: readonly LayerVariable[],
   fullShard: FullShardLayers | null = null,
+  overlap: OverlappedReduction | null = null,
 ): LocalGradients {
   const share = localCount / globalCount;
   const local = allocateShared(Float32Array, objective.names.length);
   fullShard?.beginStep();
-  const differentiated = fullShard === null ? variables.map(backingVariable) : [fullShard.anchor];
+  overlap?.beginStep();
+  const differentiated =
+    fullShard !== null
+      ? [fullShard.anchor]
+      : overlap !== null
+        ? [overlap.anchor]
+        : variables.map(backingVariable);
   const { value, grads } = tf.variableGrads(() => {
-    const outputs = applyModel(model, batch.xs, true);
-    const objectiveValues = objective.compute(batch.ys, outputs);
-    let loss = tf.mul(objectiveValues.loss, share) as tf.Scalar;
-    objectiveValues.others.forEach((value, index) => {
-      local[1 + index] = (value.dataSync()[0] ?? 0) * share;
-    });
-    for (const penalty of regularizationLosses(model)) loss = tf.add(loss, tf.div(penalty, group.size));
-    return loss;
+    // Overlapped: the weights are read through taps until the loss is built (regularizers read them too).
+    const restore = overlap?.tapVariables() ?? (() => {});
+    try {
+      const outputs = applyModel(model, batch.xs, true);
+      const objectiveValues = objective.compute(batch.ys, outputs);
+      let loss = tf.mul(objectiveValues.loss, share) as tf.Scalar;
+      objectiveValues.others.forEach((value, index) => {
+        local[1 + index] = (value.dataSync()[0] ?? 0) * share;
+      });
+      for (const penalty of regularizationLosses(model)) loss = tf.add(loss, tf.div(penalty, group.size));
+      return loss;
+    } finally {
+      restore();
+    }
   }, differentiated);
   local[0] = value.dataSync()[0] ?? 0;
   value.dispose();
@@ -57,6 +71,14 @@ export function computeLocalGradients(
   if (fullShard !== null) {
     // The weights' gradients went to the buckets through the taps (see [Note: full-shard layers]).
     fullShard.endStep();
+    tf.dispose(Object.values(grads));
+    allReduceSumInPlace(group, local);
+    return { gradients, values: [...local] };
+  }
+  if (overlap !== null) {
+    // The weights' gradients went to the buckets through the taps; some reductions are in flight
+    // (see [Note: reductions overlapped with backward]). The rest are issued before the loss's.
+    overlap.issueRemaining();
     tf.dispose(Object.values(grads));
     allReduceSumInPlace(group, local);
     return { gradients, values: [...local] };

@@ -142,6 +142,12 @@ export class WeightBucket {
     });
   }
 
+  /** Overlapped reduction: a zeroed full gradient for the taps to add into (see [Note: reductions overlapped with backward]). */
+  beginGradients(): void {
+    this.allocateFullGradient().fill(0);
+    this.arrivedGradients = 0;
+  }
+
   /** All-reduce (sum) of the full gradient, or reduce-scatter (sum) into the gradient shard. */
   startReduction(): void {
     const flat = this.fullGradient.array() as Float32Array;
@@ -198,7 +204,7 @@ export class WeightBucket {
     this.meter.free(this.full.byteLength);
   }
 
-  /** Full-shard: one weight's whole gradient from a tap, added into the full gradient. */
+  /** One weight's whole gradient from a tap, added into the full gradient (full-shard, overlapped reduction). */
   addGradient(index: number, gradient: tf.Tensor): void {
     const flat = this.allocateFullGradient();
     const offset = this.layout.parameters[index]!.offset;
