@@ -21,6 +21,8 @@ export interface ComputeBoundOptions {
   rounds: number;
   strategies: ShardedTrainerStrategy[];
   profile: boolean;
+  /** Bucket size of the overlap A/B (replicate, W=2, reductions during vs after backward); 0 skips it. */
+  overlapBucketBytes: number;
   load: () => string;
 }
 
@@ -29,6 +31,8 @@ interface Run {
   worldSize: number;
   /** null: single-process model.fit. */
   strategy: ShardedTrainerStrategy | null;
+  /** The overlap A/B: reductions during (true) or after (false) backward, with this bucket size. */
+  overlap?: { during: boolean; bucketBytes: number };
 }
 
 interface Measured {
@@ -77,6 +81,9 @@ async function measure(run: Run, options: ComputeBoundOptions, profilePrefix?: s
     '--out',
     out,
     ...(profilePrefix === undefined ? [] : ['--profile', profilePrefix]),
+    ...(run.overlap === undefined
+      ? []
+      : ['--overlap', run.overlap.during ? 'on' : 'off', '--bucket-bytes', String(run.overlap.bucketBytes)]),
   ];
   try {
     if (run.strategy === null) await execute([...tsx, ...scriptArgs]);
@@ -114,7 +121,16 @@ export async function benchComputeBound(options: ComputeBoundOptions): Promise<v
     worldSize: 2,
     strategy,
   }));
-  const runs = [single, one, ...sharded];
+  const overlapRuns: Run[] =
+    options.overlapBucketBytes > 0
+      ? [true, false].map((during) => ({
+          label: `ShardedTrainer replicate, W=2, ${mib(options.overlapBucketBytes)} buckets, reductions ${during ? 'during' : 'after'} backward`,
+          worldSize: 2,
+          strategy: 'replicate' as const,
+          overlap: { during, bucketBytes: options.overlapBucketBytes },
+        }))
+      : [];
+  const runs = [single, one, ...sharded, ...overlapRuns];
   const results = new Map<Run, Measured[]>(runs.map((run) => [run, []]));
   console.log(
     `\n## Compute-bound: wide MLP (2 × ${options.hidden} hidden units), ${options.samples} samples, global batch ${options.batchSize}, Adam, one timed epoch per run after a 2-batch warm-up; every run a fresh process, ${options.rounds} rounds in rotated order\n`,
@@ -173,6 +189,12 @@ export async function benchComputeBound(options: ComputeBoundOptions): Promise<v
   console.log(
     `| ShardedTrainer W=1 / model.fit | ${range(perRound(one, single), 2)} | (same work, our loop and optimizer) |`,
   );
+  if (overlapRuns.length === 2) {
+    const ratios = perRound(overlapRuns[0]!, overlapRuns[1]!);
+    console.log(
+      `| replicate W=2, reductions during / after backward (${mib(options.overlapBucketBytes)} buckets) | ${range(ratios, 3)} | (the overlap's effect; > 1 faster) |`,
+    );
+  }
   console.log(`\n${verdicts.join('\n')}`);
 
   console.log('\nBytes per rank for training (rank 0, after the timed epoch), W=2:\n');

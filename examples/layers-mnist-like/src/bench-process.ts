@@ -35,6 +35,9 @@ const { values } = parseArgs({
     hidden: { type: 'string', default: '1024' },
     out: { type: 'string' },
     profile: { type: 'string' },
+    /** 'off': bucket reductions after backward (ShardedTrainer's overlapGradientReduction false). */
+    overlap: { type: 'string', default: 'on' },
+    'bucket-bytes': { type: 'string' },
   },
   strict: true,
 });
@@ -61,6 +64,8 @@ if (values.mode === 'single') {
     strategy: values.strategy as ShardedTrainerStrategy,
     optimizer: 'adam',
     optimizerOptions: { eps: 1e-7 },
+    overlapGradientReduction: values.overlap !== 'off',
+    ...(values['bucket-bytes'] === undefined ? {} : { bucketSizeBytes: Number(values['bucket-bytes']) }),
   });
   fit = (xs, ys) => trainer.fit(xs, ys, fitArgs);
   memory = () => trainer.memory();

@@ -62,6 +62,7 @@ if (part !== 'small')
     rounds: wideRounds,
     strategies: wideStrategies,
     profile: process.env.BENCH_PROFILE !== '0',
+    overlapBucketBytes: Number(process.env.BENCH_OVERLAP_BUCKET_BYTES ?? 2 * 2 ** 20),
     load,
   });
 console.log(`\n${load()}`);
