@@ -11,6 +11,9 @@ interface Sink {
 
 type LinkState = 'open' | 'failed';
 
+/** Bytes node:net delivered on every link of this thread (for [Note: native profile]). */
+export const bytesReadByNodeNet = { count: 0, calls: 0 };
+
 /**
  * One authenticated connection to a peer, carrying both directions. Reads are "give me exactly
  * n bytes, chunk by chunk" (the handler runs synchronously on each chunk of the socket's own
@@ -125,6 +128,8 @@ export class PeerLink {
   }
 
   private receive(chunk: Buffer): void {
+    bytesReadByNodeNet.count += chunk.length;
+    bytesReadByNodeNet.calls++;
     if (this.sink === undefined) this.queued.push(chunk);
     else this.consume(chunk);
   }
