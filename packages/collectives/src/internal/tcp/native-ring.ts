@@ -215,7 +215,7 @@ export class NativeRingRun {
         unread.push(buffer.slice(0, received));
         total += received;
       }
-      if (unread.length > 0) link.requeue(unread);
+      link.appendUnread(unread);
     }
     link.lostNatively(errno);
     return 'yield';

@@ -224,14 +224,23 @@ export class TcpEngine extends EngineBase<TcpInit> {
     const prepared = this.prepare(op);
     const native = prepared.ring !== undefined && previous !== null && this.nativeUsable(previous, next);
     const eagerLimit = native ? NATIVE_EAGER_BYTES : MAX_EAGER_BYTES;
-    const exchangeStart = this.profile?.mark();
-    const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit);
-    if (exchangeStart !== undefined) this.profile!.add('header exchange', exchangeStart);
     if (native) {
-      await this.runNative(prepared.ring!.plan, previous!, next, late);
+      // Cleared before the links are released, so a header read still pending when the exchange
+      // failed cannot hold a link afterwards.
+      const hold = { active: true };
+      try {
+        const exchangeStart = this.profile?.mark();
+        const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit, hold);
+        if (exchangeStart !== undefined) this.profile!.add('header exchange', exchangeStart);
+        await this.runNative(prepared.ring!.plan, previous!, next, late);
+      } finally {
+        hold.active = false;
+        for (const link of this.links) link?.releaseReading();
+      }
       prepared.ring!.after?.();
       return;
     }
+    const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit, { active: false });
     for (const [link, bytes] of late) link.write(bytes);
     await prepared.rest(previous, next);
   }
@@ -375,6 +384,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     eager: PreparedOp['eager'],
     next: PeerLink | null,
     eagerLimit: number,
+    hold: { active: boolean },
   ): Promise<[PeerLink, Uint8Array][]> {
     const late: [PeerLink, Uint8Array][] = [];
     for (const link of this.links) {
@@ -386,11 +396,21 @@ export class TcpEngine extends EngineBase<TcpInit> {
       link.write(bytes.subarray(0, announced));
       if (announced < bytes.length) late.push([link, bytes.subarray(announced)]);
     }
+    // A native op holds each link's reading once its header is in ([Note: held reading]).
     const received = await Promise.all(
-      this.links.map((link) => (link === null ? Promise.resolve(null) : this.readFrame(link))),
+      this.links.map((link) =>
+        link === null
+          ? Promise.resolve(null)
+          : this.readFrame(link).then((frame) => {
+              if (hold.active) link.holdReading();
+              return frame;
+            }),
+      ),
     );
     const headers = received.map((frame) => frame?.header ?? null);
     if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
+      hold.active = false;
+      for (const link of this.links) link?.releaseReading();
       // Skip what each peer sent ahead of its check, so the streams stay aligned.
       await Promise.all(
         received.map((frame, peer) =>
