@@ -88,6 +88,35 @@ describe('bfloat16 conversion', () => {
     expect(Array.from(back)).toEqual(Array.from(expected));
   });
 
+  it('encodes and rounds every upper half with every kind of lower half exactly as the scalar loops', () => {
+    // The kernels round on 16-bit halves ([Note: bfloat16 rounding in 16-bit lanes]): every
+    // upper half H (sign, exponent, NaN and infinity boundaries, odd and even) with the lower
+    // halves around the tie (0x8000), the extremes and zero (the NaN-or-infinity boundary).
+    const lowers = [0, 1, 0x7fff, 0x8000, 0x8001, 0xfffe, 0xffff, 0x1234];
+    const words = new Uint32Array((1 << 16) * lowers.length);
+    for (let high = 0; high < 1 << 16; high++)
+      for (let index = 0; index < lowers.length; index++)
+        words[high * lowers.length + index] = ((high << 16) | lowers[index]!) >>> 0;
+    const floats = new Float32Array(words.buffer);
+    const encoded = new Uint16Array(words.length);
+    const expected = new Uint16Array(words.length);
+    encodeBfloat16(floats, encoded);
+    encodeScalar(floats, expected, 0, words.length);
+    const rounded = floats.slice();
+    const roundedExpected = floats.slice();
+    roundToBfloat16InPlace(rounded);
+    roundScalar(roundedExpected, 0, words.length);
+    const roundedBits = new Uint32Array(rounded.buffer);
+    const roundedExpectedBits = new Uint32Array(roundedExpected.buffer);
+    const firstDifference = (index = 0): string | undefined => {
+      for (; index < words.length; index++)
+        if (encoded[index] !== expected[index] || roundedBits[index] !== roundedExpectedBits[index])
+          return `0x${words[index]!.toString(16)}: encoded 0x${encoded[index]!.toString(16)} (scalar 0x${expected[index]!.toString(16)}), rounded 0x${roundedBits[index]!.toString(16)} (scalar 0x${roundedExpectedBits[index]!.toString(16)})`;
+      return undefined;
+    };
+    expect(firstDifference()).toBeUndefined();
+  });
+
   it('converts one number as the array kernels convert each element', () => {
     const values = interestingFloats(4096, 11);
     const encoded = new Uint16Array(values.length);

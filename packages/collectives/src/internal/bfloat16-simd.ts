@@ -1,11 +1,12 @@
 /**
  * WebAssembly SIMD kernels for bfloat16 conversion, assembled here from named opcodes (no
  * toolchain, no fetched binary). Plain JavaScript loops over typed arrays run at 0.4–0.5 G
- * elements/s on this project's machines; these kernels convert 8 elements per instruction and
- * are bounded by the copies into and out of their block of wasm memory.
+ * elements/s on this project's machines; these kernels convert 8 elements per loop pass (encode
+ * and round on 16-bit lanes, see [Note: bfloat16 rounding in 16-bit lanes]) and are bounded by
+ * the copies into and out of their block of wasm memory.
  *
  * [Note: bfloat16 simd layout] One module instance per thread, two fixed 64 KiB regions of its
- * memory: INPUT at byte 0 and OUTPUT at byte 65536. A kernel call converts `count` elements
+ * memory: INPUT near byte 0 and OUTPUT near byte 65536; the rounding's constants sit below INPUT. A kernel call converts `count` elements
  * (rounded up to a multiple of 8; the extra lanes read and write only inside the regions) from
  * INPUT to OUTPUT. The memory never grows, so the JavaScript views over it stay valid.
  * Every kernel computes exactly what the scalar code in bfloat16.ts computes
@@ -60,33 +61,52 @@ const I32_GE_U = 0x4f;
 const I32_ADD = 0x6a;
 const I32_SHL = 0x74;
 const V128_CONST = 0x0c;
-const I32X4_GT_U = 0x3c;
+const I8X16_SHUFFLE = 0x0d;
+const I16X8_EQ = 0x2d;
+const I16X8_GT_S = 0x31;
 const V128_AND = 0x4e;
 const V128_OR = 0x50;
+const V128_XOR = 0x51;
 const V128_BITSELECT = 0x52;
-const I16X8_NARROW_I32X4_U = 0x86;
+const I16X8_ADD_SAT_S = 0x8f;
+const I16X8_SUB = 0x91;
 const I32X4_EXTEND_LOW_I16X8_U = 0xa9;
 const I32X4_EXTEND_HIGH_I16X8_U = 0xaa;
 const I32X4_SHL = 0xab;
-const I32X4_SHR_U = 0xad;
-const I32X4_ADD = 0xae;
 const F32X4_ADD = 0xe4;
 
 const constant = (value: number): number[] => [I32_CONST, ...signed(value)];
-function splat(value: number): number[] {
-  const lane = [value & 0xff, (value >>> 8) & 0xff, (value >>> 16) & 0xff, (value >>> 24) & 0xff];
-  return [...simd(V128_CONST), ...lane, ...lane, ...lane, ...lane];
-}
 
-// Locals: 0 = count (parameter), 1 = index, 2 and 3 = v128 scratch, 4.. = v128 constants.
+// Locals: 0 = count (parameter), 1 = index, 2.. = v128 scratch.
 const COUNT = 0;
 const INDEX = 1;
 const FIRST = 2;
 const SECOND = 3;
-/** Constants the rounding uses, held in locals so the loop does not rematerialise them. */
-const CONSTANTS = [0x00400000, 0x7fff, 1, 0x7fffffff, 0x7f800000, 0xffff0000 | 0];
-const constantLocal = (value: number): number[] => get(4 + CONSTANTS.indexOf(value));
-const prologue = CONSTANTS.flatMap((value, index) => [...splat(value), LOCAL_SET, 4 + index]);
+const HIGH = 4;
+const LOW = 5;
+const RESULT = 6;
+const SCRATCH_LOCALS = 5;
+
+/**
+ * 16-bit lane constants the rounding uses, stored below INPUT at instantiation and loaded in the
+ * loop: TurboFan does not hoist a v128.const (or a local holding one) out of a loop, it
+ * rematerialises it with three instructions per use; a load is one.
+ */
+const CONSTANTS = [1, 0x8000, 0x7fff, 0x7f7f, 0x0040] as const;
+const constantLoad = (value: (typeof CONSTANTS)[number]): number[] => [
+  ...constant(0),
+  ...load(16 * CONSTANTS.indexOf(value)),
+];
+const ZERO = [...simd(V128_CONST), ...new Array<number>(16).fill(0)];
+
+/** i8x16.shuffle of the two v128 on the stack by `lanes` (16 byte indices into first ++ second). */
+const shuffle = (lanes: number[]): number[] => [...simd(I8X16_SHUFFLE), ...lanes];
+/** The upper and lower 16 bits of eight 32-bit lanes (two vectors), as eight 16-bit lanes. */
+const UPPER_HALVES = [2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31];
+const LOWER_HALVES = [0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29];
+/** Zero lower halves under the first (then the last) four 16-bit lanes of the second vector. */
+const ZIP_LOW = [0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23];
+const ZIP_HIGH = [8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31];
 
 /** Byte address of element INDEX for `elementBytes`-wide elements (an i32 on the stack). */
 const address = (elementBytes: number): number[] => [
@@ -95,29 +115,57 @@ const address = (elementBytes: number): number[] => [
   I32_SHL,
 ];
 
-/** The rounded float32 bits of the i32x4 in `local` (see [Note: bfloat16 bits]), on the stack. */
-function roundedBits(local: number): number[] {
-  return [
-    ...get(local),
-    ...constantLocal(0x00400000),
-    ...simd(V128_OR),
-    ...get(local),
-    ...constantLocal(0x7fff),
-    ...simd(I32X4_ADD),
-    ...get(local),
-    ...constant(16),
-    ...simd(I32X4_SHR_U),
-    ...constantLocal(1),
-    ...simd(V128_AND),
-    ...simd(I32X4_ADD),
-    ...get(local),
-    ...constantLocal(0x7fffffff),
-    ...simd(V128_AND),
-    ...constantLocal(0x7f800000),
-    ...simd(I32X4_GT_U),
-    ...simd(V128_BITSELECT),
-  ];
-}
+/**
+ * [Note: bfloat16 rounding in 16-bit lanes] Eight float32 (FIRST, SECOND) rounded to bfloat16,
+ * into RESULT, computed on their upper halves H and lower halves L as eight 16-bit lanes (half
+ * the work of 32-bit lanes). [Note: bfloat16 bits] adds 0x7fff plus H's lowest bit to the float:
+ * that carries into H exactly when L + (H & 1) > 0x8000, that is when (L ^ 0x8000) + (H & 1) > 0
+ * as signed 16-bit numbers (a saturating add keeps 0x7fff + 1 positive), so the rounded value is
+ * H minus that comparison's all-ones mask. A float is NaN when |bits| > 0x7f800000, that is
+ * (H & 0x7fff) > 0x7f80 when L = 0 and >= 0x7f80 otherwise: the threshold is 0x7f7f minus the
+ * all-ones mask of L = 0, and both sides are non-negative, so a signed comparison serves. NaN
+ * becomes H | 0x40. (x64 has signed 16-bit comparisons only: an unsigned one costs three
+ * instructions.)
+ */
+const roundToResult: number[] = [
+  ...get(FIRST),
+  ...get(SECOND),
+  ...shuffle(UPPER_HALVES),
+  LOCAL_SET,
+  HIGH,
+  ...get(FIRST),
+  ...get(SECOND),
+  ...shuffle(LOWER_HALVES),
+  ...constantLoad(0x8000),
+  ...simd(V128_XOR),
+  LOCAL_SET,
+  LOW,
+  // NaN value, rounded value, NaN mask: bitselect.
+  ...get(HIGH),
+  ...constantLoad(0x0040),
+  ...simd(V128_OR),
+  ...get(HIGH),
+  ...get(LOW),
+  ...get(HIGH),
+  ...constantLoad(1),
+  ...simd(V128_AND),
+  ...simd(I16X8_ADD_SAT_S),
+  ...ZERO,
+  ...simd(I16X8_GT_S),
+  ...simd(I16X8_SUB),
+  ...get(HIGH),
+  ...constantLoad(0x7fff),
+  ...simd(V128_AND),
+  ...constantLoad(0x7f7f),
+  ...get(LOW),
+  ...constantLoad(0x8000),
+  ...simd(I16X8_EQ),
+  ...simd(I16X8_SUB),
+  ...simd(I16X8_GT_S),
+  ...simd(V128_BITSELECT),
+  LOCAL_SET,
+  RESULT,
+];
 
 /** `for (index = 0; index < count; index += 8) body` */
 function loopOverEights(body: number[]): number[] {
@@ -144,8 +192,8 @@ function loopOverEights(body: number[]): number[] {
   ];
 }
 
-const encodeBody = loopOverEights([
-  ...address(2),
+/** FIRST and SECOND = the eight float32 at element INDEX of INPUT. */
+const loadEight: number[] = [
   ...address(4),
   ...load(INPUT),
   LOCAL_SET,
@@ -154,13 +202,13 @@ const encodeBody = loopOverEights([
   ...load(INPUT + 16),
   LOCAL_SET,
   SECOND,
-  ...roundedBits(FIRST),
-  ...constant(16),
-  ...simd(I32X4_SHR_U),
-  ...roundedBits(SECOND),
-  ...constant(16),
-  ...simd(I32X4_SHR_U),
-  ...simd(I16X8_NARROW_I32X4_U),
+];
+
+const encodeBody = loopOverEights([
+  ...loadEight,
+  ...roundToResult,
+  ...address(2),
+  ...get(RESULT),
   ...store(OUTPUT),
 ]);
 
@@ -183,18 +231,20 @@ const decodeBody = loopOverEights([
   ...store(OUTPUT + 16),
 ]);
 
-const roundHalf = (offset: number): number[] => [
+const roundBody = loopOverEights([
+  ...loadEight,
+  ...roundToResult,
   ...address(4),
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_LOW),
+  ...store(OUTPUT),
   ...address(4),
-  ...load(INPUT + offset),
-  LOCAL_SET,
-  FIRST,
-  ...roundedBits(FIRST),
-  ...constantLocal(0xffff0000 | 0),
-  ...simd(V128_AND),
-  ...store(OUTPUT + offset),
-];
-const roundBody = loopOverEights([...roundHalf(0), ...roundHalf(16)]);
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_HIGH),
+  ...store(OUTPUT + 16),
+]);
 
 const decodeAddHalf = (extend: number, offset: number): number[] => [
   ...address(4),
@@ -220,8 +270,8 @@ const KERNELS = ['encode', 'decode', 'round', 'decodeAdd'] as const;
 const BODIES = [encodeBody, decodeBody, roundBody, decodeAddBody];
 
 function assemble(): Uint8Array {
-  const locals = [2, 1, I32, 2 + CONSTANTS.length, V128];
-  const bodies = BODIES.map((body) => functionBody(locals, [...prologue, ...body]));
+  const locals = [2, 1, I32, SCRATCH_LOCALS, V128];
+  const bodies = BODIES.map((body) => functionBody(locals, body));
   const exports = [
     ...text('memory'),
     0x02,
@@ -246,6 +296,8 @@ export function bfloat16Kernels(): Bfloat16Kernels | null {
   const exported = instantiate(assemble());
   if (exported === null) return kernels;
   const memory = (exported.memory as { buffer: ArrayBuffer }).buffer;
+  const constants = new Uint16Array(memory, 0, 8 * CONSTANTS.length);
+  for (const [index, value] of CONSTANTS.entries()) constants.fill(value, 8 * index, 8 * index + 8);
   const kernel = (name: string) => exported[name] as (count: number) => void;
   kernels = {
     encode: kernel('encode'),

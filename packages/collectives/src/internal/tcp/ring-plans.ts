@@ -37,6 +37,12 @@ export interface ReducePlanOptions {
   reduceOp: ReduceOp;
   /** Wire of partial sums. */
   reduceWire: Wire;
+  /**
+   * Wire of a rank's own values: the range it sends first and the first reduce step, which
+   * receives the previous rank's own values (only later steps carry partial sums). bfloat16 for
+   * a bfloat16 buffer, whose values are exact in bfloat16; reduceWire otherwise.
+   */
+  ownWire: Wire;
   /** Wire of final values. */
   gatherWire: Wire;
   /** Round final values to bfloat16 (they travel as bfloat16, or the buffer holds bfloat16). */
@@ -56,7 +62,7 @@ export function allReducePlan(work: WorkArray, options: ReducePlanOptions): Ring
       start,
       end,
       mode: 'reduce',
-      wire: options.reduceWire,
+      wire: k === 0 ? options.ownWire : options.reduceWire,
       forward: last ? options.gatherWire : options.reduceWire,
     };
     const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
@@ -74,7 +80,7 @@ export function allReducePlan(work: WorkArray, options: ReducePlanOptions): Ring
     });
   }
   const [start, end] = segment(rank);
-  return { work, reduceOp: options.reduceOp, initial: { start, end, wire: options.reduceWire }, steps };
+  return { work, reduceOp: options.reduceOp, initial: { start, end, wire: options.ownWire }, steps };
 }
 
 /** Ring reduce-scatter of `work` (size blocks of `count`): rank r ends with block r final in work. */
@@ -92,7 +98,7 @@ export function reduceScatterPlan(work: WorkArray, count: number, options: Reduc
       start,
       end,
       mode: 'reduce',
-      wire: options.reduceWire,
+      wire: k === 0 ? options.ownWire : options.reduceWire,
       forward: last ? null : options.reduceWire,
     };
     const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
@@ -103,7 +109,7 @@ export function reduceScatterPlan(work: WorkArray, count: number, options: Reduc
   return {
     work,
     reduceOp: options.reduceOp,
-    initial: size > 1 ? { start, end, wire: options.reduceWire } : null,
+    initial: size > 1 ? { start, end, wire: options.ownWire } : null,
     steps,
   };
 }

@@ -36,6 +36,8 @@ export interface RingPlan {
   reduceOp: ReduceOp;
   /** Range this rank sends first, before anything arrives. */
   initial: { start: number; end: number; wire: Wire } | null;
+  /** The initial range's wire bytes when the plan's maker encoded them already. */
+  initialEncoded?: Uint8Array;
   steps: IncomingStep[];
 }
 
@@ -312,6 +314,7 @@ async function runStep(
 /** The bytes a ring plan sends before anything arrives (its initial range), or null. */
 export function initialBytes(plan: RingPlan, scratch: RingScratch): Uint8Array | null {
   if (plan.initial === null) return null;
+  if (plan.initialEncoded !== undefined) return plan.initialEncoded;
   const { start, end, wire } = plan.initial;
   return end > start ? encodeRange(plan.base ?? plan.work, start, end, wire, scratch) : null;
 }
