@@ -6,7 +6,9 @@
  * bandwidth each op would reach if it did nothing but move its bytes (see
  * architecture/decisions/2026-12-01-shm-bandwidth.md).
  */
-import { spawnThreadRanks, type ThreadRankArguments } from '../src/index.js';
+import { allocateShared, spawnThreadRanks, type ThreadRankArguments } from '../src/index.js';
+import { reduceInArena } from '../src/internal/shm/in-place-reduce.js';
+import { threadRankContext } from '../src/internal/shm/thread-rank-context.js';
 import { median } from './internal/median.js';
 import type { BenchOp } from './sweep.js';
 
@@ -54,6 +56,61 @@ export function copyRank({ args }: ThreadRankArguments<CopyArguments>): number[]
     ms.push(performance.now() - start);
   }
   return ms;
+}
+
+/**
+ * An in-place reducing thread: ROUNDS times, started together with the other threads, the part
+ * one rank computes of a 16 MiB float32 sum all-reduce over arena buffers at world size
+ * `threads` (its 1/n slice of n buffers, reduced and written back into all of them, with the shm
+ * engine's own kernels), with no message, wake-up or finish phase: the data floor of the op.
+ */
+export function inPlaceRank({ args }: ThreadRankArguments<CopyArguments>): number[] {
+  const { control, threads } = args;
+  const arena = threadRankContext()?.arena ?? null;
+  const slices = Array.from({ length: threads }, (_, index) =>
+    allocateShared(Float32Array, ELEMENTS / threads, { arena: true }).fill(index + 1),
+  );
+  const ms: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    barrier(control, threads, round);
+    const start = performance.now();
+    if (arena === null || !reduceInArena(slices, slices, 'float32', 'sum', threads, arena))
+      throw new Error('the in-place floor needs the arena and its SIMD kernels');
+    ms.push(performance.now() - start);
+  }
+  return ms;
+}
+
+/** Every thread arrives, the last one wakes the others. */
+function barrier(control: Int32Array, threads: number, round: number): void {
+  const goal = threads * (round + 1);
+  if (Atomics.add(control, 0, 1) + 1 === goal) Atomics.notify(control, 0);
+  else
+    for (let seen = Atomics.load(control, 0); seen < goal; seen = Atomics.load(control, 0))
+      Atomics.wait(control, 0, seen, 1_000);
+}
+
+/**
+ * Milliseconds per round (median [min .. max] of the slowest thread) of `threads` threads each
+ * doing its part of a 16 MiB in-place all-reduce at once (inPlaceRank).
+ */
+export async function measureInPlaceFloor(threads: number): Promise<InPlaceFloor> {
+  const control = new Int32Array(new SharedArrayBuffer(8));
+  const perThread = (await spawnThreadRanks(threads, new URL(import.meta.url), 'inPlaceRank', {
+    args: { control, threads } satisfies CopyArguments,
+    timeoutMs: 120_000,
+  })) as number[][];
+  const ms: number[] = [];
+  for (let round = WARMUP; round < ROUNDS; round++)
+    ms.push(Math.max(...perThread.map((times) => times[round]!)));
+  const sorted = [...ms].sort((a, b) => a - b);
+  return { medianMs: median(sorted), bestMs: sorted[0]!, worstMs: sorted.at(-1)! };
+}
+
+export interface InPlaceFloor {
+  medianMs: number;
+  bestMs: number;
+  worstMs: number;
 }
 
 /** Copy rate of `threads` threads copying 16 MiB each at once (per thread, from the slowest). */

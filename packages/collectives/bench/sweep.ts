@@ -14,11 +14,20 @@ export interface SweepConfig {
   sizes: number[];
   iterations: number;
   warmup: number;
+  /**
+   * Where the buffers live, each placement measured right after the other for every op and size:
+   * 'arena' = allocateShared(..., { arena: true }) (shm reduces in place, [Note: shm arena]),
+   * 'plain' = an ordinary SharedArrayBuffer. Default ['plain'].
+   */
+  placements?: Placement[];
 }
+
+export type Placement = 'arena' | 'plain';
 
 export interface SweepRow {
   op: BenchOp;
   variant: BenchVariant;
+  placement: Placement;
   worldSize: number;
   bytes: number;
   /** Milliseconds per op: median, min, max over `iterations`. */
@@ -63,9 +72,12 @@ export function busFactor(op: BenchOp, size: number): number {
   return (size - 1) / size;
 }
 
-function allocate(variant: BenchVariant, elements: number): CollectiveBuffer {
+function allocate(variant: BenchVariant, elements: number, placement: Placement): CollectiveBuffer {
+  const options = { arena: placement === 'arena' };
   const buffer =
-    variant === 'bfloat16' ? allocateShared(Uint16Array, elements) : allocateShared(Float32Array, elements);
+    variant === 'bfloat16'
+      ? allocateShared(Uint16Array, elements, options)
+      : allocateShared(Float32Array, elements, options);
   if (buffer instanceof Float32Array) for (let i = 0; i < elements; i++) buffer[i] = (i % 13) - 6;
   else buffer.fill(0x3f80);
   return buffer;
@@ -82,67 +94,69 @@ export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
         ...(variant === 'bfloat16' ? { dtype: 'bfloat16' as const } : {}),
         ...(variant === 'f32/bf16-wire' ? { wireDtype: 'bfloat16' as const } : {}),
       };
-      for (const bytes of config.sizes) {
-        const total = Math.floor(bytes / elementBytes / size) * size;
-        const shard = total / size;
-        let issue: () => Work;
-        if (op === 'allReduce' || op === 'broadcast') {
-          const buffer = allocate(variant, total);
-          issue =
-            op === 'allReduce'
-              ? () => group.allReduce(buffer, options)
-              : () => group.broadcast(buffer, options);
-        } else if (op === 'allGather') {
-          const input = allocate(variant, shard);
-          const output = allocate(variant, total);
-          issue = () => group.allGather(output, input, options);
-        } else {
-          const input = allocate(variant, total);
-          const output = allocate(variant, shard);
-          issue = () => group.reduceScatter(output, input, options);
+      for (const bytes of config.sizes)
+        for (const placement of config.placements ?? ['plain']) {
+          const total = Math.floor(bytes / elementBytes / size) * size;
+          const shard = total / size;
+          let issue: () => Work;
+          if (op === 'allReduce' || op === 'broadcast') {
+            const buffer = allocate(variant, total, placement);
+            issue =
+              op === 'allReduce'
+                ? () => group.allReduce(buffer, options)
+                : () => group.broadcast(buffer, options);
+          } else if (op === 'allGather') {
+            const input = allocate(variant, shard, placement);
+            const output = allocate(variant, total, placement);
+            issue = () => group.allGather(output, input, options);
+          } else {
+            const input = allocate(variant, total, placement);
+            const output = allocate(variant, shard, placement);
+            issue = () => group.reduceScatter(output, input, options);
+          }
+          const times: number[] = [];
+          let cpuStart = { process: 0, main: undefined as number | undefined };
+          for (let iteration = 0; iteration < config.warmup + config.iterations; iteration++) {
+            group.barrier().wait();
+            if (iteration === config.warmup) cpuStart = { process: processCpuMs(), main: threadCpuMs() };
+            const start = performance.now();
+            issue().wait();
+            const elapsed = performance.now() - start;
+            if (iteration >= config.warmup) times.push(elapsed);
+          }
+          const mainEnd = threadCpuMs();
+          // Barriers between timed ops are counted too: they cost the worker little CPU.
+          // Only a tcp rank is a process of its own; shm ranks share one process.
+          const workerCpuMs =
+            group.backend !== 'tcp' || mainEnd === undefined || cpuStart.main === undefined
+              ? undefined
+              : (processCpuMs() - cpuStart.process - (mainEnd - cpuStart.main)) / config.iterations;
+          const factor = busFactor(op, size);
+          const measuredBytes = total * elementBytes;
+          const gbps = (ms: number) => (measuredBytes / (ms / 1000) / 1e9) * factor;
+          const medianMs = median(times);
+          const minMs = Math.min(...times);
+          const maxMs = Math.max(...times);
+          rows.push({
+            op,
+            variant,
+            placement,
+            worldSize: size,
+            bytes: measuredBytes,
+            medianMs,
+            minMs,
+            maxMs,
+            busbw: gbps(medianMs),
+            busbwBest: gbps(minMs),
+            busbwWorst: gbps(maxMs),
+            ...(workerCpuMs === undefined
+              ? {}
+              : {
+                  workerCpuMs,
+                  workerCpuShare: workerCpuMs / (times.reduce((a, b) => a + b, 0) / times.length),
+                }),
+          });
         }
-        const times: number[] = [];
-        let cpuStart = { process: 0, main: undefined as number | undefined };
-        for (let iteration = 0; iteration < config.warmup + config.iterations; iteration++) {
-          group.barrier().wait();
-          if (iteration === config.warmup) cpuStart = { process: processCpuMs(), main: threadCpuMs() };
-          const start = performance.now();
-          issue().wait();
-          const elapsed = performance.now() - start;
-          if (iteration >= config.warmup) times.push(elapsed);
-        }
-        const mainEnd = threadCpuMs();
-        // Barriers between timed ops are counted too: they cost the worker little CPU.
-        // Only a tcp rank is a process of its own; shm ranks share one process.
-        const workerCpuMs =
-          group.backend !== 'tcp' || mainEnd === undefined || cpuStart.main === undefined
-            ? undefined
-            : (processCpuMs() - cpuStart.process - (mainEnd - cpuStart.main)) / config.iterations;
-        const factor = busFactor(op, size);
-        const measuredBytes = total * elementBytes;
-        const gbps = (ms: number) => (measuredBytes / (ms / 1000) / 1e9) * factor;
-        const medianMs = median(times);
-        const minMs = Math.min(...times);
-        const maxMs = Math.max(...times);
-        rows.push({
-          op,
-          variant,
-          worldSize: size,
-          bytes: measuredBytes,
-          medianMs,
-          minMs,
-          maxMs,
-          busbw: gbps(medianMs),
-          busbwBest: gbps(minMs),
-          busbwWorst: gbps(maxMs),
-          ...(workerCpuMs === undefined
-            ? {}
-            : {
-                workerCpuMs,
-                workerCpuShare: workerCpuMs / (times.reduce((a, b) => a + b, 0) / times.length),
-              }),
-        });
-      }
     }
   }
   return rows;

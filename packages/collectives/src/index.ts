@@ -1,5 +1,5 @@
 // @fsdp-ts/collectives: process groups (tcp, shm), Work handles, the rendezvous store and fsdp-run.
-export { allocateShared } from './allocate-shared.js';
+export { type AllocateSharedOptions, allocateShared } from './allocate-shared.js';
 // Store, env:// contract and job-secret authentication: see README "Environment contract",
 // "Rendezvous store" and "Security model".
 export {

@@ -1,5 +1,6 @@
 import { MessageChannel, type Worker } from 'node:worker_threads';
 import { CollectiveError } from './errors.js';
+import { createArena } from './internal/shm/shm-arena.js';
 import { ShmBroker } from './internal/shm/shm-broker.js';
 import { startWorker } from './internal/start-worker.js';
 
@@ -39,6 +40,7 @@ export async function spawnThreadRanks(
     });
   }
   const broker = new ShmBroker();
+  const arena = createArena();
   const workers: Worker[] = [];
   const timeoutMs = options.timeoutMs ?? 120_000;
   const results = new Array<unknown>(size);
@@ -58,7 +60,7 @@ export async function spawnThreadRanks(
         broker.attach(channel.port1);
         const worker = startWorker('thread-rank-entry', {
           workerData: {
-            fsdpThreadRank: { rank, size, broker: channel.port2 },
+            fsdpThreadRank: { rank, size, broker: channel.port2, arena },
             moduleUrl: String(moduleUrl),
             exportName,
             args: options.args,

@@ -1,7 +1,10 @@
+import { MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { reduceBlocks } from '../src/internal/block-reduce.js';
 import { finishAverage, reduceInto } from '../src/internal/reduce-kernels.js';
+import { reduceInArena } from '../src/internal/shm/in-place-reduce.js';
 import { reduceKernels } from '../src/internal/shm/reduce-simd.js';
+import { createArena, isArenaBuffer, reserve, type SharedMemory } from '../src/internal/shm/shm-arena.js';
 import { reduceShared } from '../src/internal/shm/shm-reduce.js';
 import type { ReduceOp } from '../src/types.js';
 
@@ -118,4 +121,105 @@ describe('shm reductions (WebAssembly SIMD)', () => {
       }
     });
   }
+});
+
+describe('shm reductions in place in the arena ([Note: in-place simd])', () => {
+  const arena = createArena() as SharedMemory;
+  const SENTINEL = 0x12345678;
+  /** `length` int32 words of fresh arena memory (64-byte aligned), filled with the sentinel. */
+  const words = (length: number) => {
+    const offset = reserve(arena, length * 4)!;
+    return new Int32Array(arena.buffer, offset, length).fill(SENTINEL);
+  };
+  const typed = (bits: Int32Array, float: boolean, offset: number, length: number) =>
+    float
+      ? new Float32Array(bits.buffer, bits.byteOffset + offset * 4, length)
+      : new Int32Array(bits.buffer, bits.byteOffset + offset * 4, length);
+
+  it('has an arena and kernels over it on this runtime', () => {
+    expect(arena).not.toBeNull();
+    const view = typed(words(8), true, 0, 8);
+    expect(reduceInArena([view], [view], 'float32', 'sum', 1, arena)).toBe(true);
+  });
+
+  // Lengths around the in-place block (32768) and the 4-lane width (vector tails of 1-3
+  // elements done by the scalar kernels), at element offsets that are not 16-byte aligned.
+  for (const [length, offset] of [
+    [1, 1],
+    [7, 3],
+    [32_768, 0],
+    [65_541, 2],
+  ] as const) {
+    for (const size of [1, 2, 3]) {
+      it(`matches the scalar kernels bit for bit and writes nothing outside the views: ${length} elements at offset ${offset}, ${size} sources`, () => {
+        for (const [dtype, ops] of [
+          ['float32', ['sum', 'avg', 'max', 'min']],
+          ['int32', ['sum', 'max', 'min']],
+        ] as const) {
+          const float = dtype === 'float32';
+          for (const op of ops) {
+            const sources = Array.from({ length: size }, (_, rank) => interestingBits(length, rank + 11));
+            const expected = scalarReduce(sources, float, op, size);
+            const padded = sources.map((source) => {
+              const region = words(length + offset + 3);
+              region.set(source, offset);
+              return region;
+            });
+            const target = words(length + offset + 3);
+            const views = () => padded.map((region) => typed(region, float, offset, length));
+            // Into a separate target (reduce-scatter), then in place into every source (all-reduce).
+            expect(
+              reduceInArena(views(), [typed(target, float, offset, length)], dtype, op, size, arena),
+            ).toBe(true);
+            expect(reduceInArena(views(), views(), dtype, op, size, arena)).toBe(true);
+            for (const result of [target, ...padded]) {
+              expect(
+                firstDifference(result.slice(offset, offset + length), expected, float),
+                `${dtype} ${op}`,
+              ).toBe(-1);
+              expect(Array.from(result.subarray(0, offset))).toEqual(new Array(offset).fill(SENTINEL));
+              expect(Array.from(result.subarray(offset + length))).toEqual([SENTINEL, SENTINEL, SENTINEL]);
+            }
+          }
+        }
+      });
+    }
+  }
+
+  it('refuses, touching nothing, what it cannot compute in place', () => {
+    const region = words(3 * 64);
+    region.fill(7);
+    const before = region.slice();
+    const part = (start: number, length = 64) =>
+      new Float32Array(region.buffer, region.byteOffset + start * 4, length);
+    const plain = new Float32Array(new SharedArrayBuffer(256));
+    // A view outside the arena.
+    expect(reduceInArena([part(0), plain], [part(0), plain], 'float32', 'sum', 2, arena)).toBe(false);
+    // bfloat16 (its kernels keep their own path).
+    const halves = new Uint16Array(region.buffer, region.byteOffset, 64);
+    expect(reduceInArena([halves, halves], [halves], 'bfloat16', 'sum', 2, arena)).toBe(false);
+    // The accumulator (first target) is a later source: copying the first source in would
+    // overwrite it before it is read.
+    expect(reduceInArena([part(0), part(64)], [part(64)], 'float32', 'sum', 2, arena)).toBe(false);
+    // A target overlapping a source without being it.
+    expect(reduceInArena([part(0), part(64)], [part(128), part(32)], 'float32', 'sum', 2, arena)).toBe(false);
+    expect(Array.from(region)).toEqual(Array.from(before));
+  });
+
+  it('recognises a structured clone of an arena view (as the communication worker gets it), and nothing else', () => {
+    const view = typed(words(16), true, 0, 16);
+    const { port1, port2 } = new MessageChannel();
+    port1.postMessage(view);
+    const clone = receiveMessageOnPort(port2)!.message as Float32Array;
+    port1.close();
+    expect(clone.buffer).not.toBe(view.buffer);
+    expect(isArenaBuffer(arena, clone.buffer)).toBe(true);
+    expect(clone.byteOffset).toBe(view.byteOffset);
+    // Same length, same bytes except the token: not the arena.
+    const copy = new SharedArrayBuffer(arena.buffer.byteLength);
+    new Uint8Array(copy).set(new Uint8Array(arena.buffer));
+    new Int32Array(copy)[0]! ^= 1;
+    expect(isArenaBuffer(arena, copy)).toBe(false);
+    expect(isArenaBuffer(createArena()!, view.buffer)).toBe(false);
+  });
 });

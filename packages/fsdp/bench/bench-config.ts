@@ -1,8 +1,12 @@
 /** What one benchmark run measures (passed to each rank as JSON). */
 import type { GPTConfig } from '@fsdp-ts/nn';
+import type { PhaseSamples } from './phase-profile';
 
 export type RunKind =
   | 'single' // one process, unwrapped GPT, AdamW over its parameters
+  // Two 'single' steps at once, one per rank of a W=2 launch, unwrapped and never communicating
+  // (each step starts and ends at a barrier): the ceiling of any two-rank row on this machine.
+  | 'two-singles'
   | 'no-shard'
   | 'no-shard-unflat'
   | 'shard-grad-op'
@@ -23,6 +27,8 @@ export interface RunRequest {
   seqLen: number;
   warmupSteps: number;
   measuredSteps: number;
+  /** Record the per-phase profile (see [Note: phase profile]). */
+  profilePhases?: boolean;
   /** Rank 0 writes its RunResult here. */
   output: string;
 }
@@ -68,6 +74,8 @@ export interface RunResult {
    */
   storagePool?: { reused: number; fresh: number };
   losses: number[];
+  /** When profiled: rank 0's per-step CPU by phase and thread (see [Note: phase profile]). */
+  phases?: PhaseSamples;
 }
 
 export function spread(values: readonly number[]): Spread {

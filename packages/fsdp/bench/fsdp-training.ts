@@ -14,7 +14,10 @@
  * pooling every measured step, so one noisy minute does not decide a ratio.
  * Environment: BENCH_QUICK=1 for fewer steps; BENCH_ONLY=compute|communication|memory;
  * BENCH_KINDS=no-shard,full-shard,torch-fsdp,… to measure only some rows; BENCH_MEASURED_STEPS=n
- * (per round); BENCH_ROUNDS=n; BENCH_CPU_PROFILE=dir (V8 profiles per rank).
+ * (per round); BENCH_ROUNDS=n; BENCH_CPU_PROFILE=dir (V8 profiles per rank); BENCH_PHASES=0|1 (the
+ * per-phase CPU table: on by default for the compute-bound rows only, see [Note: phase profile]).
+ * The 'two-singles' row is the ceiling of every two-rank row: two unwrapped single-process steps
+ * at once in the W=2 launch, never communicating (interleaved with the other rows).
  * Prints tables and writes bench-results/fsdp-training.json at the repository root.
  */
 import { spawnSync } from 'node:child_process';
@@ -25,7 +28,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GPTConfig } from '@fsdp-ts/nn';
 import type { RunKind, RunRequest, RunResult } from './bench-config';
-import { checkIssue15Targets, checkTargets, memoryModelBytes } from './targets';
+import { phaseTable, poolPhases } from './phase-table';
+import { ceilingLines, checkIssue15Targets, checkTargets, memoryModelBytes } from './targets';
 import { runTorch, type TorchMode, torchResult, torchUnavailableReason } from './torch-peer';
 
 const quick = process.env.BENCH_QUICK === '1';
@@ -52,9 +56,25 @@ const measuredOverride =
 const kindFilter = process.env.BENCH_KINDS?.split(',');
 const rounds = Number(process.env.BENCH_ROUNDS ?? (quick ? 1 : 2));
 // Measured steps per round.
+// The phase profile (~20 µs per phase boundary) is on for the compute-bound steps (~600 ms) unless
+// BENCH_PHASES=0, and for the communication-bound ones (~60 ms, beside PyTorch rows that have none)
+// only with BENCH_PHASES=1.
+const phasesSetting = process.env.BENCH_PHASES;
 const settings = {
-  compute: { batch: 8, seqLen: 128, warmupSteps: quick ? 1 : 2, measuredSteps: quick ? 6 : 8 },
-  communication: { batch: 1, seqLen: 16, warmupSteps: quick ? 2 : 3, measuredSteps: quick ? 10 : 15 },
+  compute: {
+    batch: 8,
+    seqLen: 128,
+    warmupSteps: quick ? 1 : 2,
+    measuredSteps: quick ? 6 : 8,
+    profilePhases: phasesSetting !== '0',
+  },
+  communication: {
+    batch: 1,
+    seqLen: 16,
+    warmupSteps: quick ? 2 : 3,
+    measuredSteps: quick ? 10 : 15,
+    profilePhases: phasesSetting === '1',
+  },
 };
 if (measuredOverride !== undefined)
   for (const setting of Object.values(settings)) setting.measuredSteps = measuredOverride;
@@ -105,6 +125,7 @@ function run(kinds: RunKind[], worldSize: number, setting: Omit<RunRequest, 'kin
 
 const throughputKinds: RunKind[] = [
   'single',
+  'two-singles',
   'no-shard-unflat',
   'no-shard',
   'shard-grad-op',
@@ -127,6 +148,7 @@ function pool(results: RunResult[]): RunResult {
   const cpuSamples = results.flatMap((result) => result.cpuSamples);
   const tokensPerRank = (first.tokensPerSecond.median * first.stepMs.median) / 1000 / first.worldSize;
   const pooled = torchResult(first.kind, first.worldSize, stepSamples, cpuSamples, tokensPerRank);
+  const phases = first.phases === undefined ? undefined : poolPhases(results.map((result) => result.phases!));
   const allGather = results.map((result) => result.allGatherWaitMs.median);
   const reduction = results.map((result) => result.reductionWaitMs.median);
   return {
@@ -135,6 +157,7 @@ function pool(results: RunResult[]): RunResult {
     stepMs: pooled.stepMs,
     stepSamples,
     cpuSamples,
+    ...(phases === undefined ? {} : { phases }),
     cpuMs: pooled.cpuMs,
     allGatherWaitMs: {
       ...first.allGatherWaitMs,
@@ -254,6 +277,14 @@ for (const [name, rows] of Object.entries(throughput)) {
     );
   }
 }
+for (const [name, rows] of Object.entries(throughput)) {
+  const profiled = Object.values(rows).filter((row) => row.phases !== undefined);
+  if (profiled.length === 0) continue;
+  lines.push(
+    `\n${name}-bound, rank 0's CPU ms per step by phase and thread (medians; see [Note: phase profile] in bench/phase-profile.ts)`,
+  );
+  lines.push(...phaseTable(profiled));
+}
 if (memory.length > 0) {
   lines.push('\nmemory per rank (parameters + gradients + optimizer state, peak of a step)');
   lines.push('| layers | strategy | W | measured MiB | model MiB | measured / model | peak tfjs MiB |');
@@ -274,6 +305,7 @@ for (const target of issue15)
   lines.push(
     `- [${target.met === null ? 'not measured here' : target.met ? 'met' : 'NOT met'}] ${target.name}: ${target.detail}`,
   );
+lines.push(...ceilingLines(throughput.compute));
 if (torchSkipped !== null) lines.push(`(PyTorch rows skipped: ${torchSkipped})`);
 const note = `shared, noisy machine (${os.cpus().length} cores, load average ${os
   .loadavg()

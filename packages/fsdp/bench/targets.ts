@@ -193,3 +193,24 @@ export function checkIssue15Targets(
     checks.push({ name, met: null, detail: 'see npm run bench:collectives (issue 15 point 4)' });
   return checks;
 }
+
+/**
+ * The ceiling of any two-rank row here: two single-process steps at once, never communicating
+ * ('two-singles'). Its ratio to one single process is what the machine's two cores give; no-shard's
+ * ratio to it is what data parallelism costs on top.
+ */
+export function ceilingLines(compute: Rows | undefined): string[] {
+  if (compute?.['two-singles'] === undefined) return [];
+  const lines = ['\nceiling (compute-bound): two independent single-process steps at once, no communication'];
+  const ceiling = ratio(compute, 'two-singles', 'single');
+  if (Number.isFinite(ceiling))
+    lines.push(
+      `- two-singles / single = ${ceiling.toFixed(3)} (the most any 2-rank row can reach on this machine)`,
+    );
+  const noShard = ratio(compute, 'no-shard', 'two-singles');
+  if (Number.isFinite(noShard))
+    lines.push(
+      `- no-shard / two-singles = ${noShard.toFixed(3)} (1.0: data parallelism costs nothing on top)`,
+    );
+  return lines;
+}

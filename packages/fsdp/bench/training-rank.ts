@@ -14,12 +14,14 @@ import { AdamW } from '@fsdp-ts/optim';
 import { initBackend, Parameter, storagePool } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { type MemorySample, type RunRequest, type RunResult, spread } from './bench-config';
+import { PhaseProfile, threadsStartedBy } from './phase-profile';
 
 const requests = JSON.parse(process.argv[2]!) as RunRequest[];
 await initBackend('wasm');
-const group: ProcessGroup | null = requests.every((request) => request.kind === 'single')
-  ? null
-  : await initProcessGroup();
+const { value: group, threads: communicationThreads } = await threadsStartedBy(
+  async (): Promise<ProcessGroup | null> =>
+    requests.every((request) => request.kind === 'single') ? null : await initProcessGroup(),
+);
 const worldSize = group?.size ?? 1;
 interface Row {
   readonly request: RunRequest;
@@ -38,7 +40,7 @@ function prepare(request: RunRequest): Row {
   let model: Module = inner;
   let forward = (input: tf.Tensor) => inner.forward(input);
   let wrapped: FullyShardedDataParallel<GPT> | null = null;
-  if (group !== null) {
+  if (group !== null && request.kind !== 'two-singles') {
     const strategy = request.kind.startsWith('no-shard')
       ? 'no-shard'
       : request.kind.startsWith('shard-grad-op')
@@ -160,20 +162,37 @@ function prepare(request: RunRequest): Row {
   const reductionWaits: number[] = [];
   const losses: number[] = [];
   let poolAtStart = storagePool.statistics;
+  const phases = new PhaseProfile(request.profilePhases === true, communicationThreads);
   function step(index: number): void {
     sampling = index >= request.warmupSteps;
     if (index === request.warmupSteps) poolAtStart = storagePool.statistics;
     group?.barrier().wait(); // every rank starts the step together
     const start = performance.now();
     const cpuStart = process.cpuUsage();
-    const loss = backward(model, () => crossEntropy(forward(tokens), targets));
+    phases.begin();
+    const loss = backward(model, () => {
+      const value = crossEntropy(forward(tokens), targets);
+      phases.mark('forward');
+      return value;
+    });
+    phases.mark('backward');
+    phases.add('waiting', wrapped?.statistics.reductionWaitMs ?? 0);
     sample();
     for (const { parameter, handle } of flatParameters) parameter.grad = handle.shardedGradBuffer();
     optimizer.step();
+    phases.mark('optimizer');
     if (index === request.warmupSteps) optimizerBytes = typedArrayBytes(optimizer.stateDict());
     sample();
     optimizer.zeroGrad();
     if (flatParameters.length > 0) for (const parameter of model.parameters()) parameter.grad = null;
+    phases.mark('zeroGrad');
+    // Two independent singles: the pair's step lasts until the slower one ends.
+    if (request.kind === 'two-singles') {
+      const waitStart = performance.now();
+      group?.barrier().wait();
+      phases.add('waiting', performance.now() - waitStart);
+    }
+    phases.end(index >= request.warmupSteps);
     const elapsed = performance.now() - start;
     const cpu = process.cpuUsage(cpuStart);
     losses.push(loss);
@@ -212,6 +231,7 @@ function prepare(request: RunRequest): Row {
         fresh: storagePool.statistics.fresh - poolAtStart.fresh,
       },
       losses,
+      ...(phases.enabled ? { phases: phases.samples } : {}),
     };
   }
   return { request, steps: request.warmupSteps + request.measuredSteps, step, result };

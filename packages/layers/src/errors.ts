@@ -13,7 +13,9 @@ export type LayersErrorCode =
   | 'not-compiled'
   | 'checkpoint-mismatch'
   | 'checkpoint-failed'
-  | 'checkpoint-corrupt';
+  | 'checkpoint-corrupt'
+  /** A checkpoint in a format this version does not read (the old layers format). */
+  | 'checkpoint-format';
 
 export interface LayersErrorDetails {
   code: LayersErrorCode;

@@ -1,4 +1,13 @@
-import { cpSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnThreadRanks } from '@fsdp-ts/collectives';
@@ -141,6 +150,57 @@ describe('ShardedTrainer checkpoints (the @fsdp-ts/fsdp format)', () => {
       }
     });
     for (const result of ranks) expect(result.unchanged).toBe(true);
+  });
+
+  it('says a checkpoint of the old layers format is one (not missing), what this version reads, and how to convert it', async () => {
+    // The layout @fsdp-ts/layers wrote before it used fsdp's format (commits 2b7556c to 21cb603^,
+    // [Note: layers checkpoints of the old format]): files as its checkpoint-files.ts named them.
+    const writeOldLayout = (root: string, format: string) => {
+      mkdirSync(join(root, 'model'), { recursive: true });
+      writeFileSync(
+        join(root, 'model', 'model.json'),
+        JSON.stringify({ modelTopology: {}, weightsManifest: [] }),
+      );
+      writeFileSync(join(root, 'model', 'weights.bin'), new Uint8Array(16));
+      for (const rank of [0, 1]) {
+        writeFileSync(join(root, `optimizer-rank-${rank}.json`), JSON.stringify({ rank, entries: [] }));
+        writeFileSync(join(root, `optimizer-rank-${rank}.bin`), new Uint8Array(0));
+      }
+      const index = {
+        format,
+        worldSize: 2,
+        strategy: 'shard-gradients',
+        optimizer: 'adam',
+        paramGroups: [],
+        parameters: [],
+        files: {},
+        digest: '',
+      };
+      writeFileSync(join(root, 'checkpoint.json'), JSON.stringify(index));
+    };
+    const old = join(work, 'old-format');
+    writeOldLayout(old, 'fsdp-ts/layers-checkpoint@2');
+    // A crash between the old commit's two renames left only `<dir>.previous`.
+    const crashed = join(work, 'old-crashed');
+    writeOldLayout(`${crashed}.previous`, 'fsdp-ts/layers-checkpoint@1');
+    const ranks = (await spawnThreadRanks(2, fixture, 'damagedRank', {
+      args: { directories: [old, crashed] },
+      timeoutMs: 90_000,
+    })) as DamagedResult[];
+    for (const result of ranks) {
+      result.errors.forEach((error, index) => {
+        expect(error).toMatch(/^checkpoint-format: /);
+        expect(error).toContain(
+          index === 0
+            ? `${old} is a checkpoint in the old @fsdp-ts/layers format (fsdp-ts/layers-checkpoint@2)`
+            : `${crashed}.previous is a checkpoint in the old @fsdp-ts/layers format (fsdp-ts/layers-checkpoint@1)`,
+        );
+        expect(error).toContain("reads checkpoints in @fsdp-ts/fsdp's checkpoint format (version 3");
+        expect(error).toContain('tf.loadLayersModel');
+        expect(error).toContain('trainer.saveCheckpoint(dir)');
+      });
+      expect(result.unchanged).toBe(true);
+    }
   });
 });
 

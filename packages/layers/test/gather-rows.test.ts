@@ -1,6 +1,7 @@
 import { initBackend } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { describe, expect, it } from 'vitest';
+import { LayersError } from '../src/errors';
 import { gatherRows } from '../src/internal/gather-rows';
 
 // The trainer's per-step row selection must equal tf.gather exactly (values, shape, dtype), on the
@@ -40,5 +41,26 @@ describe.each(['cpu', 'wasm'] as const)('gatherRows on %s', (backend) => {
     const kept = gatherRows(source, Int32Array.from([1]));
     source.dispose();
     expect(Array.from(kept.dataSync())).toEqual([3, 4]);
+  });
+
+  it('a row outside the tensor fails with a LayersError naming the row, the rows there are and the fix', async () => {
+    await initBackend(backend);
+    const source = tf.tensor2d([1, 2, 3, 4, 5, 6], [3, 2]);
+    for (const bad of [3, -1]) {
+      let caught: unknown;
+      try {
+        gatherRows(source, Int32Array.from([0, bad, 1]));
+      } catch (error) {
+        caught = error;
+      }
+      expect(LayersError.isInstance(caught)).toBe(true);
+      const error = caught as LayersError;
+      expect(error.code).toBe('invalid-data');
+      expect(error.expected).toBe('row indices in [0, 3)');
+      expect(error.actual).toBe(bad);
+      expect(error.message).toContain(`Row ${bad} of a batch tensor of shape [3, 2]`);
+      expect(error.message).toContain('same number of rows');
+    }
+    source.dispose();
   });
 });

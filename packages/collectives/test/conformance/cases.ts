@@ -12,6 +12,8 @@ export interface ConformanceCase {
   wireDtype: 'float32' | 'bfloat16';
   /** Pass ordinary (non-shared) buffers, exercising the staging copy. */
   unshared: boolean;
+  /** Allocate with allocateShared(..., { arena: true }) ([Note: shm arena]: shm reduces in place). */
+  arena: boolean;
   /** Await the Work instead of wait(). */
   awaitIt: boolean;
   seed: number;
@@ -40,11 +42,12 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
       root: 0,
       wireDtype: 'float32',
       unshared: false,
+      arena: false,
       awaitIt: false,
       seed: seed++,
       ...fields,
     };
-    full.name = `${full.kind} ${full.dtype}${full.wireDtype === 'bfloat16' ? ' wire bf16' : ''} n=${full.count} ${full.kind === 'allReduce' || full.kind === 'reduceScatter' ? full.reduceOp : ''}${full.kind === 'broadcast' ? ` root ${full.root}` : ''}${full.unshared ? ' unshared' : ''}${full.awaitIt ? ' await' : ''}`;
+    full.name = `${full.kind} ${full.dtype}${full.wireDtype === 'bfloat16' ? ' wire bf16' : ''} n=${full.count} ${full.kind === 'allReduce' || full.kind === 'reduceScatter' ? full.reduceOp : ''}${full.kind === 'broadcast' ? ` root ${full.root}` : ''}${full.unshared ? ' unshared' : ''}${full.arena ? ' arena' : ''}${full.awaitIt ? ' await' : ''}`;
     cases.push(full);
   };
   const dtypes: CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
@@ -67,6 +70,20 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
       if (dtype === 'bfloat16') add({ kind: 'allReduce', dtype, count: 20_011, reduceOp });
     }
   }
+  // Buffers in the thread ranks' arena: every op (the reductions in place, with vector tails of
+  // 1-3 elements), every reduction, and sizes across the in-place block (32 Ki elements).
+  for (const dtype of dtypes) {
+    for (const count of [1, 1031, 65_539]) {
+      add({ kind: 'allReduce', dtype, count, arena: true });
+      add({ kind: 'reduceScatter', dtype, count, arena: true });
+      add({ kind: 'allGather', dtype, count, arena: true });
+      add({ kind: 'broadcast', dtype, count, root: size - 1, arena: true });
+    }
+    for (const reduceOp of dtype === 'int32' ? (['max', 'min'] as const) : (['avg', 'max', 'min'] as const)) {
+      add({ kind: 'allReduce', dtype, count: 1031, reduceOp, arena: true });
+      add({ kind: 'reduceScatter', dtype, count: 517, reduceOp, arena: true });
+    }
+  }
   add({ kind: 'barrier', dtype: 'int32', count: 0 });
   if (options.wire) {
     for (const count of [0, 1, 1031, 1 << 18]) {
@@ -79,6 +96,7 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
   }
   if (options.huge) {
     add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4 });
+    add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4, arena: true });
     if (options.wire)
       add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4, wireDtype: 'bfloat16' });
   }

@@ -1,4 +1,4 @@
-import type { CollectiveBuffer, ProcessGroup, Work } from '../../src/index.js';
+import { allocateShared, type CollectiveBuffer, type ProcessGroup, type Work } from '../../src/index.js';
 import type { ConformanceCase } from './cases.js';
 import { decodeElement, expectedResult, fillInput } from './reference.js';
 
@@ -9,6 +9,12 @@ export interface CaseOutcome {
 }
 
 function allocate(testCase: ConformanceCase, length: number): CollectiveBuffer {
+  if (testCase.arena) {
+    const arena = { arena: true };
+    if (testCase.dtype === 'float32') return allocateShared(Float32Array, length, arena);
+    if (testCase.dtype === 'int32') return allocateShared(Int32Array, length, arena);
+    return allocateShared(Uint16Array, length, arena);
+  }
   const bytes = length * (testCase.dtype === 'bfloat16' ? 2 : 4);
   const memory = testCase.unshared ? new ArrayBuffer(bytes) : new SharedArrayBuffer(bytes);
   if (testCase.dtype === 'float32') return new Float32Array(memory);

@@ -8,7 +8,9 @@ import { FsdpError } from '../errors';
  * - `model-mismatch`: the checkpoint's parameters (names, shapes, dtypes) differ from the model's;
  * - `optimizer-mismatch`: the saved optimizer state does not fit the optimizer;
  * - `peer-failed`: another rank failed (its own error names the file and parameter);
- * - `io`: the file system refused a read or write.
+ * - `io`: the file system refused a read or write;
+ * - `invalid-input`: what the caller gave a save is not what the format can hold (a buffer's
+ *   dtype, shape or values, a document, a name): nothing was written.
  */
 export type CheckpointErrorReason =
   | 'missing'
@@ -17,7 +19,8 @@ export type CheckpointErrorReason =
   | 'model-mismatch'
   | 'optimizer-mismatch'
   | 'peer-failed'
-  | 'io';
+  | 'io'
+  | 'invalid-input';
 
 export interface CheckpointErrorDetails {
   reason: CheckpointErrorReason;

@@ -47,32 +47,83 @@ export interface ReplicatedStateInput {
  */
 export function checkReplicatedInput(input: ReplicatedStateInput): void {
   for (const [name, buffer] of Object.entries(input.buffers ?? {})) {
-    const numel = buffer.shape.reduce((product, size) => product * size, 1);
-    const expected = isDType(buffer.dtype)
-      ? typedArrayFor(buffer.dtype, new ArrayBuffer(0), 0, 0).constructor.name
-      : null;
-    const problem =
-      expected === null
-        ? `dtype ${JSON.stringify(buffer.dtype)} is not a tensor dtype`
-        : buffer.values?.constructor?.name !== expected
-          ? `a ${buffer.dtype} buffer holds a ${expected}, not a ${buffer.values?.constructor?.name}`
-          : !buffer.shape.every((size) => Number.isSafeInteger(size) && size >= 0)
-            ? `shape [${buffer.shape.join(', ')}] is not a list of sizes`
-            : buffer.values.length !== numel
-              ? `shape [${buffer.shape.join(', ')}] holds ${numel} elements, the values ${buffer.values.length}`
-              : null;
+    checkName('buffer', name);
+    const problem = bufferProblem(buffer);
     if (problem !== null) throw badInput(`buffer '${name}'`, problem);
   }
   for (const [name, document] of Object.entries(input.documents ?? {})) {
+    checkName('document', name);
     if (document instanceof Uint8Array) continue;
     let text: string | undefined;
     try {
       text = JSON.stringify(document);
     } catch (error) {
-      throw badInput(`document '${name}'`, `it cannot be turned into JSON (${(error as Error).message})`);
+      throw badInput(`document '${name}'`, {
+        expected: 'a JSON value (object, array, string, number, boolean, null) or a Uint8Array',
+        actual: `a value JSON.stringify rejects (${(error as Error).message})`,
+        fix: 'remove cycles and BigInts from the document, or pass its bytes as a Uint8Array.',
+      });
     }
-    if (text === undefined) throw badInput(`document '${name}'`, 'it is not a JSON value');
+    if (text === undefined) {
+      throw badInput(`document '${name}'`, {
+        expected: 'a JSON value (object, array, string, number, boolean, null) or a Uint8Array',
+        actual: `a ${typeof document}, which JSON.stringify drops`,
+        fix: 'pass a JSON value, or the bytes as a Uint8Array.',
+      });
+    }
   }
+}
+
+interface InputProblem {
+  readonly expected: string;
+  readonly actual: string;
+  readonly fix: string;
+}
+
+/** What is wrong with a buffer given to a save, or null. */
+function bufferProblem(buffer: CheckpointBuffer): InputProblem | null {
+  if (!isDType(buffer.dtype)) {
+    return {
+      expected: 'a tensor dtype (float32, int32, bool, bfloat16, float16, ...)',
+      actual: `dtype ${JSON.stringify(buffer.dtype)}`,
+      fix: "set the buffer's dtype to the dtype of its values.",
+    };
+  }
+  const arrayName = typedArrayFor(buffer.dtype, new ArrayBuffer(0), 0, 0).constructor.name;
+  const givenName = buffer.values?.constructor?.name ?? String(buffer.values);
+  if (givenName !== arrayName) {
+    return {
+      expected: `values in a ${arrayName} (the array of a ${buffer.dtype} buffer)`,
+      actual: `a ${givenName}`,
+      fix: `pass the values as a ${arrayName}, or give the dtype that matches a ${givenName}.`,
+    };
+  }
+  const shape = Array.isArray(buffer.shape) ? buffer.shape : [];
+  if (!Array.isArray(buffer.shape) || !shape.every((size) => Number.isSafeInteger(size) && size >= 0)) {
+    return {
+      expected: 'a shape of non-negative integer sizes, e.g. [4] or [2, 3] ([] for a scalar)',
+      actual: `shape ${JSON.stringify(buffer.shape)}`,
+      fix: "give the buffer's shape as a list of sizes.",
+    };
+  }
+  const numel = shape.reduce((product, size) => product * size, 1);
+  if (buffer.values.length !== numel) {
+    return {
+      expected: `${numel} values (shape [${shape.join(', ')}])`,
+      actual: `${buffer.values.length} values`,
+      fix: 'pass the shape of the values, or as many values as the shape holds.',
+    };
+  }
+  return null;
+}
+
+function checkName(kind: 'buffer' | 'document', name: string): void {
+  if (name.length > 0) return;
+  throw badInput(`a ${kind} with an empty name`, {
+    expected: `a non-empty ${kind} name (the key loading looks it up by)`,
+    actual: "''",
+    fix: `give every ${kind} a name.`,
+  });
 }
 
 /** Rank 0: writes the section's file into `directory` (fsynced); null when there is nothing to write. */
@@ -202,12 +253,9 @@ function corruptEntry(path: string, name: string, what: string): CheckpointError
   });
 }
 
-function badInput(what: string, problem: string): CheckpointError {
-  return new CheckpointError(`Cannot save ${what}: ${problem}.`, {
-    reason: 'io',
-    expected:
-      'buffers as { dtype, shape, values } with the dtype’s typed array; documents as JSON values or bytes',
-    actual: problem,
-    fix: `pass ${what} as the checkpoint format describes it (see CheckpointBuffer, CheckpointDocument).`,
+function badInput(what: string, problem: InputProblem): CheckpointError {
+  return new CheckpointError(`Cannot save ${what}: expected ${problem.expected}, got ${problem.actual}.`, {
+    reason: 'invalid-input',
+    ...problem,
   });
 }

@@ -294,7 +294,7 @@ function checkOptions(options: WriteCheckpointOptions): void {
   }
   if (!Number.isSafeInteger(options.step) || options.step < 0) {
     throw new CheckpointError(`saveCheckpoint needs a non-negative integer step; got ${options.step}.`, {
-      reason: 'io',
+      reason: 'invalid-input',
       expected: 'an integer >= 0',
       actual: options.step,
       fix: 'pass the number of training steps taken so far.',
@@ -302,9 +302,10 @@ function checkOptions(options: WriteCheckpointOptions): void {
   }
   if (options.keep !== undefined && (!Number.isSafeInteger(options.keep) || options.keep < 1)) {
     throw new CheckpointError(`keep must be a positive integer; got ${options.keep}.`, {
-      reason: 'io',
+      reason: 'invalid-input',
       expected: 'an integer >= 1',
       actual: options.keep,
+      fix: 'pass how many checkpoints to keep (at least 1), or leave keep out to keep them all.',
     });
   }
 }

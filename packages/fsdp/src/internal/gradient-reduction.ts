@@ -29,7 +29,7 @@ export interface ReductionSettings {
  * [Note: unit reduction state]
  * One UnitReduction per unit owns everything a unit's gradients go through in one step: the
  * gradients still expected, whether the reduction was issued, the Works in flight and the
- * buffers they write. Only its methods change it: beginStep → write/gradientArrived* → start →
+ * buffers they write. Only its methods change it: beginStep → (expectGradients | write/gradientArrived)* → start →
  * finish (or keepUnreduced under noSync, or abort after a failure).
  */
 export class UnitReduction {
@@ -37,7 +37,7 @@ export class UnitReduction {
   readonly #settings: ReductionSettings;
   /** Reduce-scatters (or all-reduces) issued in this backward. */
   #works: Work[] = [];
-  /** Trainable Parameters whose (tapped) gradient has not arrived yet in this backward. */
+  /** Gradients expected (one per tap or recomputed Parameter per forward call) that have not arrived yet. */
   #pendingGradients = 0;
   /** This step's gradients were handed to a reduction (or the step ended without one). */
   #started = false;
@@ -61,11 +61,19 @@ export class UnitReduction {
     this.#settings = settings;
   }
 
-  /** A backward starts: `trainable` gradients are expected through taps. */
-  beginStep(trainable: number): void {
+  /** A backward starts: no gradient is expected until the step's forward makes taps. */
+  beginStep(): void {
     this.#zeroRanges.clear();
-    this.#pendingGradients = trainable;
+    this.#pendingGradients = 0;
     this.#started = false;
+  }
+
+  /**
+   * A forward call made `count` taps (or a recomputed call will report `count` gradients): that
+   * many more gradients arrive in backward (see [Note: units called more than once]).
+   */
+  expectGradients(count: number): void {
+    this.#pendingGradients += count;
   }
 
   /** Adds one Parameter's full gradient into its handle's unsharded gradient buffer. */

@@ -42,8 +42,11 @@ export function recomputeHooks(unit: FsdpUnit, parts: RecomputeParts): Recomputi
   const created: tf.Tensor[] = [];
   return {
     gatherParameters: (phase) => {
-      if (phase === 'forward') gathering.gatherForForward(unit, step.lastOrder);
-      else gathering.gatherForBackward(unit, step.current?.order ?? step.lastOrder);
+      if (phase === 'forward') {
+        gathering.gatherForForward(unit, step.lastOrder);
+        // Each call reports its gradients (see [Note: units called more than once]).
+        if (step.current !== null) unit.reduction.expectGradients(unit.trainableParameters().length);
+      } else gathering.gatherForBackward(unit, step.current?.order ?? step.lastOrder);
       const tensors = new Map<Parameter, tf.Tensor>();
       for (const handle of unit.handles) {
         handle.parameters.forEach((parameter, index) => {
@@ -63,11 +66,14 @@ export function recomputeHooks(unit: FsdpUnit, parts: RecomputeParts): Recomputi
     trainable: () => unit.trainableParameters(),
     randomLayers: () => randomStatefulModules(unit.module),
     onParameterGradients: (gradients) => {
+      let last = false;
       unit.trainableParameters().forEach((parameter, index) => {
         const { handle, index: position } = locations.get(parameter)!;
         unit.reduction.write(handle, position, gradients[index]!);
+        last = unit.reduction.gradientArrived();
       });
-      step.startUnitReduction(unit);
+      // A unit called twice reduces after its earlier call's backward, the last one.
+      if (last) step.startUnitReduction(unit);
     },
   };
 }

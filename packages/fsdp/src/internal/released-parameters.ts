@@ -16,6 +16,9 @@ import type { FsdpUnit } from './fsdp-unit';
  * tensor sees them. After the unit's last parameter gradient, it is released again. On cpu a
  * restored tensor aliases the unsharded flat buffer (no copy); on wasm the values are copied into
  * the heap once, as creating the tensor did. PyTorch does the same with `storage.resize_(0)`.
+ * A unit whose forward runs more than once in a step (a shared block) gets one ReleasedParameters
+ * per call, each with its own tensors and pre-backward hook, since each call's saved tensors
+ * share the dataIds of that call's tensors: see [Note: units called more than once].
  */
 export class ReleasedParameters {
   readonly tensors = new Map<Parameter, tf.Tensor>();
@@ -48,5 +51,43 @@ export class ReleasedParameters {
     for (const { tensor, handleIndex, index } of this.releasable) {
       if (tensor.state === 'released') tensor.restore(this.unit.handles[handleIndex]!.unshardedView(index));
     }
+  }
+}
+
+/**
+ * Every unit's ReleasedParameters in one step, one per forward call, in call order.
+ *
+ * [Note: units called more than once]
+ * A unit's forward may run several times in one step (a block applied twice, a tied module).
+ * Each call records its own ReleasedParameters (keeping only the last one lost the earlier
+ * calls' tensors: their backward read released memory), and each call's taps expect one gradient
+ * per trainable Parameter (UnitReduction counts them as the taps are made). So the unit's last
+ * gradient is the last of its last backward: only then are all its calls' tensors released, the
+ * unit resharded and its reduction issued. Between the backward of a later call and that of an
+ * earlier one the unit stays gathered (its gradients accumulate in its unsharded buffer).
+ */
+export class ReleasedParametersByUnit {
+  readonly #calls = new Map<FsdpUnit, ReleasedParameters[]>();
+
+  /** A forward call of `unit` recorded its parameter tensors. */
+  add(unit: FsdpUnit, parameters: ReleasedParameters): void {
+    const calls = this.#calls.get(unit);
+    if (calls === undefined) this.#calls.set(unit, [parameters]);
+    else calls.push(parameters);
+  }
+
+  /** How many forward calls of `unit` recorded tensors in this step. */
+  callCount(unit: FsdpUnit): number {
+    return this.#calls.get(unit)?.length ?? 0;
+  }
+
+  /** Frees the memory of every call's parameter tensors of `unit` (idempotent). */
+  release(unit: FsdpUnit): void {
+    for (const parameters of this.#calls.get(unit) ?? []) parameters.release();
+  }
+
+  /** Frees the memory of every unit's parameter tensors (idempotent). */
+  releaseAll(): void {
+    for (const calls of this.#calls.values()) for (const parameters of calls) parameters.release();
   }
 }

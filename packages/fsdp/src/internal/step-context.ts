@@ -1,14 +1,14 @@
 import type { Parameter } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import type { FsdpUnit } from './fsdp-unit';
-import type { ReleasedParameters } from './released-parameters';
+import type { ReleasedParametersByUnit } from './released-parameters';
 
 /** Per-step bookkeeping while a backward() is running (forward and backward of one step). */
 export interface StepContext {
   readonly anchor: tf.Tensor;
   readonly tapped: Map<FsdpUnit, Map<Parameter, tf.Tensor>>;
-  /** Units that released their parameter tensors after forward (reshard without recompute). */
-  readonly released: Map<FsdpUnit, ReleasedParameters>;
+  /** Parameter tensors released after each unit's forward calls (reshard without recompute). */
+  readonly released: ReleasedParametersByUnit;
   readonly order: FsdpUnit[]; // non-root units in the order their forward ran
   readonly sync: boolean; // false inside noSync: gradients accumulate unreduced
   readonly reducing: FsdpUnit[]; // units whose reductions are issued and not yet finished, oldest first

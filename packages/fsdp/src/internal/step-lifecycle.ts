@@ -6,6 +6,7 @@ import type { ResolvedFsdpOptions } from '../options';
 import type { FsdpUnit, UnitLocation } from './fsdp-unit';
 import { tapGradient } from './gradient-tap';
 import { MemoryPressureCollector } from './memory-pressure';
+import { ReleasedParametersByUnit } from './released-parameters';
 import type { StepContext } from './step-context';
 import { abortGroups } from './step-failure';
 import type { TrainingStateMachine } from './training-state';
@@ -69,13 +70,13 @@ export class StepLifecycle {
     this.#step = {
       anchor,
       tapped: new Map(),
-      released: new Map(),
+      released: new ReleasedParametersByUnit(),
       order: [],
       sync: training.syncGradients,
       reducing: [],
       keptGathered: null,
     };
-    for (const unit of units) unit.reduction.beginStep(unit.trainableParameters().length);
+    for (const unit of units) unit.reduction.beginStep();
     const ignoredTrainable = [...ignored].filter((parameter) => parameter.requiresGrad);
     return {
       parameters: ignoredTrainable,
@@ -92,6 +93,8 @@ export class StepLifecycle {
   tap(parameter: Parameter, raw: tf.Tensor, step: StepContext): tf.Tensor {
     if (!parameter.requiresGrad) return raw;
     const location = this.#parts.locations.get(parameter)!;
+    // One gradient per tap: a unit called twice expects each call's (see [Note: units called more than once]).
+    location.unit.reduction.expectGradients(1);
     return tapGradient(raw, step.anchor, (gradient) => this.receiveTappedGradient(location, gradient));
   }
 
@@ -106,7 +109,7 @@ export class StepLifecycle {
       // The unit's backward is done: free its gathered parameters (and their tensors' memory),
       // then issue the all-gather of the unit two ahead in backward before this unit's
       // reduce-scatter, so it does not queue behind it on the communication worker.
-      this.#step?.released.get(unit)?.release();
+      this.#step?.released.release(unit);
       unit.reshard();
       const step = this.#step;
       if (step !== null) this.#parts.gathering?.prefetchAfterBackwardOf(unit, step.order);
@@ -122,11 +125,15 @@ export class StepLifecycle {
    * backward compute to overlap with, and at most two units' unsharded gradients are alive. The
    * rule depends only on the order of units, never on timing, so every rank issues the replica
    * all-reduces of hybrid sharding in the same order.
+   * Under no-shard the flat gradients stay whole whatever happens (they are the `grad`s), so there
+   * is no memory to bound: every all-reduce is awaited after backward, and none blocks backward's
+   * compute (see the decision record 2026-12-01-no-shard-reduction.md).
    */
   startUnitReduction(unit: FsdpUnit): void {
     const step = this.#step;
     if (step === null || !step.sync) return;
     unit.reduction.start();
+    if (!this.#parts.options.sharding.shardParameters) return;
     step.reducing.push(unit);
     while (step.reducing.length > 1) {
       const start = performance.now();
@@ -176,7 +183,7 @@ export class StepLifecycle {
 
   /** Releases every released unit's parameter tensors and reshards every gathered unit. */
   reshardAll(): void {
-    for (const parameters of this.#step?.released.values() ?? []) parameters.release();
+    this.#step?.released.releaseAll();
     if (!this.#parts.options.sharding.shardParameters) return;
     for (const unit of this.#parts.units) if (unit.state !== 'sharded') unit.reshard();
   }

@@ -74,7 +74,7 @@ export class UnitForward {
     this.reshardKept(step, unit);
     gathering.gatherForForward(unit, lifecycle.lastOrder);
     const parameters = new ReleasedParameters(unit, (parameter, raw) => lifecycle.tap(parameter, raw, step));
-    step.released.set(unit, parameters);
+    step.released.add(unit, parameters);
     const last = lifecycle.lastOrder.at(-1) === unit;
     let output: unknown;
     let keep = false;
@@ -127,7 +127,7 @@ export class UnitForward {
     if (kept === null || kept === unit) return;
     step.keptGathered = null;
     if (kept.state !== 'unsharded') return;
-    step.released.get(kept)?.release();
+    step.released.release(kept);
     kept.reshard();
   }
 

@@ -4,6 +4,7 @@ import { backingVariable } from '../internal/layer-access';
 import { asLayersError } from './checkpoint-errors';
 import { optimizerReader } from './checkpoint-optimizer';
 import { type CheckpointSource, describeWeights, nonTrainableName } from './checkpoint-state';
+import { rejectLegacyCheckpoint } from './legacy-format';
 import { TRAINER_DOCUMENT, type TrainerDocument } from './trainer-document';
 
 export interface LoadedTrainerCheckpoint {
@@ -31,6 +32,7 @@ export function loadShardedCheckpoint(
   source: CheckpointSource,
   log: (line: string) => void,
 ): LoadedTrainerCheckpoint {
+  rejectLegacyCheckpoint(directory); // see [Note: layers checkpoints of the old format]
   const whole = !source.optimizerOnShard;
   const { state, locations } = describeWeights(source, whole);
   const pieces = new Map(source.parameters.map((parameter, index) => [parameter, source.pieces[index]!]));

@@ -45,7 +45,16 @@ export const shmBackend: BackendDefinition<ShmConfig> = {
       ports = reply.ports;
     }
     const abort = new Int32Array(new SharedArrayBuffer(4));
-    const init: ShmInit = { backend: 'shm', rank: setup.rank, size: setup.size, control, ports, abort };
+    const arena = setup.config.thread?.arena ?? null;
+    const init: ShmInit = {
+      backend: 'shm',
+      rank: setup.rank,
+      size: setup.size,
+      control,
+      ports,
+      abort,
+      arena,
+    };
     const transfer = ports.filter((port) => port !== null);
     const { client } = await CommunicationClient.start(shmBackend, init, transfer, 'ready', setup.timeoutMs);
     client.markReady();

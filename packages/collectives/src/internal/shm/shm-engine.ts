@@ -6,6 +6,7 @@ import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import { describeOp, type OpMessage } from '../op-message.js';
 import { segmentBounds } from '../segments.js';
+import type { SharedMemory } from './shm-arena.js';
 import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot, postedSlot } from './shm-control.js';
 import { readContribution, readHeader, travelsInline, writeMailbox } from './shm-mailbox.js';
 import { reduceShared } from './shm-reduce.js';
@@ -15,6 +16,8 @@ export interface ShmInit extends EngineInit {
   control: Int32Array;
   /** Indexed by peer rank in this group; null for this rank. */
   ports: (MessagePort | null)[];
+  /** The thread ranks' shared arena ([Note: shm arena]), or null. */
+  arena: SharedMemory | null;
 }
 
 /**
@@ -156,10 +159,10 @@ export class ShmEngine extends EngineBase<ShmInit> {
     if (op.kind === 'allReduce') {
       const [start, end] = segmentBounds(rank, count, size);
       const views = all.map((message) => message.output!.subarray(start, end));
-      reduceShared(views, views, op.dtype, op.reduceOp, size);
+      reduceShared(views, views, op.dtype, op.reduceOp, size, this.init.arena);
     } else if (op.kind === 'reduceScatter') {
       const sources = all.map((message) => message.input!.subarray(rank * count, (rank + 1) * count));
-      reduceShared(sources, [op.output!], op.dtype, op.reduceOp, size);
+      reduceShared(sources, [op.output!], op.dtype, op.reduceOp, size, this.init.arena);
     } else if (op.kind === 'allGather') {
       // Each rank pushes its own input into every rank's output, block by block, so the input is
       // read from memory once and written n times (n + 1 passes, not 2n as pulling would take).

@@ -1,7 +1,9 @@
 import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
 import { type Bfloat16Kernels, bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
 import { reduceBlocks } from '../block-reduce.js';
+import { reduceInArena } from './in-place-reduce.js';
 import { REDUCE_BLOCK, type ReduceKernelName, type ReduceKernels, reduceKernels } from './reduce-simd.js';
+import type { SharedMemory } from './shm-arena.js';
 
 /**
  * Reduces `sources` (equal-length views into the ranks' buffers, in rank order) and writes the
@@ -11,7 +13,8 @@ import { REDUCE_BLOCK, type ReduceKernelName, type ReduceKernels, reduceKernels 
  * into every target. Each element of each buffer is read or written once, with memcpy
  * (TypedArray.set); the arithmetic stays in L2. bfloat16 sums and averages decode, add and
  * encode inside the bfloat16 kernels' memory (reduceBfloat16); bfloat16 max and min, and threads
- * without SIMD, go through reduceBlocks.
+ * without SIMD, go through reduceBlocks. When every view lives in the thread ranks' arena
+ * (`arena`, [Note: shm arena]), float32 and int32 reduce in place there instead (reduceInArena).
  */
 export function reduceShared(
   sources: readonly CollectiveBuffer[],
@@ -19,7 +22,9 @@ export function reduceShared(
   dtype: CollectiveDtype,
   op: ReduceOp,
   size: number,
+  arena: SharedMemory | null = null,
 ): void {
+  if (arena !== null && reduceInArena(sources, targets, dtype, op, size, arena)) return;
   const kernels = reduceKernels();
   const first = sources[0];
   if (dtype === 'bfloat16' && (op === 'sum' || op === 'avg')) {

@@ -1,5 +1,6 @@
 import { isMainThread, type MessagePort, workerData } from 'node:worker_threads';
 import { CollectiveError } from '../../errors.js';
+import type { SharedMemory } from './shm-arena.js';
 import type { JoinReply, JoinRequest } from './shm-broker.js';
 
 /** What spawnThreadRanks puts into each rank thread's workerData under `fsdpThreadRank`. */
@@ -7,6 +8,8 @@ export interface ThreadRankContext {
   rank: number;
   size: number;
   broker: MessagePort;
+  /** The ranks' shared arena ([Note: shm arena]); null where shared wasm memory is unavailable. */
+  arena: SharedMemory | null;
 }
 
 /** The rank context when this thread was started by spawnThreadRanks, else undefined. */

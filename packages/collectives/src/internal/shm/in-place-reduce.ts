@@ -1,0 +1,102 @@
+import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
+import { finishAverage, reduceInto } from '../reduce-kernels.js';
+import { inPlaceKernels } from './in-place-simd.js';
+import type { ReduceKernelName } from './reduce-simd.js';
+import { isArenaBuffer, type SharedMemory } from './shm-arena.js';
+
+/** Elements per step: the accumulator's block stays in L2 between its reduction and its copies out. */
+export const IN_PLACE_BLOCK = 32_768;
+
+/**
+ * Reduces `sources` into every view of `targets` like reduceShared, in place in the arena
+ * ([Note: in-place simd]): per block, the first target becomes the accumulator (the first
+ * source copied in, unless it is that source), every other source is reduced into it in rank
+ * order, avg divides once, and the block is copied into the other targets. Returns false, having
+ * touched nothing, when it cannot: a dtype other than float32 and int32, a view outside the
+ * arena, targets that overlap a source without being it (the accumulator must overlap no source
+ * but the first), or no SIMD.
+ */
+export function reduceInArena(
+  sources: readonly CollectiveBuffer[],
+  targets: readonly CollectiveBuffer[],
+  dtype: CollectiveDtype,
+  op: ReduceOp,
+  size: number,
+  arena: SharedMemory,
+): boolean {
+  if (dtype === 'bfloat16' || sources.length === 0 || targets.length === 0) return false;
+  const views = [...sources, ...targets];
+  if (!views.every((view) => isArenaBuffer(arena, view.buffer))) return false;
+  if (!safeAliasing(sources, targets)) return false;
+  const kernels = inPlaceKernels(arena);
+  if (kernels === null) return false;
+  const floats = dtype === 'float32';
+  const name = kernelName(floats, op);
+  const average = floats && op === 'avg';
+  // The last source is also a later target (all-reduce): its reduction stores into it as well.
+  const last = sources.length - 1;
+  const both =
+    average || last < 1
+      ? -1
+      : targets.findIndex((target, index) => index > 0 && same(target, sources[last]!));
+  const accumulator = targets[0] as Float32Array | Int32Array;
+  const first = sources[0] as Float32Array | Int32Array;
+  const copyFirst = accumulator.byteOffset !== first.byteOffset;
+  const length = first.length;
+  const vectorEnd = length - (length % 4);
+  for (let start = 0; start < length; start += IN_PLACE_BLOCK) {
+    const end = Math.min(length, start + IN_PLACE_BLOCK);
+    const block = accumulator.subarray(start, end);
+    if (copyFirst) block.set(first.subarray(start, end) as never);
+    const vectors = Math.max(0, Math.min(end, vectorEnd) - start);
+    const address = accumulator.byteOffset + start * 4;
+    for (let index = 1; index < sources.length; index++) {
+      const source = sources[index]! as Float32Array | Int32Array;
+      const reduce = index === last && both > 0 ? kernels.reduceBoth[name] : kernels.reduce[name];
+      if (vectors > 0) reduce(address, source.byteOffset + start * 4, vectors * 4);
+      if (start + vectors < end)
+        reduceInto(block.subarray(vectors), source.subarray(start + vectors, end) as never, op);
+    }
+    if (average) {
+      if (vectors > 0) kernels.divide(address, vectors * 4, size);
+      if (start + vectors < end) finishAverage(block.subarray(vectors) as Float32Array, size);
+    }
+    for (let index = 1; index < targets.length; index++) {
+      if (index === both) targets[index]!.set(block.subarray(vectors) as never, start + vectors);
+      else targets[index]!.set(block as never, start);
+    }
+  }
+  return true;
+}
+
+/**
+ * Whether blockwise in-place reduction reads every source before writing over it: the
+ * accumulator (targets[0]) overlaps no source except by being sources[0] exactly, and every
+ * other target overlaps no source or is exactly one (then its block is written after every
+ * source's same block was read).
+ */
+function safeAliasing(sources: readonly CollectiveBuffer[], targets: readonly CollectiveBuffer[]): boolean {
+  const range = (view: CollectiveBuffer) => [view.byteOffset, view.byteOffset + view.byteLength] as const;
+  const overlap = (a: CollectiveBuffer, b: CollectiveBuffer) => {
+    const [aStart, aEnd] = range(a);
+    const [bStart, bEnd] = range(b);
+    return aStart < bEnd && bStart < aEnd;
+  };
+  return targets.every(
+    (target, index) =>
+      sources.every(
+        (source, sourceIndex) =>
+          !overlap(target, source) || (same(target, source) && (index > 0 || sourceIndex === 0)),
+      ) && targets.every((other) => other === target || !overlap(target, other) || same(target, other)),
+  );
+}
+
+/** Two views over exactly the same bytes of the arena. */
+function same(a: CollectiveBuffer, b: CollectiveBuffer): boolean {
+  return a.byteOffset === b.byteOffset && a.byteLength === b.byteLength;
+}
+
+function kernelName(floats: boolean, op: ReduceOp): ReduceKernelName {
+  const reduction = op === 'max' ? 'max' : op === 'min' ? 'min' : 'sum';
+  return `${reduction}${floats ? 'Float' : 'Int'}`;
+}

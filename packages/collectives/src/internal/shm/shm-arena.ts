@@ -1,0 +1,89 @@
+/**
+ * [Note: shm arena] The thread ranks of one spawnThreadRanks call share one growable shared
+ * WebAssembly.Memory, the arena. `allocateShared(..., { arena: true })` carves buffers out of it;
+ * the shm engine's in-place kernels (in-place-simd.ts) import the same memory, so a reduction
+ * reads every rank's slice and writes the result where it lives, with no copy into and out of a
+ * kernel's private memory (WebAssembly cannot address a SharedArrayBuffer it did not create).
+ *
+ * Layout: bytes 0..15 hold a random token, bytes 16..19 the bump pointer in 64-byte units
+ * (Atomics), allocations start at 64 and are 64-byte aligned (one cache line). Arena memory is
+ * never freed or reused: it is for buffers that live for the run (parameters, gradients, the
+ * benchmark's buffers), not for per-step scratch.
+ *
+ * A view reaching the communication worker is a structured clone: its SharedArrayBuffer is a new
+ * object over the same memory, so identity cannot tell an arena view from another. A view is
+ * taken for an arena view when its buffer is no longer than the arena and starts with the
+ * arena's token; byte offsets in the view's buffer are then addresses in the arena. Only a
+ * buffer copied from the arena's own first 16 bytes could pass, and no API hands those out.
+ */
+
+/** The part of the WebAssembly API used here (the project's tsconfig has no DOM library). */
+export interface SharedMemory {
+  readonly buffer: SharedArrayBuffer;
+  grow(pages: number): number;
+}
+
+interface MemoryApi {
+  Memory: new (descriptor: { initial: number; maximum: number; shared: boolean }) => SharedMemory;
+}
+
+const PAGE = 65_536;
+const TOKEN_WORDS = 4;
+const BUMP_WORD = 4;
+const FIRST_UNIT = 1;
+const UNIT = 64;
+/** 4 GiB: the most a 32-bit WebAssembly memory can address. */
+export const ARENA_MAX_PAGES = 65_536;
+
+/** A new arena (one page: the header), or null where shared WebAssembly memory is unavailable. */
+export function createArena(): SharedMemory | null {
+  const wasm = (globalThis as { WebAssembly?: MemoryApi }).WebAssembly;
+  if (wasm === undefined) return null;
+  let memory: SharedMemory;
+  try {
+    memory = new wasm.Memory({ initial: 1, maximum: ARENA_MAX_PAGES, shared: true });
+  } catch {
+    return null;
+  }
+  const header = new Int32Array(memory.buffer, 0, 16);
+  const token = new Int32Array(TOKEN_WORDS);
+  crypto.getRandomValues(token);
+  header.set(token);
+  Atomics.store(header, BUMP_WORD, FIRST_UNIT);
+  return memory;
+}
+
+/**
+ * Byte range [offset, offset + bytes) of the arena, reserved for the caller (every thread of the
+ * arena may call this at once), or null when the arena cannot grow that far.
+ */
+export function reserve(memory: SharedMemory, bytes: number): number | null {
+  const units = Math.max(1, Math.ceil(bytes / UNIT));
+  const header = new Int32Array(memory.buffer, 0, 16);
+  const limitUnits = (ARENA_MAX_PAGES * PAGE) / UNIT;
+  for (;;) {
+    const first = Atomics.load(header, BUMP_WORD);
+    if (first + units > limitUnits) return null;
+    if (Atomics.compareExchange(header, BUMP_WORD, first, first + units) !== first) continue;
+    const end = (first + units) * UNIT;
+    // Concurrent growers may each grow: the memory only ends up larger than needed.
+    while (memory.buffer.byteLength < end) {
+      try {
+        memory.grow(Math.ceil((end - memory.buffer.byteLength) / PAGE));
+      } catch {
+        if (memory.buffer.byteLength < end) return null;
+      }
+    }
+    return first * UNIT;
+  }
+}
+
+/** Whether `buffer` is (a clone of) the arena's memory, see [Note: shm arena]. */
+export function isArenaBuffer(memory: SharedMemory, buffer: ArrayBufferLike): boolean {
+  if (!(buffer instanceof SharedArrayBuffer) || buffer.byteLength < PAGE) return false;
+  if (buffer.byteLength > memory.buffer.byteLength) return false;
+  const theirs = new Int32Array(buffer, 0, TOKEN_WORDS);
+  const ours = new Int32Array(memory.buffer, 0, TOKEN_WORDS);
+  for (let word = 0; word < TOKEN_WORDS; word++) if (theirs[word] !== ours[word]) return false;
+  return true;
+}
