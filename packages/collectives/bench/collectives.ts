@@ -11,9 +11,10 @@
  * Then the per-op fixed cost: a barrier and a one-element all-reduce, W=2, shm and tcp, against
  * their raw peers (a round trip between two threads through Atomics.wait/notify and through a
  * MessagePort), interleaved raw, shm, tcp for 2 rounds.
- * Options: --quick (256 KiB, 4 MiB, 16 MiB only), --backends shm,tcp, --worlds 2,3, --no-gloo,
- * --no-secure, --secure-only (just the secure comparison and its target), --small-ops-only (just
- * the per-op fixed cost).
+ * Options: --quick (256 KiB, 4 MiB, 16 MiB only in the sweep; the gloo comparison keeps 1, 16 and
+ * 64 MiB), --backends shm,tcp, --worlds 2,3, --no-gloo, --no-secure, --secure-only (just the secure
+ * comparison and its target), --small-ops-only (just the per-op fixed cost), --gloo-only (just the
+ * tcp vs gloo comparison at 1, 16 and 64 MiB, W=2 and 3, three interleaved rounds, and its targets).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -42,8 +43,9 @@ const listOption = (name: string, fallback: string) => (argv[argv.indexOf(name) 
 const quick = flag('--quick');
 const smallOpsOnly = flag('--small-ops-only');
 const secureOnly = flag('--secure-only');
+const glooOnly = flag('--gloo-only');
 const backends =
-  secureOnly || smallOpsOnly
+  secureOnly || smallOpsOnly || glooOnly
     ? []
     : argv.includes('--backends')
       ? listOption('--backends', 'shm,tcp')
@@ -288,7 +290,8 @@ for (const backend of backends) {
 }
 
 // tcp float32 all-reduce against PyTorch gloo, interleaved: tcp, gloo, tcp, gloo per world size.
-const glooSizes = quick ? [MiB, 16 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
+const glooSizes = quick || glooOnly ? [MiB, 16 * MiB, 64 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
+const glooRounds = glooOnly ? 3 : 2;
 const glooWhyNot =
   flag('--no-gloo') || secureOnly || smallOpsOnly ? 'skipped (--no-gloo)' : glooUnavailable();
 interface GlooComparison {
@@ -296,16 +299,22 @@ interface GlooComparison {
   bytes: number;
   tcpMs: number[];
   glooMs: number[];
+  /** Rank 0's process CPU per op (every thread, its barrier included), per round. */
+  tcpCpuMs: number[];
+  glooCpuMs: number[];
   /** The same op on the node:net data path (FSDP_TCP_NATIVE=0), when the native one ran. */
   nodeNetMs: number[];
 }
 const comparisons: GlooComparison[] = [];
-if (glooWhyNot === undefined && backends.includes('tcp')) {
+if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
   for (const worldSize of worlds) {
     const byBytes = new Map<number, GlooComparison>(
-      glooSizes.map((bytes) => [bytes, { worldSize, bytes, tcpMs: [], glooMs: [], nodeNetMs: [] }]),
+      glooSizes.map((bytes) => [
+        bytes,
+        { worldSize, bytes, tcpMs: [], glooMs: [], tcpCpuMs: [], glooCpuMs: [], nodeNetMs: [] },
+      ]),
     );
-    for (let round = 0; round < 2; round++) {
+    for (let round = 0; round < glooRounds; round++) {
       const ours = await tcp(worldSize, {
         ops: ['allReduce'],
         variants: ['float32'],
@@ -314,9 +323,12 @@ if (glooWhyNot === undefined && backends.includes('tcp')) {
         warmup: 2,
       });
       // Rows come in size order (the sweep rounds each size down to a multiple of the world size).
-      for (const [index, row] of ours.rows.entries())
-        byBytes.get(glooSizes[index]!)?.tcpMs.push(row.medianMs);
-      if (nativePath) {
+      for (const [index, row] of ours.rows.entries()) {
+        const comparison = byBytes.get(glooSizes[index]!);
+        comparison?.tcpMs.push(row.medianMs);
+        if (row.processCpuMs !== undefined) comparison?.tcpCpuMs.push(row.processCpuMs);
+      }
+      if (nativePath && !glooOnly) {
         const nodeNet = await tcp(
           worldSize,
           { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, iterations: 5, warmup: 2 },
@@ -327,24 +339,28 @@ if (glooWhyNot === undefined && backends.includes('tcp')) {
           byBytes.get(glooSizes[index]!)?.nodeNetMs.push(row.medianMs);
       }
       const theirs: GlooRow[] = runGloo(worldSize, glooSizes, 5, 2);
-      for (const [index, row] of theirs.entries())
-        byBytes.get(glooSizes[index]!)?.glooMs.push(stats(row.ms).median);
+      for (const [index, row] of theirs.entries()) {
+        const comparison = byBytes.get(glooSizes[index]!);
+        comparison?.glooMs.push(stats(row.ms).median);
+        if (row.cpuMs !== undefined) comparison?.glooCpuMs.push(row.cpuMs);
+      }
     }
     comparisons.push(...byBytes.values());
   }
   console.log(
-    `\ntcp vs gloo float32 all-reduce (ms per op, median of 5 after 2 warm-ups, two interleaved rounds each: tcp, tcp on node:net, gloo; ${uptime()})`,
+    `\ntcp vs gloo float32 all-reduce (ms per op, median of 5 after 2 warm-ups, ${glooRounds} interleaved rounds each: tcp, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
   );
   console.log(
-    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(18)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(18)}  gloo/tcp  node:net/tcp`,
+    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(20)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(20)}  gloo/tcp  node:net/tcp  CPU tcp / gloo`,
   );
   for (const row of comparisons) {
     const format = (values: number[]) => values.map((value) => value.toFixed(1)).join(', ');
     const ratio = stats(row.glooMs).median / stats(row.tcpMs).median;
     const nodeNetRatio =
       row.nodeNetMs.length === 0 ? '-' : (stats(row.nodeNetMs).median / stats(row.tcpMs).median).toFixed(2);
+    const cpu = (values: number[]) => (values.length === 0 ? '-' : stats(values).median.toFixed(1));
     console.log(
-      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(18)}${format(row.nodeNetMs).padStart(18)}${format(row.glooMs).padStart(18)}  ${ratio.toFixed(2).padEnd(10)}${nodeNetRatio}`,
+      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(20)}${format(row.nodeNetMs).padStart(18)}${format(row.glooMs).padStart(20)}  ${ratio.toFixed(2).padEnd(10)}${nodeNetRatio.padEnd(14)}${cpu(row.tcpCpuMs)} / ${cpu(row.glooCpuMs)}`,
     );
   }
 } else console.log(`\ntcp vs gloo: not run: ${glooWhyNot ?? 'tcp not benchmarked'}`);
@@ -354,7 +370,7 @@ const secureOps = ['allReduce', 'allGather'] as const;
 const secureRates = new Map<string, { plain: number[]; secure: number[] }>(
   secureOps.map((op) => [op, { plain: [], secure: [] }]),
 );
-const secureWhyNot = flag('--no-secure') || smallOpsOnly ? 'skipped (--no-secure)' : undefined;
+const secureWhyNot = flag('--no-secure') || smallOpsOnly || glooOnly ? 'skipped (--no-secure)' : undefined;
 if (secureWhyNot === undefined) {
   const sweep: SweepConfig = {
     ops: [...secureOps],
@@ -388,7 +404,7 @@ const smallOpRounds: {
   shm: SmallOpRow[];
   tcp: SmallOpRow[];
 }[] = [];
-if (!secureOnly) {
+if (!secureOnly && !glooOnly) {
   for (let round = 0; round < 2; round++) {
     const rawPeers = await measureRawPeers(SMALL_OPS_PER_BATCH);
     const shmRows = (await spawnThreadRanks(2, new URL('./shm-rank.ts', import.meta.url), 'shmSmallOpRank', {
@@ -561,9 +577,11 @@ for (const backend of ['shm', 'tcp'] as const) {
 console.log(`\nTargets (${uptime()}):`);
 const shown = secureOnly
   ? targets.filter((each) => each.target.includes('secure'))
-  : smallOpsOnly
-    ? targets.filter((each) => each.target.includes('latency'))
-    : targets;
+  : glooOnly
+    ? targets.filter((each) => each.target.includes('gloo'))
+    : smallOpsOnly
+      ? targets.filter((each) => each.target.includes('latency'))
+      : targets;
 for (const target of shown) {
   const verdict = target.met === undefined ? 'n/a    ' : target.met ? 'met    ' : 'NOT met';
   console.log(`  ${verdict} ${target.target}: ${target.figure}`);
@@ -574,7 +592,7 @@ console.log(
 );
 const resultsDirectory = fileURLToPath(new URL('../../../bench-results/', import.meta.url));
 mkdirSync(resultsDirectory, { recursive: true });
-const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : smallOpsOnly ? '-small-ops' : quick ? '-quick' : ''}.json`;
+const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : smallOpsOnly ? '-small-ops' : glooOnly ? '-gloo' : quick ? '-quick' : ''}.json`;
 writeFileSync(
   file,
   `${JSON.stringify({ startedAt, machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, copyAlone: alone, conversion: converted, measured, comparisons, secure: Object.fromEntries(secureRates), smallOps: smallOpRounds, targets }, null, 2)}\n`,

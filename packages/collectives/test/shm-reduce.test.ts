@@ -186,6 +186,42 @@ describe('shm reductions in place in the arena ([Note: in-place simd])', () => {
     }
   }
 
+  // bfloat16 sum and avg in place: as reduceBlocks computes them, over all 2^16 patterns, at an
+  // element offset that is not 16-byte aligned, with a tail of 5 elements past the last 8.
+  for (const size of [1, 2, 3]) {
+    it(`bfloat16 sum and avg match reduceBlocks bit for bit over all 2^16 patterns, ${size} sources, writing nothing outside the views`, () => {
+      const length = 65_536 + 5;
+      const offset = 3;
+      const isNaN16 = (bits: number) => (bits & 0x7f80) === 0x7f80 && (bits & 0x7f) !== 0;
+      for (const op of ['sum', 'avg'] as const) {
+        const sources = Array.from({ length: size }, (_, rank) =>
+          Uint16Array.from({ length }, (_, index) => (index * (2 * rank + 1) + rank * 7919) & 0xffff),
+        );
+        const expected = new Uint16Array(length);
+        reduceBlocks(sources, [expected], 'bfloat16', op, size);
+        const regions = sources.map((source) => {
+          const bits = words(Math.ceil((length + offset + 3) / 2));
+          const view = new Uint16Array(bits.buffer, bits.byteOffset, (length + offset + 3) & ~1);
+          view.set(source, offset);
+          return view;
+        });
+        const views = regions.map((region) => region.subarray(offset, offset + length));
+        expect(reduceInArena(views, views, 'bfloat16', op, size, arena)).toBe(true);
+        for (const region of regions) {
+          const result = region.subarray(offset, offset + length);
+          let first = -1;
+          for (let index = 0; index < length && first < 0; index++) {
+            const [a, b] = [result[index]!, expected[index]!];
+            if (a !== b && !(isNaN16(a) && isNaN16(b))) first = index;
+          }
+          expect(first, `bfloat16 ${op}`).toBe(-1);
+          expect(Array.from(region.subarray(0, offset))).toEqual([0x5678, 0x1234, 0x5678]);
+          expect(Array.from(region.subarray(offset + length))).toEqual([0x5678, 0x1234]);
+        }
+      }
+    });
+  }
+
   it('refuses, touching nothing, what it cannot compute in place', () => {
     const region = words(3 * 64);
     region.fill(7);
@@ -195,9 +231,9 @@ describe('shm reductions in place in the arena ([Note: in-place simd])', () => {
     const plain = new Float32Array(new SharedArrayBuffer(256));
     // A view outside the arena.
     expect(reduceInArena([part(0), plain], [part(0), plain], 'float32', 'sum', 2, arena)).toBe(false);
-    // bfloat16 (its kernels keep their own path).
+    // bfloat16 max (only sum and avg have in-place kernels).
     const halves = new Uint16Array(region.buffer, region.byteOffset, 64);
-    expect(reduceInArena([halves, halves], [halves], 'bfloat16', 'sum', 2, arena)).toBe(false);
+    expect(reduceInArena([halves, halves], [halves], 'bfloat16', 'max', 2, arena)).toBe(false);
     // The accumulator (first target) is a later source: copying the first source in would
     // overwrite it before it is read.
     expect(reduceInArena([part(0), part(64)], [part(64)], 'float32', 'sum', 2, arena)).toBe(false);

@@ -2,30 +2,27 @@ import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import type { SavedCheckpoint } from '@fsdp-ts/fsdp';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
-import * as tf from '@tensorflow/tfjs-core';
+import type * as tf from '@tensorflow/tfjs-core';
 import type { History, LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
 import type { CheckpointSource } from './checkpoint/checkpoint-state';
 import { type LoadedTrainerCheckpoint, loadShardedCheckpoint } from './checkpoint/load-sharded-checkpoint';
 import { type SaveCheckpointArgs, saveShardedCheckpoint } from './checkpoint/save-sharded-checkpoint';
 import { LayersError } from './errors';
-import { allReduceSumInPlace } from './internal/all-reduce-sum';
 import { broadcastWeights } from './internal/broadcast-weights';
 import { bucketize, layerUnits } from './internal/bucket-plan';
-import { createCallbackList } from './internal/callbacks';
 import { checkReplicas } from './internal/check-replicas';
 import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
 import { agreedBatches, checkDatasetArgs, datasetPair, isDataset } from './internal/dataset-batches';
 import { type EvaluationContext, evaluateDatasetLogs, evaluateLogs } from './internal/distributed-evaluation';
-import { WeightedMeans } from './internal/epoch-logs';
+import { runEpochs, type TrainingPlan } from './internal/epoch-loop';
 import { resolveSaveTarget } from './internal/file-save-handler';
 import { FullShardLayers } from './internal/full-shard-layers';
-import { gatherRows } from './internal/gather-rows';
-import { batchRanges, epochOrder, localRange } from './internal/global-batches';
+import { batchRanges, epochOrder } from './internal/global-batches';
 import { allLayers } from './internal/layer-access';
 import { MemoryMeter } from './internal/memory-meter';
 import { resolveOptimizer } from './internal/resolve-optimizer';
 import { synchronizeBatchNorm } from './internal/synchronized-batch-norm';
-import { computeLocalGradients } from './internal/train-step';
+import { type TrainBatchParts, trainBatch } from './internal/train-batch';
 import {
   type Batch,
   checkBatch,
@@ -231,64 +228,39 @@ export class ShardedTrainer {
     return history;
   }
 
-  /** The epoch loop shared by fit and fitDataset: callbacks, logs, validation, progress, agreed stop. */
-  private async train(plan: TrainingPlan): Promise<History> {
-    const { list, history } = createCallbackList(plan.callbacks);
-    const names = this.objective.names;
-    list.setModel(this.model);
-    list.setParams({
-      epochs: plan.epochs,
-      initialEpoch: plan.initialEpoch,
-      ...plan.params,
-      verbose: plan.verbose,
-      doValidation: plan.doValidation,
-      metrics: plan.doValidation ? [...names, ...names.map((name) => `val_${name}`)] : names,
-    });
-    this.state = 'fitting';
-    this.adoptVariables();
-    const restoreBatchNorm = synchronizeBatchNorm(this.model, this.group);
-    const restoreLayers = this.fullShard?.install() ?? (() => {});
-    for (const bucket of this.buckets) bucket.setResident(false);
-    this.meter.resetPeak();
-    this.model.stopTraining = false;
-    try {
-      await list.onTrainBegin();
-      for (let epoch = plan.initialEpoch; epoch < plan.epochs; epoch++) {
-        const started = performance.now();
-        await list.onEpochBegin(epoch);
-        const means = new WeightedMeans();
-        let batchIndex = 0;
-        for await (const { batch, indices } of plan.batches(epoch)) {
-          const rows = indices ?? identityOrder(batch.xs[0]!.shape[0]!);
-          const count = rows.length;
-          await list.onBatchBegin(batchIndex, { batch: batchIndex, size: count });
-          const values = this.trainBatch(batch, rows);
-          means.add(names, values, count);
-          const batchLogs: Record<string, number> = { batch: batchIndex, size: count };
-          names.forEach((name, index) => {
-            batchLogs[name] = values[index]!;
-          });
-          await list.onBatchEnd(batchIndex, batchLogs);
-          batchIndex++;
-        }
-        // Agreed on every rank (the batch sizes were exchanged): no collective needed.
-        const interrupted = plan.interrupted?.() === true;
-        const epochLogs = means.means();
-        if (plan.doValidation && !interrupted) Object.assign(epochLogs, await plan.validate());
-        await list.onEpochEnd(epoch, epochLogs);
-        if (plan.verbose !== 0 && this.group.rank === 0)
-          this.log(progressLine(epoch, plan.epochs, started, epochLogs));
-        if (interrupted || this.agreeToStop()) break;
-      }
-      await list.onTrainEnd();
-    } finally {
-      restoreLayers();
-      restoreBatchNorm();
-      // Full-shard: the model's variables hold their whole values again between fits (predict, save).
-      for (const bucket of this.buckets) bucket.setResident(true);
-      this.state = 'idle';
-    }
-    return history;
+  /** The epoch loop shared by fit and fitDataset (internal/epoch-loop.ts), around the trainer's fitting state. */
+  private train(plan: TrainingPlan): Promise<History> {
+    return runEpochs(
+      {
+        model: this.model,
+        group: this.group,
+        names: this.objective.names,
+        log: this.log,
+        trainBatch: (batch, rows) => {
+          const values = trainBatch(this.trainBatchParts(), batch, rows);
+          this.stepsTaken++;
+          return values;
+        },
+        agreeToStop: () => this.agreeToStop(),
+        beginTraining: () => {
+          this.state = 'fitting';
+          this.adoptVariables();
+          const restoreBatchNorm = synchronizeBatchNorm(this.model, this.group);
+          const restoreLayers = this.fullShard?.install() ?? (() => {});
+          for (const bucket of this.buckets) bucket.setResident(false);
+          this.meter.resetPeak();
+          this.model.stopTraining = false;
+          return () => {
+            restoreLayers();
+            restoreBatchNorm();
+            // Full-shard: the model's variables hold their whole values again between fits (predict, save).
+            for (const bucket of this.buckets) bucket.setResident(true);
+            this.state = 'idle';
+          };
+        },
+      },
+      plan,
+    );
   }
 
   /**
@@ -377,42 +349,16 @@ export class ShardedTrainer {
     });
   }
 
-  private trainBatch(batch: Batch, indices: Int32Array): number[] {
-    const local = localRange(indices.length, this.group.rank, this.group.size);
-    const localIndices = indices.subarray(local.start, local.end);
-    let values: number[];
-    if (localIndices.length === 0) {
-      const zeros = allocateShared(Float32Array, this.objective.names.length);
-      allReduceSumInPlace(this.group, zeros);
-      values = [...zeros];
-      for (const bucket of this.buckets) bucket.loadGradients(new Map());
-    } else {
-      const gather = (tensor: tf.Tensor) => gatherRows(tensor, localIndices);
-      const localBatch = { xs: batch.xs.map(gather), ys: batch.ys.map(gather) };
-      const result = computeLocalGradients(
-        this.model,
-        this.objective,
-        this.group,
-        localBatch,
-        localIndices.length,
-        indices.length,
-        this.trainable,
-        this.fullShard,
-      );
-      tf.dispose([...localBatch.xs, ...localBatch.ys]);
-      if (this.fullShard === null) for (const bucket of this.buckets) bucket.loadGradients(result.gradients);
-      tf.dispose([...result.gradients.values()]);
-      values = result.values;
-    }
-    // Full-shard reduced each layer's gradient during the backward (see [Note: full-shard layers]).
-    if (this.fullShard === null) {
-      for (const bucket of this.buckets) bucket.startReduction();
-      for (const bucket of this.buckets) bucket.finishReduction();
-    }
-    this.optimizer.step();
-    this.stepsTaken++;
-    for (const bucket of this.buckets) bucket.writeBack();
-    return values;
+  private trainBatchParts(): TrainBatchParts {
+    return {
+      model: this.model,
+      group: this.group,
+      objective: this.objective,
+      trainable: this.trainable,
+      buckets: this.buckets,
+      fullShard: this.fullShard,
+      optimizer: this.optimizer,
+    };
   }
 
   /** What the evaluation helpers need (see internal/distributed-evaluation.ts). */
@@ -480,35 +426,4 @@ export class ShardedTrainer {
       });
     }
   }
-}
-
-/** What the epoch loop runs: fit's tensors or fitDataset's dataset, as batches of an epoch. */
-interface TrainingPlan {
-  epochs: number;
-  initialEpoch: number;
-  verbose: 0 | 1;
-  callbacks: ShardedFitArgs['callbacks'];
-  /** model.fit's `samples`/`batchSize`, or model.fitDataset's `steps` (and nulls). */
-  params: Record<string, number | null>;
-  doValidation: boolean;
-  validate(): Record<string, number> | Promise<Record<string, number>>;
-  /** The global batches of an epoch; `indices` null: all rows in order. */
-  batches(epoch: number): AsyncIterable<{ batch: Batch; indices: Int32Array | null }>;
-  /**
-   * Checked after each epoch's batches: true ends training after this epoch's onEpochEnd, without
-   * its validation (fitDataset's shared iterator ran out, as model.fitDataset interrupts).
-   */
-  interrupted?(): boolean;
-}
-
-function identityOrder(count: number): Int32Array {
-  return Int32Array.from({ length: count }, (_, index) => index);
-}
-
-function progressLine(epoch: number, epochs: number, started: number, logs: Record<string, number>): string {
-  const seconds = ((performance.now() - started) / 1000).toFixed(2);
-  const values = Object.entries(logs)
-    .map(([name, value]) => `${name}=${value.toPrecision(4)}`)
-    .join(' ');
-  return `Epoch ${epoch + 1}/${epochs} · ${seconds} s · ${values}`;
 }

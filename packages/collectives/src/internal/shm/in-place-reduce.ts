@@ -1,8 +1,10 @@
 import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
+import { reduceBlocks } from '../block-reduce.js';
 import { finishAverage, reduceInto } from '../reduce-kernels.js';
+import { inPlaceBfloat16Kernels } from './in-place-bfloat16-simd.js';
 import { inPlaceKernels } from './in-place-simd.js';
 import type { ReduceKernelName } from './reduce-simd.js';
-import { isArenaBuffer, type SharedMemory } from './shm-arena.js';
+import { isArenaBuffer, reserve, type SharedMemory } from './shm-arena.js';
 
 /** Elements per step: the accumulator's block stays in L2 between its reduction and its copies out. */
 export const IN_PLACE_BLOCK = 32_768;
@@ -11,8 +13,9 @@ export const IN_PLACE_BLOCK = 32_768;
  * Reduces `sources` into every view of `targets` like reduceShared, in place in the arena
  * ([Note: in-place simd]): per block, the first target becomes the accumulator (the first
  * source copied in, unless it is that source), every other source is reduced into it in rank
- * order, avg divides once, and the block is copied into the other targets. Returns false, having
- * touched nothing, when it cannot: a dtype other than float32 and int32, a view outside the
+ * order, avg divides once, and the block is copied into the other targets (bfloat16 sum and avg:
+ * reduceBfloat16InArena). Returns false, having touched nothing, when it cannot: bfloat16 max or
+ * min, a view outside the
  * arena, targets that overlap a source without being it (the accumulator must overlap no source
  * but the first), or no SIMD.
  */
@@ -24,12 +27,15 @@ export function reduceInArena(
   size: number,
   arena: SharedMemory,
 ): boolean {
-  if (dtype === 'bfloat16' || sources.length === 0 || targets.length === 0) return false;
+  if (sources.length === 0 || targets.length === 0) return false;
+  if (dtype === 'bfloat16' && op !== 'sum' && op !== 'avg') return false;
   const views = [...sources, ...targets];
   if (!views.every((view) => isArenaBuffer(arena, view.buffer))) return false;
   if (!safeAliasing(sources, targets)) return false;
   const kernels = inPlaceKernels(arena);
   if (kernels === null) return false;
+  if (dtype === 'bfloat16')
+    return reduceBfloat16InArena(sources as Uint16Array[], targets as Uint16Array[], op, size, arena);
   const floats = dtype === 'float32';
   const name = kernelName(floats, op);
   const average = floats && op === 'avg';
@@ -66,6 +72,56 @@ export function reduceInArena(
       else targets[index]!.set(block as never, start);
     }
   }
+  return true;
+}
+
+/** Elements per bfloat16 step: the float32 scratch block (64 KiB) stays in L2. */
+const BFLOAT16_BLOCK = 16_384;
+let scratch: { arena: SharedMemory; address: number } | undefined;
+
+/**
+ * bfloat16 sum or avg in the arena ([Note: in-place bfloat16]): per block, every source decoded
+ * (then decoded and added) into this thread's float32 scratch block in rank order, divided once
+ * for avg, rounded once into the first target and copied into the others; the last 0-7 elements
+ * go through reduceBlocks. Every source's block is read before any target's is written.
+ */
+function reduceBfloat16InArena(
+  sources: readonly Uint16Array[],
+  targets: readonly Uint16Array[],
+  op: ReduceOp,
+  size: number,
+  arena: SharedMemory,
+): boolean {
+  const halves = inPlaceBfloat16Kernels(arena);
+  const floats = inPlaceKernels(arena);
+  if (halves === null || floats === null) return false;
+  if (scratch?.arena !== arena) {
+    const address = reserve(arena, BFLOAT16_BLOCK * 4);
+    if (address === null) return false;
+    scratch = { arena, address };
+  }
+  const block = scratch.address;
+  const first = targets[0]!;
+  const length = sources[0]!.length;
+  const vectorEnd = length - (length % 8);
+  for (let start = 0; start < vectorEnd; start += BFLOAT16_BLOCK) {
+    const count = Math.min(vectorEnd, start + BFLOAT16_BLOCK) - start;
+    halves.decode(block, sources[0]!.byteOffset + start * 2, count);
+    for (let index = 1; index < sources.length; index++)
+      halves.decodeAdd(block, sources[index]!.byteOffset + start * 2, count);
+    if (op === 'avg') floats.divide(block, count * 4, size);
+    halves.encode(first.byteOffset + start * 2, block, count);
+    for (let index = 1; index < targets.length; index++)
+      targets[index]!.set(first.subarray(start, start + count), start);
+  }
+  if (vectorEnd < length)
+    reduceBlocks(
+      sources.map((source) => source.subarray(vectorEnd)),
+      targets.map((target) => target.subarray(vectorEnd)),
+      'bfloat16',
+      op,
+      size,
+    );
   return true;
 }
 

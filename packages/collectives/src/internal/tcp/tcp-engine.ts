@@ -15,9 +15,10 @@ import {
   HEADER_BYTES,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
+import { type NativeProfile, nativeProfile } from './native-profile.js';
 import { driveNativeRun, NativeRingRun } from './native-ring.js';
 import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
-import { PeerLink } from './peer-link.js';
+import { bytesReadByNodeNet, PeerLink } from './peer-link.js';
 import { initialBytes, type RingPlan, RingScratch, runRingSteps, type Wire } from './ring.js';
 import {
   allGatherPlan,
@@ -78,6 +79,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly native: NativeSockets | undefined;
   private nativeReceive: Uint8Array | undefined;
   private nativeRun: NativeRingRun | undefined;
+  /** Per-phase totals when FSDP_TCP_PROFILE=1 ([Note: native profile]). */
+  private readonly profile: NativeProfile | undefined;
   /** A peer was lost: closing the links waits PEER_LOSS_CLOSE_DELAY_MS ([Note: breaking the group]). */
   private peerLossSeen = false;
 
@@ -86,6 +89,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     this.notify = (message) => context.notify(message);
     this.links = new Array<PeerLink | null>(init.size).fill(null);
     this.native = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
+    this.profile = nativeProfile(this.native);
     if (init.nativeRequired === true && !init.secure && this.native === undefined) {
       this.notify({
         type: 'init-failed',
@@ -129,6 +133,9 @@ export class TcpEngine extends EngineBase<TcpInit> {
   }
 
   close(): void {
+    if (this.profile !== undefined && this.state !== 'closed')
+      process.stderr.write(`${this.profile.report(this.init.rank, bytesReadByNodeNet)}\n`);
+
     this.state = 'closed';
     for (const link of this.links) link?.close();
     this.acceptor?.server.close();
@@ -193,6 +200,18 @@ export class TcpEngine extends EngineBase<TcpInit> {
    * op's buffers may be anyway.
    */
   protected override async execute(op: OpMessage, seq: number): Promise<void> {
+    if (this.profile === undefined || op.kind === 'barrier') return this.executeOp(op, seq);
+    const started = this.profile.mark();
+    this.profile.opStarted();
+    try {
+      await this.executeOp(op, seq);
+    } finally {
+      this.profile.opEnded();
+      this.profile.add('op', started);
+    }
+  }
+
+  private async executeOp(op: OpMessage, seq: number): Promise<void> {
     const header = this.header(op, seq);
     if (op.kind === 'send') return this.send(op, header);
     if (op.kind === 'recv') return this.recv(op, header);
@@ -205,12 +224,23 @@ export class TcpEngine extends EngineBase<TcpInit> {
     const prepared = this.prepare(op);
     const native = prepared.ring !== undefined && previous !== null && this.nativeUsable(previous, next);
     const eagerLimit = native ? NATIVE_EAGER_BYTES : MAX_EAGER_BYTES;
-    const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit);
     if (native) {
-      await this.runNative(prepared.ring!.plan, previous!, next, late);
+      // Cleared before the links are released, so a header read still pending when the exchange
+      // failed cannot hold a link afterwards.
+      const hold = { active: true };
+      try {
+        const exchangeStart = this.profile?.mark();
+        const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit, hold);
+        if (exchangeStart !== undefined) this.profile!.add('header exchange', exchangeStart);
+        await this.runNative(prepared.ring!.plan, previous!, next, late);
+      } finally {
+        hold.active = false;
+        for (const link of this.links) link?.releaseReading();
+      }
       prepared.ring!.after?.();
       return;
     }
+    const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit, { active: false });
     for (const [link, bytes] of late) link.write(bytes);
     await prepared.rest(previous, next);
   }
@@ -229,7 +259,9 @@ export class TcpEngine extends EngineBase<TcpInit> {
     late: [PeerLink, Uint8Array][],
   ): Promise<void> {
     // node:net's writes (this op's header and eager bytes) reach the kernel first.
+    const flushStart = this.profile?.mark();
     await next?.flushed();
+    if (flushStart !== undefined) this.profile!.add('flush before native', flushStart);
     this.nativeReceive ??= new Uint8Array(1 << 20);
     const run = new NativeRingRun(
       plan,
@@ -240,11 +272,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
       this.scratch,
       this.nativeReceive,
       this.init.abort,
+      this.profile,
     );
     for (const [, bytes] of late) run.queueSend(bytes);
     this.nativeRun = run;
     try {
-      await driveNativeRun(run, this.links, () => this.isBroken() || this.state === 'closed');
+      await driveNativeRun(run, this.links, () => this.isBroken() || this.state === 'closed', this.profile);
     } finally {
       this.nativeRun = undefined;
     }
@@ -388,6 +421,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     eager: PreparedOp['eager'],
     next: PeerLink | null,
     eagerLimit: number,
+    hold: { active: boolean },
   ): Promise<[PeerLink, Uint8Array][]> {
     const late: [PeerLink, Uint8Array][] = [];
     for (const link of this.links) {
@@ -399,11 +433,21 @@ export class TcpEngine extends EngineBase<TcpInit> {
       link.write(bytes.subarray(0, announced));
       if (announced < bytes.length) late.push([link, bytes.subarray(announced)]);
     }
+    // A native op holds each link's reading once its header is in ([Note: held reading]).
     const received = await Promise.all(
-      this.links.map((link) => (link === null ? Promise.resolve(null) : this.readFrame(link))),
+      this.links.map((link) =>
+        link === null
+          ? Promise.resolve(null)
+          : this.readFrame(link).then((frame) => {
+              if (hold.active) link.holdReading();
+              return frame;
+            }),
+      ),
     );
     const headers = received.map((frame) => frame?.header ?? null);
     if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
+      hold.active = false;
+      for (const link of this.links) link?.releaseReading();
       // Skip what each peer sent ahead of its check, so the streams stay aligned.
       await Promise.all(
         received.map((frame, peer) =>
