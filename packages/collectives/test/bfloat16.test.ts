@@ -5,6 +5,7 @@ import {
   decodeBfloat16,
   decodeScalar,
   encodeBfloat16,
+  encodeRoundBfloat16,
   encodeScalar,
   numberFromBfloat16Bits,
   roundScalar,
@@ -66,6 +67,13 @@ describe('bfloat16 conversion', () => {
       roundScalar(roundedExpected, 0, length);
       expect(bitsOf(rounded)).toEqual(bitsOf(roundedExpected));
 
+      // Encode and round in one pass: the same bits as each alone.
+      const bothRounded = new Float32Array(length);
+      const bothEncoded = new Uint16Array(length);
+      encodeRoundBfloat16(source, bothRounded, bothEncoded);
+      expect(bitsOf(bothRounded)).toEqual(bitsOf(roundedExpected));
+      expect(Array.from(bothEncoded)).toEqual(Array.from(expected));
+
       const accumulator = interestingFloats(length, 99).map((value) => (Number.isFinite(value) ? value : 1));
       const sum = accumulator.slice();
       addBfloat16Into(sum, encoded);
@@ -125,7 +133,7 @@ describe('bfloat16 conversion', () => {
     expect(Array.from(back)).toEqual(Array.from(expected));
   });
 
-  it('encodes and rounds every upper half with every kind of lower half exactly as the scalar loops', () => {
+  it('encodes and rounds (apart and in one pass) every upper half with every kind of lower half exactly as the scalar loops', () => {
     // The kernels round on 16-bit halves ([Note: bfloat16 rounding in 16-bit lanes]): every
     // upper half H (sign, exponent, NaN and infinity boundaries, odd and even) with the lower
     // halves around the tie (0x8000), the extremes and zero (the NaN-or-infinity boundary).
@@ -143,11 +151,20 @@ describe('bfloat16 conversion', () => {
     const roundedExpected = floats.slice();
     roundToBfloat16InPlace(rounded);
     roundScalar(roundedExpected, 0, words.length);
+    const bothRounded = new Float32Array(words.length);
+    const bothEncoded = new Uint16Array(words.length);
+    encodeRoundBfloat16(floats, bothRounded, bothEncoded);
+    const bothRoundedBits = new Uint32Array(bothRounded.buffer);
     const roundedBits = new Uint32Array(rounded.buffer);
     const roundedExpectedBits = new Uint32Array(roundedExpected.buffer);
     const firstDifference = (index = 0): string | undefined => {
       for (; index < words.length; index++)
-        if (encoded[index] !== expected[index] || roundedBits[index] !== roundedExpectedBits[index])
+        if (
+          encoded[index] !== expected[index] ||
+          roundedBits[index] !== roundedExpectedBits[index] ||
+          bothEncoded[index] !== expected[index] ||
+          bothRoundedBits[index] !== roundedExpectedBits[index]
+        )
           return `0x${words[index]!.toString(16)}: encoded 0x${encoded[index]!.toString(16)} (scalar 0x${expected[index]!.toString(16)}), rounded 0x${roundedBits[index]!.toString(16)} (scalar 0x${roundedExpectedBits[index]!.toString(16)})`;
       return undefined;
     };

@@ -52,6 +52,8 @@ export interface Bfloat16Kernels {
    * bits go to ENCODED (encodedHalves), ready to send.
    */
   addRound(count: number): void;
+  /** float32 in INPUT -> rounded to bfloat16: floats in OUTPUT, bfloat16 bits in ENCODED. */
+  encodeRound(count: number): void;
   readonly encodedHalves: Uint16Array;
   readonly inputFloats: Float32Array;
   readonly inputHalves: Uint16Array;
@@ -310,8 +312,26 @@ const addRoundBody = loopOverEights([
   ...store(OUTPUT + 16),
 ]);
 
-const KERNELS = ['encode', 'decode', 'round', 'decodeAdd', 'addRound'] as const;
-const BODIES = [encodeBody, decodeBody, roundBody, decodeAddBody, addRoundBody];
+const encodeRoundBody = loopOverEights([
+  ...loadEight,
+  ...roundToResult,
+  ...address(2),
+  ...get(RESULT),
+  ...store(ENCODED),
+  ...address(4),
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_LOW),
+  ...store(OUTPUT),
+  ...address(4),
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_HIGH),
+  ...store(OUTPUT + 16),
+]);
+
+const KERNELS = ['encode', 'decode', 'round', 'decodeAdd', 'addRound', 'encodeRound'] as const;
+const BODIES = [encodeBody, decodeBody, roundBody, decodeAddBody, addRoundBody, encodeRoundBody];
 
 function assemble(): Uint8Array {
   const locals = [2, 1, I32, SCRATCH_LOCALS, V128];
@@ -349,6 +369,7 @@ export function bfloat16Kernels(): Bfloat16Kernels | null {
     round: kernel('round'),
     decodeAdd: kernel('decodeAdd'),
     addRound: kernel('addRound'),
+    encodeRound: kernel('encodeRound'),
     encodedHalves: new Uint16Array(memory, ENCODED, SIMD_BLOCK),
     inputFloats: new Float32Array(memory, INPUT, SIMD_BLOCK),
     inputHalves: new Uint16Array(memory, INPUT, SIMD_BLOCK),

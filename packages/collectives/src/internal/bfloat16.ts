@@ -122,6 +122,26 @@ export function addRoundBfloat16(
   }
 }
 
+/**
+ * `encoded[i]` = the bfloat16 bits of `source[i]` and `rounded[i]` = their float32 value (the
+ * source rounded to bfloat16), in one pass.
+ */
+export function encodeRoundBfloat16(source: Float32Array, rounded: Float32Array, encoded: Uint16Array): void {
+  const kernels = source.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
+  if (kernels === null) {
+    encodeScalar(source, encoded, 0, source.length);
+    decodeScalar(encoded, rounded, 0, source.length);
+    return;
+  }
+  for (let start = 0; start < source.length; start += SIMD_BLOCK) {
+    const count = Math.min(SIMD_BLOCK, source.length - start);
+    kernels.inputFloats.set(source.subarray(start, start + count));
+    kernels.encodeRound(count);
+    rounded.set(kernels.outputFloats.subarray(0, count), start);
+    encoded.set(kernels.encodedHalves.subarray(0, count), start);
+  }
+}
+
 /** Rounds every value of `values` to the nearest bfloat16, in place (still float32). */
 export function roundToBfloat16InPlace(values: Float32Array): void {
   const kernels = values.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;

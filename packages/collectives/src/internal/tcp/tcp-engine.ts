@@ -1,5 +1,5 @@
 import { CollectiveError } from '../../errors.js';
-import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
+import { decodeBfloat16, encodeBfloat16, encodeRoundBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
@@ -357,13 +357,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
       case 'allGather': {
         const output = op.output!;
         if (op.wireDtype === 'bfloat16') {
-          // [Note: bfloat16 all-gather own block] The input is encoded once, into the bytes this
-          // rank sends first, and those are decoded into its own block of the output: the
-          // block holds the values every peer receives (the input rounded to bfloat16) for
-          // one encode and one decode, instead of a copy, a rounding pass and an encode.
+          // [Note: bfloat16 all-gather own block] One pass over the input writes the bytes this
+          // rank sends first and its own block of the output (the input rounded to bfloat16,
+          // the values every peer receives), instead of a copy, a rounding pass and an encode.
           const encoded = this.scratch.takeStaging(op.count);
-          encodeBfloat16(op.input as Float32Array, encoded);
-          decodeBfloat16(encoded, (output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count));
+          const own = (output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count);
+          encodeRoundBfloat16(op.input as Float32Array, own, encoded);
           const plan = allGatherPlan(output, op.count, rank, size, 'bfloat16');
           plan.initialEncoded = new Uint8Array(encoded.buffer, encoded.byteOffset, encoded.byteLength);
           return ring(plan);
