@@ -1,5 +1,5 @@
 import { CollectiveError } from '../../errors.js';
-import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
+import { decodeBfloat16, encodeBfloat16, encodeRoundBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
@@ -298,8 +298,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
     switch (op.kind) {
       case 'allReduce': {
         const buffer = op.output!;
-        const work = this.work.workFor(buffer, op.dtype, op.count, buffer);
         const options = this.reduceOptions(op);
+        if (op.dtype === 'bfloat16' && size > 1 && op.count * 4 > DIRECT_ALL_REDUCE_BYTES) {
+          const plan = allReducePlan(this.work.floatScratch(op.count), options);
+          return ring(this.bfloat16InPlace(plan, buffer as Uint16Array, 0));
+        }
+        const work = this.work.workFor(buffer, op.dtype, op.count, buffer);
         const encodeBack = () => {
           if (op.dtype === 'bfloat16') encodeBfloat16(work as Float32Array, buffer as Uint16Array);
         };
@@ -320,6 +324,13 @@ export class TcpEngine extends EngineBase<TcpInit> {
         const input = op.input!;
         const options = this.reduceOptions(op);
         let plan: RingPlan;
+        if (op.dtype === 'bfloat16' && size > 1) {
+          const work = this.work.floatScratch(input.length);
+          plan = reduceScatterPlan(work, op.count, options);
+          return ring(
+            this.bfloat16InPlace(plan, op.output as Uint16Array, rank * op.count, input as Uint16Array),
+          );
+        }
         if (op.dtype === 'bfloat16') {
           plan = reduceScatterPlan(
             this.work.workFor(op.output!, op.dtype, input.length, input),
@@ -346,13 +357,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
       case 'allGather': {
         const output = op.output!;
         if (op.wireDtype === 'bfloat16') {
-          // [Note: bfloat16 all-gather own block] The input is encoded once, into the bytes this
-          // rank sends first, and those are decoded into its own block of the output: the
-          // block holds the values every peer receives (the input rounded to bfloat16) for
-          // one encode and one decode, instead of a copy, a rounding pass and an encode.
+          // [Note: bfloat16 all-gather own block] One pass over the input writes the bytes this
+          // rank sends first and its own block of the output (the input rounded to bfloat16,
+          // the values every peer receives), instead of a copy, a rounding pass and an encode.
           const encoded = this.scratch.takeStaging(op.count);
-          encodeBfloat16(op.input as Float32Array, encoded);
-          decodeBfloat16(encoded, (output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count));
+          const own = (output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count);
+          encodeRoundBfloat16(op.input as Float32Array, own, encoded);
           const plan = allGatherPlan(output, op.count, rank, size, 'bfloat16');
           plan.initialEncoded = new Uint8Array(encoded.buffer, encoded.byteOffset, encoded.byteLength);
           return ring(plan);
@@ -368,6 +378,22 @@ export class TcpEngine extends EngineBase<TcpInit> {
       default:
         return { eager: { toNext: null, toAll: null }, rest: async () => undefined };
     }
+  }
+
+  /**
+   * A ring plan over a bfloat16 buffer's values (`input`, default `bits`), whose results land
+   * as bfloat16 in `bits` from element `offset` of the work array on ([Note: bfloat16 results
+   * in place]). The work array gets the decoded input except the initial range, which this
+   * rank only sends, straight from the input's bytes (exact in bfloat16), and never reads.
+   */
+  private bfloat16InPlace(plan: RingPlan, bits: Uint16Array, offset: number, input = bits): RingPlan {
+    const work = plan.work as Float32Array;
+    const { start, end } = plan.initial!;
+    decodeBfloat16(input.subarray(0, start), work.subarray(0, start));
+    decodeBfloat16(input.subarray(end), work.subarray(end));
+    plan.initialEncoded = new Uint8Array(input.buffer, input.byteOffset + start * 2, (end - start) * 2);
+    plan.final = { bits, offset };
+    return plan;
   }
 
   private reduceOptions(op: OpMessage): ReducePlanOptions {
