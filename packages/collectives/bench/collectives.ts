@@ -11,15 +11,22 @@
  * Then the per-op fixed cost: a barrier and a one-element all-reduce, W=2, shm and tcp, against
  * their raw peers (a round trip between two threads through Atomics.wait/notify and through a
  * MessagePort), interleaved raw, shm, tcp for 2 rounds.
- * Options: --quick (256 KiB, 4 MiB, 16 MiB only), --backends shm,tcp, --worlds 2,3, --no-gloo,
- * --no-secure, --secure-only (just the secure comparison and its target), --small-ops-only (just
- * the per-op fixed cost).
+ * Options: --quick (256 KiB, 4 MiB, 16 MiB only in the sweep; the gloo comparison keeps 1, 16 and
+ * 64 MiB), --backends shm,tcp, --worlds 2,3, --no-gloo, --no-secure, --secure-only (just the secure
+ * comparison and its target), --small-ops-only (just the per-op fixed cost), --gloo-only (just the
+ * tcp vs gloo comparison at 1, 16 and 64 MiB, W=2 and 3, three interleaved rounds, and its targets).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '../src/index.js';
-import { decodeBfloat16, encodeBfloat16 } from '../src/internal/bfloat16.js';
+import {
+  addRoundBfloat16,
+  decodeBfloat16,
+  encodeBfloat16,
+  encodeRoundBfloat16,
+} from '../src/internal/bfloat16.js';
+import { REDUCE_BLOCK, reduceKernels } from '../src/internal/shm/reduce-simd.js';
 import { resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
 import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
 import { type GlooRow, glooUnavailable, runGloo } from './gloo.js';
@@ -41,8 +48,9 @@ const listOption = (name: string, fallback: string) => (argv[argv.indexOf(name) 
 const quick = flag('--quick');
 const smallOpsOnly = flag('--small-ops-only');
 const secureOnly = flag('--secure-only');
+const glooOnly = flag('--gloo-only');
 const backends =
-  secureOnly || smallOpsOnly
+  secureOnly || smallOpsOnly || glooOnly
     ? []
     : argv.includes('--backends')
       ? listOption('--backends', 'shm,tcp')
@@ -166,6 +174,59 @@ function conversion(): { encode: ReturnType<typeof stats>; decode: ReturnType<ty
   return { encode: stats(encode), decode: stats(decode) };
 }
 
+/**
+ * The conversion work of a W=2, 16 MiB bfloat16-wire all-gather and reduce-scatter on one rank
+ * (2 Mi elements, SharedArrayBuffer arrays as the ops use), median ms over 9 runs: all-gather
+ * encodes and rounds its input into the bytes it sends and its own block (float32: a copy) and
+ * decodes what it receives; reduce-scatter encodes what it sends and adds, rounds and encodes what it receives
+ * (float32: an add).
+ */
+function bfloat16WirePhases(): Record<'allGather' | 'reduceScatter', { text: string; extraMs: number }> {
+  const elements = 2 << 20;
+  const floats = new Float32Array(new SharedArrayBuffer(elements * 4)).map((_, index) => (index % 13) - 6);
+  const other = new Float32Array(new SharedArrayBuffer(elements * 4)).fill(1.5);
+  const halves = new Uint16Array(new SharedArrayBuffer(elements * 2));
+  const encodedSums = new Uint16Array(new SharedArrayBuffer(elements * 2));
+  const time = (run: () => void): number => {
+    const times: number[] = [];
+    for (let iteration = 0; iteration < 11; iteration++) {
+      const start = performance.now();
+      run();
+      if (iteration >= 2) times.push(performance.now() - start);
+    }
+    return median(times.sort((a, b) => a - b));
+  };
+  const encode = time(() => encodeBfloat16(floats, halves));
+  const decode = time(() => decodeBfloat16(halves, other));
+  const copy = time(() => other.set(floats));
+  const encodeRound = time(() => encodeRoundBfloat16(floats, other, halves));
+  const addRound = time(() => addRoundBfloat16(floats, halves, other, encodedSums));
+  const kernels = reduceKernels();
+  const add = time(() => {
+    // As the float32 reduce step does: own values into the accumulator, add, copy out.
+    if (kernels === null) {
+      for (let index = 0; index < elements; index++) other[index] = floats[index]! + other[index]!;
+      return;
+    }
+    for (let start = 0; start < elements; start += REDUCE_BLOCK) {
+      const count = Math.min(REDUCE_BLOCK, elements - start);
+      kernels.accumulatorFloats.set(floats.subarray(start, start + count));
+      kernels.reduce.sumFloat(count);
+      other.set(kernels.accumulatorFloats.subarray(0, count), start);
+    }
+  });
+  return {
+    allGather: {
+      text: `encode and round own ${encodeRound.toFixed(2)} ms + decode received ${decode.toFixed(2)} - float32's own-block copy ${copy.toFixed(2)}`,
+      extraMs: encodeRound + decode - copy,
+    },
+    reduceScatter: {
+      text: `encode ${encode.toFixed(2)} ms + add-round-encode ${addRound.toFixed(2)} - float32's add ${add.toFixed(2)}`,
+      extraMs: encode + addRound - add,
+    },
+  };
+}
+
 const uptime = () =>
   `load average ${loadavg()
     .map((value) => value.toFixed(1))
@@ -235,7 +296,8 @@ for (const backend of backends) {
 }
 
 // tcp float32 all-reduce against PyTorch gloo, interleaved: tcp, gloo, tcp, gloo per world size.
-const glooSizes = quick ? [MiB, 16 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
+const glooSizes = quick || glooOnly ? [MiB, 16 * MiB, 64 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
+const glooRounds = glooOnly ? 3 : 2;
 const glooWhyNot =
   flag('--no-gloo') || secureOnly || smallOpsOnly ? 'skipped (--no-gloo)' : glooUnavailable();
 interface GlooComparison {
@@ -243,16 +305,22 @@ interface GlooComparison {
   bytes: number;
   tcpMs: number[];
   glooMs: number[];
+  /** Rank 0's process CPU per op (every thread, its barrier included), per round. */
+  tcpCpuMs: number[];
+  glooCpuMs: number[];
   /** The same op on the node:net data path (FSDP_TCP_NATIVE=0), when the native one ran. */
   nodeNetMs: number[];
 }
 const comparisons: GlooComparison[] = [];
-if (glooWhyNot === undefined && backends.includes('tcp')) {
+if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
   for (const worldSize of worlds) {
     const byBytes = new Map<number, GlooComparison>(
-      glooSizes.map((bytes) => [bytes, { worldSize, bytes, tcpMs: [], glooMs: [], nodeNetMs: [] }]),
+      glooSizes.map((bytes) => [
+        bytes,
+        { worldSize, bytes, tcpMs: [], glooMs: [], tcpCpuMs: [], glooCpuMs: [], nodeNetMs: [] },
+      ]),
     );
-    for (let round = 0; round < 2; round++) {
+    for (let round = 0; round < glooRounds; round++) {
       const ours = await tcp(worldSize, {
         ops: ['allReduce'],
         variants: ['float32'],
@@ -261,9 +329,12 @@ if (glooWhyNot === undefined && backends.includes('tcp')) {
         warmup: 2,
       });
       // Rows come in size order (the sweep rounds each size down to a multiple of the world size).
-      for (const [index, row] of ours.rows.entries())
-        byBytes.get(glooSizes[index]!)?.tcpMs.push(row.medianMs);
-      if (nativePath) {
+      for (const [index, row] of ours.rows.entries()) {
+        const comparison = byBytes.get(glooSizes[index]!);
+        comparison?.tcpMs.push(row.medianMs);
+        if (row.processCpuMs !== undefined) comparison?.tcpCpuMs.push(row.processCpuMs);
+      }
+      if (nativePath && !glooOnly) {
         const nodeNet = await tcp(
           worldSize,
           { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, iterations: 5, warmup: 2 },
@@ -274,24 +345,28 @@ if (glooWhyNot === undefined && backends.includes('tcp')) {
           byBytes.get(glooSizes[index]!)?.nodeNetMs.push(row.medianMs);
       }
       const theirs: GlooRow[] = runGloo(worldSize, glooSizes, 5, 2);
-      for (const [index, row] of theirs.entries())
-        byBytes.get(glooSizes[index]!)?.glooMs.push(stats(row.ms).median);
+      for (const [index, row] of theirs.entries()) {
+        const comparison = byBytes.get(glooSizes[index]!);
+        comparison?.glooMs.push(stats(row.ms).median);
+        if (row.cpuMs !== undefined) comparison?.glooCpuMs.push(row.cpuMs);
+      }
     }
     comparisons.push(...byBytes.values());
   }
   console.log(
-    `\ntcp vs gloo float32 all-reduce (ms per op, median of 5 after 2 warm-ups, two interleaved rounds each: tcp, tcp on node:net, gloo; ${uptime()})`,
+    `\ntcp vs gloo float32 all-reduce (ms per op, median of 5 after 2 warm-ups, ${glooRounds} interleaved rounds each: tcp, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
   );
   console.log(
-    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(18)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(18)}  gloo/tcp  node:net/tcp`,
+    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(20)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(20)}  gloo/tcp  node:net/tcp  CPU tcp / gloo`,
   );
   for (const row of comparisons) {
     const format = (values: number[]) => values.map((value) => value.toFixed(1)).join(', ');
     const ratio = stats(row.glooMs).median / stats(row.tcpMs).median;
     const nodeNetRatio =
       row.nodeNetMs.length === 0 ? '-' : (stats(row.nodeNetMs).median / stats(row.tcpMs).median).toFixed(2);
+    const cpu = (values: number[]) => (values.length === 0 ? '-' : stats(values).median.toFixed(1));
     console.log(
-      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(18)}${format(row.nodeNetMs).padStart(18)}${format(row.glooMs).padStart(18)}  ${ratio.toFixed(2).padEnd(10)}${nodeNetRatio}`,
+      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(20)}${format(row.nodeNetMs).padStart(18)}${format(row.glooMs).padStart(20)}  ${ratio.toFixed(2).padEnd(10)}${nodeNetRatio.padEnd(14)}${cpu(row.tcpCpuMs)} / ${cpu(row.glooCpuMs)}`,
     );
   }
 } else console.log(`\ntcp vs gloo: not run: ${glooWhyNot ?? 'tcp not benchmarked'}`);
@@ -301,7 +376,7 @@ const secureOps = ['allReduce', 'allGather'] as const;
 const secureRates = new Map<string, { plain: number[]; secure: number[] }>(
   secureOps.map((op) => [op, { plain: [], secure: [] }]),
 );
-const secureWhyNot = flag('--no-secure') || smallOpsOnly ? 'skipped (--no-secure)' : undefined;
+const secureWhyNot = flag('--no-secure') || smallOpsOnly || glooOnly ? 'skipped (--no-secure)' : undefined;
 if (secureWhyNot === undefined) {
   const sweep: SweepConfig = {
     ops: [...secureOps],
@@ -335,7 +410,7 @@ const smallOpRounds: {
   shm: SmallOpRow[];
   tcp: SmallOpRow[];
 }[] = [];
-if (!secureOnly) {
+if (!secureOnly && !glooOnly) {
   for (let round = 0; round < 2; round++) {
     const rawPeers = await measureRawPeers(SMALL_OPS_PER_BATCH);
     const shmRows = (await spawnThreadRanks(2, new URL('./shm-rank.ts', import.meta.url), 'shmSmallOpRank', {
@@ -425,13 +500,21 @@ if (floorResult?.inPlaceFloor !== undefined && arenaAllReduce !== undefined) {
     met: undefined,
   });
 }
-for (const op of ['allGather', 'reduceScatter']) {
+const wirePhases = backends.includes('tcp') ? bfloat16WirePhases() : undefined;
+for (const op of ['allGather', 'reduceScatter'] as const) {
   const tcpRow = pick('tcp', op, 'float32');
   const wireRow = pick('tcp', op, 'f32/bf16-wire');
   const ratio = tcpRow !== undefined && wireRow !== undefined ? wireRow.busbw / tcpRow.busbw : undefined;
+  // What bfloat16 adds per rank, against what the halved bytes can save at most (half the
+  // float32 op, all of whose time counted as moving bytes): the loopback bound on the ratio.
+  const phases = wirePhases?.[op];
+  const profile =
+    phases === undefined || tcpRow === undefined || wireRow === undefined
+      ? ''
+      : `; per rank: ${phases.text}, ${phases.extraMs.toFixed(2)} ms more than float32's own work; float32 op ${tcpRow.medianMs.toFixed(2)} ms, bf16-wire op ${wireRow.medianMs.toFixed(2)} ms; halving the bytes saves at most ${(tcpRow.medianMs / 2).toFixed(2)} ms, so on this loopback bf16 can reach at most ${(tcpRow.medianMs / (tcpRow.medianMs / 2 + phases.extraMs)).toFixed(2)}x`;
   targets.push({
     target: `tcp ${op} bf16 wire >= 1.3x float32`,
-    figure: ratio === undefined ? 'not measured' : `${ratio.toFixed(2)}x`,
+    figure: ratio === undefined ? 'not measured' : `${ratio.toFixed(2)}x${profile}`,
     met: ratio === undefined ? undefined : ratio >= 1.3,
   });
 }
@@ -500,9 +583,11 @@ for (const backend of ['shm', 'tcp'] as const) {
 console.log(`\nTargets (${uptime()}):`);
 const shown = secureOnly
   ? targets.filter((each) => each.target.includes('secure'))
-  : smallOpsOnly
-    ? targets.filter((each) => each.target.includes('latency'))
-    : targets;
+  : glooOnly
+    ? targets.filter((each) => each.target.includes('gloo'))
+    : smallOpsOnly
+      ? targets.filter((each) => each.target.includes('latency'))
+      : targets;
 for (const target of shown) {
   const verdict = target.met === undefined ? 'n/a    ' : target.met ? 'met    ' : 'NOT met';
   console.log(`  ${verdict} ${target.target}: ${target.figure}`);
@@ -513,7 +598,7 @@ console.log(
 );
 const resultsDirectory = fileURLToPath(new URL('../../../bench-results/', import.meta.url));
 mkdirSync(resultsDirectory, { recursive: true });
-const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : smallOpsOnly ? '-small-ops' : quick ? '-quick' : ''}.json`;
+const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : smallOpsOnly ? '-small-ops' : glooOnly ? '-gloo' : quick ? '-quick' : ''}.json`;
 writeFileSync(
   file,
   `${JSON.stringify({ startedAt, machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, copyAlone: alone, conversion: converted, measured, comparisons, secure: Object.fromEntries(secureRates), smallOps: smallOpRounds, targets }, null, 2)}\n`,

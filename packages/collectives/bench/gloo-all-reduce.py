@@ -1,8 +1,9 @@
 """PyTorch gloo float32 all-reduce timings, the peer of the tcp rows in `npm run bench:collectives`.
 
 Usage: python3 gloo-all-reduce.py WORLD_SIZE ITERATIONS WARMUP BYTES [BYTES ...]
-Prints one JSON line: {"worldSize": W, "rows": [{"bytes": B, "ms": [...]}, ...]} measured on rank 0,
-each op preceded by a barrier, like the TypeScript sweep.
+Prints one JSON line: {"worldSize": W, "rows": [{"bytes": B, "ms": [...], "cpuMs": C}, ...]} measured on
+rank 0, each op preceded by a barrier, like the TypeScript sweep; cpuMs is rank 0's process CPU time
+(every thread: the caller's and gloo's transport loop) per timed op, its barrier included.
 """
 
 import json
@@ -31,14 +32,18 @@ def rank_main(rank: int, world_size: int, port: int, iterations: int, warmup: in
     for size_bytes in sizes:
         tensor = torch.arange(size_bytes // 4, dtype=torch.float32).remainder_(13).sub_(6)
         times = []
+        cpu_start = 0.0
         for iteration in range(warmup + iterations):
+            if iteration == warmup:
+                cpu_start = time.process_time()
             dist.barrier()
             start = time.perf_counter()
             dist.all_reduce(tensor)
             elapsed = (time.perf_counter() - start) * 1000
             if iteration >= warmup:
                 times.append(elapsed)
-        rows.append({"bytes": size_bytes, "ms": times})
+        cpu_ms = (time.process_time() - cpu_start) * 1000 / max(1, iterations)
+        rows.append({"bytes": size_bytes, "ms": times, "cpuMs": cpu_ms})
     if rank == 0:
         queue.put(rows)
     dist.destroy_process_group()

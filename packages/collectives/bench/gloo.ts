@@ -6,6 +6,8 @@ import { fileURLToPath } from 'node:url';
 export interface GlooRow {
   bytes: number;
   ms: number[];
+  /** Rank 0's process CPU per timed op (every thread, its barrier included), ms. */
+  cpuMs?: number;
 }
 
 const PYTHON = '/usr/bin/python3';

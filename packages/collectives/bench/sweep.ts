@@ -46,6 +46,8 @@ export interface SweepRow {
    */
   workerCpuMs?: number;
   workerCpuShare?: number;
+  /** CPU milliseconds per op of this rank's whole process (every thread, barriers included; tcp only). */
+  processCpuMs?: number;
 }
 
 /** CPU milliseconds of the calling thread (Linux /proc, 10 ms ticks), or undefined elsewhere. */
@@ -153,6 +155,7 @@ export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
               ? {}
               : {
                   workerCpuMs,
+                  processCpuMs: (processCpuMs() - cpuStart.process) / config.iterations,
                   workerCpuShare: workerCpuMs / (times.reduce((a, b) => a + b, 0) / times.length),
                 }),
           });

@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import {
   addBfloat16Into,
+  addRoundBfloat16,
   decodeBfloat16,
   decodeScalar,
   encodeBfloat16,
+  encodeRoundBfloat16,
   encodeScalar,
   numberFromBfloat16Bits,
   roundScalar,
@@ -65,13 +67,56 @@ describe('bfloat16 conversion', () => {
       roundScalar(roundedExpected, 0, length);
       expect(bitsOf(rounded)).toEqual(bitsOf(roundedExpected));
 
+      // Encode and round in one pass: the same bits as each alone.
+      const bothRounded = new Float32Array(length);
+      const bothEncoded = new Uint16Array(length);
+      encodeRoundBfloat16(source, bothRounded, bothEncoded);
+      expect(bitsOf(bothRounded)).toEqual(bitsOf(roundedExpected));
+      expect(Array.from(bothEncoded)).toEqual(Array.from(expected));
+
       const accumulator = interestingFloats(length, 99).map((value) => (Number.isFinite(value) ? value : 1));
       const sum = accumulator.slice();
       addBfloat16Into(sum, encoded);
       const sumExpected = accumulator.map((value, index) => Math.fround(value + decodedExpected[index]!));
       expect(bitsOf(sum)).toEqual(bitsOf(sumExpected));
+
+      // The fused last reduce step: the sum rounded, and its bits, as the scalar loops give them.
+      const fusedTarget = new Float32Array(length);
+      const fusedEncoded = new Uint16Array(length);
+      addRoundBfloat16(accumulator, encoded, fusedTarget, fusedEncoded);
+      const fusedExpected = sumExpected.slice();
+      roundScalar(fusedExpected, 0, length);
+      const fusedEncodedExpected = new Uint16Array(length);
+      encodeScalar(sumExpected, fusedEncodedExpected, 0, length);
+      expect(bitsOf(fusedTarget)).toEqual(bitsOf(fusedExpected));
+      expect(Array.from(fusedEncoded)).toEqual(Array.from(fusedEncodedExpected));
     });
   }
+
+  it('adds every bfloat16 pattern to sums that round up, down, to ties and to NaN exactly as the scalar loops', () => {
+    // own + incoming lands on every rounding case: own values with low bits around the tie.
+    // (No NaN among them: which NaN payload a sum of two NaNs keeps is the hardware's choice.)
+    const owns = [0, 1.0000001, -3.0000002, 1e-40, 65_504.004, 3.4e38, 1.00390625, -0];
+    const length = (1 << 16) * owns.length;
+    const incoming = new Uint16Array(length).map((_, index) => index >>> 3);
+    const own = new Float32Array(length).map((_, index) => owns[index % owns.length]!);
+    const target = new Float32Array(length);
+    const encoded = new Uint16Array(length);
+    addRoundBfloat16(own, incoming, target, encoded);
+    const sum = new Float32Array(length);
+    decodeScalar(incoming, sum, 0, length);
+    for (let index = 0; index < length; index++) sum[index] = own[index]! + sum[index]!;
+    const expectedEncoded = new Uint16Array(length);
+    encodeScalar(sum, expectedEncoded, 0, length);
+    roundScalar(sum, 0, length);
+    const targetBits = new Uint32Array(target.buffer);
+    const sumBits = new Uint32Array(sum.buffer);
+    let firstDifference: string | undefined;
+    for (let index = 0; index < length && firstDifference === undefined; index++)
+      if (targetBits[index] !== sumBits[index] || encoded[index] !== expectedEncoded[index])
+        firstDifference = `own ${own[index]} + 0x${incoming[index]!.toString(16)}: 0x${targetBits[index]!.toString(16)}/0x${encoded[index]!.toString(16)}, scalar 0x${sumBits[index]!.toString(16)}/0x${expectedEncoded[index]!.toString(16)}`;
+    expect(firstDifference).toBeUndefined();
+  });
 
   it('decodes every one of the 2^16 bfloat16 patterns exactly and encodes them back unchanged', () => {
     const patterns = new Uint16Array(1 << 16).map((_, index) => index);
@@ -88,7 +133,7 @@ describe('bfloat16 conversion', () => {
     expect(Array.from(back)).toEqual(Array.from(expected));
   });
 
-  it('encodes and rounds every upper half with every kind of lower half exactly as the scalar loops', () => {
+  it('encodes and rounds (apart and in one pass) every upper half with every kind of lower half exactly as the scalar loops', () => {
     // The kernels round on 16-bit halves ([Note: bfloat16 rounding in 16-bit lanes]): every
     // upper half H (sign, exponent, NaN and infinity boundaries, odd and even) with the lower
     // halves around the tie (0x8000), the extremes and zero (the NaN-or-infinity boundary).
@@ -106,11 +151,20 @@ describe('bfloat16 conversion', () => {
     const roundedExpected = floats.slice();
     roundToBfloat16InPlace(rounded);
     roundScalar(roundedExpected, 0, words.length);
+    const bothRounded = new Float32Array(words.length);
+    const bothEncoded = new Uint16Array(words.length);
+    encodeRoundBfloat16(floats, bothRounded, bothEncoded);
+    const bothRoundedBits = new Uint32Array(bothRounded.buffer);
     const roundedBits = new Uint32Array(rounded.buffer);
     const roundedExpectedBits = new Uint32Array(roundedExpected.buffer);
     const firstDifference = (index = 0): string | undefined => {
       for (; index < words.length; index++)
-        if (encoded[index] !== expected[index] || roundedBits[index] !== roundedExpectedBits[index])
+        if (
+          encoded[index] !== expected[index] ||
+          roundedBits[index] !== roundedExpectedBits[index] ||
+          bothEncoded[index] !== expected[index] ||
+          bothRoundedBits[index] !== roundedExpectedBits[index]
+        )
           return `0x${words[index]!.toString(16)}: encoded 0x${encoded[index]!.toString(16)} (scalar 0x${expected[index]!.toString(16)}), rounded 0x${roundedBits[index]!.toString(16)} (scalar 0x${roundedExpectedBits[index]!.toString(16)})`;
       return undefined;
     };

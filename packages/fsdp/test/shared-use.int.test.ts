@@ -18,7 +18,8 @@ async function reference(worldSize: number): Promise<Gradients> {
   return gradients;
 }
 
-// [Note: gradient taps] hand a reduction each Parameter's gradient once, summed over its uses.
+// A tap hands on the sum over its tensor's uses, and a unit run twice expects each call's taps (see
+// [Note: units called more than once]): the all-reduce waits for the last gradient of the step.
 // A reduction issued after the first use's gradient (the unit's second run, first in backward)
 // would average a partial gradient and leave the rest unaveraged: these gradients would differ
 // from the reference by far more than the tolerance (the ranks' samples differ).

@@ -34,6 +34,8 @@ export const SIMD_BLOCK = 16_384;
 /** Off page boundaries: see [Note: bfloat16 simd layout]. */
 const INPUT = 1_088;
 const OUTPUT = 65_536 + 2_176;
+/** bfloat16 bits addRound writes besides its floats (32 KiB). */
+const ENCODED = 131_072 + 3_264;
 
 export interface Bfloat16Kernels {
   /** float32 bits in INPUT (as Int32Array) -> bfloat16 bits in OUTPUT (Uint16Array). */
@@ -44,6 +46,15 @@ export interface Bfloat16Kernels {
   round(count: number): void;
   /** float32 in OUTPUT += bfloat16 in INPUT, decoded. */
   decodeAdd(count: number): void;
+  /**
+   * float32 in OUTPUT += bfloat16 in INPUT, decoded, then rounded to bfloat16 (the last reduce
+   * step of a sum that ends in bfloat16): the rounded floats stay in OUTPUT and their bfloat16
+   * bits go to ENCODED (encodedHalves), ready to send.
+   */
+  addRound(count: number): void;
+  /** float32 in INPUT -> rounded to bfloat16: floats in OUTPUT, bfloat16 bits in ENCODED. */
+  encodeRound(count: number): void;
+  readonly encodedHalves: Uint16Array;
   readonly inputFloats: Float32Array;
   readonly inputHalves: Uint16Array;
   readonly outputFloats: Float32Array;
@@ -266,8 +277,61 @@ const decodeAddBody = loopOverEights([
   ...decodeAddHalf(I32X4_EXTEND_HIGH_I16X8_U, 16),
 ]);
 
-const KERNELS = ['encode', 'decode', 'round', 'decodeAdd'] as const;
-const BODIES = [encodeBody, decodeBody, roundBody, decodeAddBody];
+/** FIRST, SECOND = the float32 at OUTPUT + the decoded bfloat16 at INPUT; then round; store. */
+const addRoundHalf = (local: number, extend: number, offset: number): number[] => [
+  ...address(4),
+  ...load(OUTPUT + offset),
+  ...get(RESULT),
+  ...simd(extend),
+  ...constant(16),
+  ...simd(I32X4_SHL),
+  ...simd(F32X4_ADD),
+  LOCAL_SET,
+  local,
+];
+const addRoundBody = loopOverEights([
+  ...address(2),
+  ...load(INPUT),
+  LOCAL_SET,
+  RESULT,
+  ...addRoundHalf(FIRST, I32X4_EXTEND_LOW_I16X8_U, 0),
+  ...addRoundHalf(SECOND, I32X4_EXTEND_HIGH_I16X8_U, 16),
+  ...roundToResult,
+  ...address(2),
+  ...get(RESULT),
+  ...store(ENCODED),
+  ...address(4),
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_LOW),
+  ...store(OUTPUT),
+  ...address(4),
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_HIGH),
+  ...store(OUTPUT + 16),
+]);
+
+const encodeRoundBody = loopOverEights([
+  ...loadEight,
+  ...roundToResult,
+  ...address(2),
+  ...get(RESULT),
+  ...store(ENCODED),
+  ...address(4),
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_LOW),
+  ...store(OUTPUT),
+  ...address(4),
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_HIGH),
+  ...store(OUTPUT + 16),
+]);
+
+const KERNELS = ['encode', 'decode', 'round', 'decodeAdd', 'addRound', 'encodeRound'] as const;
+const BODIES = [encodeBody, decodeBody, roundBody, decodeAddBody, addRoundBody, encodeRoundBody];
 
 function assemble(): Uint8Array {
   const locals = [2, 1, I32, SCRATCH_LOCALS, V128];
@@ -304,6 +368,9 @@ export function bfloat16Kernels(): Bfloat16Kernels | null {
     decode: kernel('decode'),
     round: kernel('round'),
     decodeAdd: kernel('decodeAdd'),
+    addRound: kernel('addRound'),
+    encodeRound: kernel('encodeRound'),
+    encodedHalves: new Uint16Array(memory, ENCODED, SIMD_BLOCK),
     inputFloats: new Float32Array(memory, INPUT, SIMD_BLOCK),
     inputHalves: new Uint16Array(memory, INPUT, SIMD_BLOCK),
     outputFloats: new Float32Array(memory, OUTPUT, SIMD_BLOCK),

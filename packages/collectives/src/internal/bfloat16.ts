@@ -89,6 +89,59 @@ export function addBfloat16Into(target: Float32Array, source: Uint16Array): void
   }
 }
 
+/**
+ * target[i] = own[i] + the float32 value of the bfloat16 `incoming[i]`, rounded to bfloat16
+ * (still float32), and `encoded[i]` = its bfloat16 bits: a sum's last reduce step in one pass.
+ * `target` may be `own`.
+ */
+export function addRoundBfloat16(
+  own: Float32Array,
+  incoming: Uint16Array,
+  target: Float32Array,
+  encoded: Uint16Array,
+): void {
+  const kernels = incoming.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
+  if (kernels === null) {
+    const bits = new Int32Array(1);
+    const value = new Float32Array(bits.buffer);
+    for (let index = 0; index < incoming.length; index++) {
+      bits[0] = incoming[index]! << 16;
+      target[index] = own[index]! + value[0]!;
+    }
+    encodeScalar(target, encoded, 0, incoming.length);
+    decodeScalar(encoded, target, 0, incoming.length);
+    return;
+  }
+  for (let start = 0; start < incoming.length; start += SIMD_BLOCK) {
+    const count = Math.min(SIMD_BLOCK, incoming.length - start);
+    kernels.inputHalves.set(incoming.subarray(start, start + count));
+    kernels.outputFloats.set(own.subarray(start, start + count));
+    kernels.addRound(count);
+    target.set(kernels.outputFloats.subarray(0, count), start);
+    encoded.set(kernels.encodedHalves.subarray(0, count), start);
+  }
+}
+
+/**
+ * `encoded[i]` = the bfloat16 bits of `source[i]` and `rounded[i]` = their float32 value (the
+ * source rounded to bfloat16), in one pass.
+ */
+export function encodeRoundBfloat16(source: Float32Array, rounded: Float32Array, encoded: Uint16Array): void {
+  const kernels = source.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
+  if (kernels === null) {
+    encodeScalar(source, encoded, 0, source.length);
+    decodeScalar(encoded, rounded, 0, source.length);
+    return;
+  }
+  for (let start = 0; start < source.length; start += SIMD_BLOCK) {
+    const count = Math.min(SIMD_BLOCK, source.length - start);
+    kernels.inputFloats.set(source.subarray(start, start + count));
+    kernels.encodeRound(count);
+    rounded.set(kernels.outputFloats.subarray(0, count), start);
+    encoded.set(kernels.encodedHalves.subarray(0, count), start);
+  }
+}
+
 /** Rounds every value of `values` to the nearest bfloat16, in place (still float32). */
 export function roundToBfloat16InPlace(values: Float32Array): void {
   const kernels = values.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;

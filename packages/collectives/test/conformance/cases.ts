@@ -27,7 +27,7 @@ function elementsOf(bytes: number, dtype: CollectiveDtype): number {
 
 /**
  * The suite for a world size: every op x dtype x size (0, 1, odd, 1 MiB), the other reductions
- * on the odd size, with `wire` every float32 op with bfloat16 on the wire (0, 1, odd, 1 MiB),
+ * on the odd size (and a larger odd size for bfloat16 all-reduce), with `wire` every float32 op with bfloat16 on the wire (0, 1, odd, 1 MiB),
  * and, when `huge`, a 64 MiB float32 all-reduce (also with bfloat16 on the wire, with `wire`).
  */
 export function conformanceCases(size: number, options: { huge: boolean; wire: boolean }): ConformanceCase[] {
@@ -65,6 +65,9 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
     for (const reduceOp of reductions) {
       add({ kind: 'allReduce', dtype, count: 1031, reduceOp });
       add({ kind: 'reduceScatter', dtype, count: 517, reduceOp });
+      // Above tcp's direct all-reduce: a bfloat16 buffer's ring, whose results land as bfloat16
+      // in place, with each reduction.
+      if (dtype === 'bfloat16') add({ kind: 'allReduce', dtype, count: 20_011, reduceOp });
     }
   }
   // Buffers in the thread ranks' arena: every op (the reductions in place, with vector tails of

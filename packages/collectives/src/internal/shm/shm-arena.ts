@@ -6,7 +6,8 @@
  * kernel's private memory (WebAssembly cannot address a SharedArrayBuffer it did not create).
  *
  * Layout: bytes 0..15 hold a random token, bytes 16..19 the bump pointer in 64-byte units
- * (Atomics), allocations start at 64 and are 64-byte aligned (one cache line). Arena memory is
+ * (Atomics), bytes 20..27 the reduction counts ([Note: arena reduction counts]), allocations
+ * start at 64 and are 64-byte aligned (one cache line). Arena memory is
  * never freed or reused: it is for buffers that live for the run (parameters, gradients, the
  * benchmark's buffers), not for per-step scratch.
  *
@@ -30,6 +31,8 @@ interface MemoryApi {
 const PAGE = 65_536;
 const TOKEN_WORDS = 4;
 const BUMP_WORD = 4;
+const IN_PLACE_WORD = 5;
+const COPIED_WORD = 6;
 const FIRST_UNIT = 1;
 const UNIT = 64;
 /** 4 GiB: the most a 32-bit WebAssembly memory can address. */
@@ -86,4 +89,26 @@ export function isArenaBuffer(memory: SharedMemory, buffer: ArrayBufferLike): bo
   const ours = new Int32Array(memory.buffer, 0, TOKEN_WORDS);
   for (let word = 0; word < TOKEN_WORDS; word++) if (theirs[word] !== ours[word]) return false;
   return true;
+}
+
+/**
+ * [Note: arena reduction counts] Every reduction the shm engine runs with an arena (ops too large
+ * for the mailbox; the inline path never passes the arena) adds one, per rank, to the arena's
+ * count of reductions done in place or of those that fell back to the copy path (a buffer outside
+ * the arena, bfloat16 max or min, overlapping views, no SIMD). Both are sums over every rank and
+ * group of one spawnThreadRanks call. They are an internal diagnostic, not API: the tests read
+ * them (reductionCounts) to prove which path an op took, since both give the same results.
+ */
+export type ReductionPath = 'in place' | 'copied';
+
+/** Adds one reduction on `path` to the arena's counts. */
+export function countReduction(memory: SharedMemory, path: ReductionPath): void {
+  const header = new Int32Array(memory.buffer, 0, 16);
+  Atomics.add(header, path === 'in place' ? IN_PLACE_WORD : COPIED_WORD, 1);
+}
+
+/** The arena's reduction counts so far ([Note: arena reduction counts]). */
+export function reductionCounts(memory: SharedMemory): { inPlace: number; copied: number } {
+  const header = new Int32Array(memory.buffer, 0, 16);
+  return { inPlace: Atomics.load(header, IN_PLACE_WORD), copied: Atomics.load(header, COPIED_WORD) };
 }

@@ -3,7 +3,7 @@ import { type Bfloat16Kernels, bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-s
 import { reduceBlocks } from '../block-reduce.js';
 import { reduceInArena } from './in-place-reduce.js';
 import { REDUCE_BLOCK, type ReduceKernelName, type ReduceKernels, reduceKernels } from './reduce-simd.js';
-import type { SharedMemory } from './shm-arena.js';
+import { countReduction, type SharedMemory } from './shm-arena.js';
 
 /**
  * Reduces `sources` (equal-length views into the ranks' buffers, in rank order) and writes the
@@ -14,7 +14,8 @@ import type { SharedMemory } from './shm-arena.js';
  * (TypedArray.set); the arithmetic stays in L2. bfloat16 sums and averages decode, add and
  * encode inside the bfloat16 kernels' memory (reduceBfloat16); bfloat16 max and min, and threads
  * without SIMD, go through reduceBlocks. When every view lives in the thread ranks' arena
- * (`arena`, [Note: shm arena]), float32 and int32 reduce in place there instead (reduceInArena).
+ * (`arena`, [Note: shm arena]), float32, int32 and bfloat16 sum and avg reduce in place there
+ * instead (reduceInArena); with an arena, the path taken is counted ([Note: arena reduction counts]).
  */
 export function reduceShared(
   sources: readonly CollectiveBuffer[],
@@ -24,7 +25,11 @@ export function reduceShared(
   size: number,
   arena: SharedMemory | null = null,
 ): void {
-  if (arena !== null && reduceInArena(sources, targets, dtype, op, size, arena)) return;
+  if (arena !== null) {
+    const inPlace = reduceInArena(sources, targets, dtype, op, size, arena);
+    countReduction(arena, inPlace ? 'in place' : 'copied');
+    if (inPlace) return;
+  }
   const kernels = reduceKernels();
   const first = sources[0];
   if (dtype === 'bfloat16' && (op === 'sum' || op === 'avg')) {

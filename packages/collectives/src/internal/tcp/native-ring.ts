@@ -1,3 +1,4 @@
+import type { NativeProfile } from './native-profile.js';
 import {
   EAGAIN,
   EINTR,
@@ -52,6 +53,7 @@ export class NativeRingRun {
     private readonly scratch: RingScratch,
     private readonly receiveBuffer: Uint8Array,
     private readonly abort: Int32Array,
+    private readonly profile?: NativeProfile,
   ) {
     this.steps = plan.steps.filter((step) => step.end > step.start);
     this.polls = new PollSet(links.length + 1);
@@ -75,16 +77,20 @@ export class NativeRingRun {
     this.drainQueued();
     const previousFd = this.previous.fd()!;
     const nextFd = this.next?.fd() ?? -1;
-    const { sockets, receiveBuffer } = this;
+    const { sockets, receiveBuffer, profile } = this;
     for (;;) {
       // Every connection is checked for a hang-up on each pass, not only when idle: a rank busy
       // receiving from one peer must still notice first-hand that another one died.
+      const checkStart = profile?.mark();
       const hungUp = this.pollOnce(previousFd, nextFd, 0);
+      if (checkStart !== undefined) profile!.add('poll check', checkStart);
       if (hungUp !== undefined) return this.lost(hungUp, undefined);
       let progressed = false;
       while (this.sendQueue.length > 0) {
         const head = this.sendQueue[0]!;
+        const sendStart = profile?.mark();
         const sent = sockets.send(nextFd, head.subarray(this.sendOffset), head.length - this.sendOffset);
+        if (sendStart !== undefined) profile!.add('send', sendStart, Math.max(0, sent));
         if (sent > 0) {
           progressed = true;
           this.sendOffset += sent;
@@ -101,10 +107,21 @@ export class NativeRingRun {
       if (this.consumer !== undefined) {
         // A copy step receives straight into the work array; others through the receive buffer.
         const direct = this.consumer.target?.();
+        const recvStart = profile?.mark();
         const received =
           direct === undefined
             ? sockets.recv(previousFd, receiveBuffer, Math.min(this.remaining, receiveBuffer.length))
             : sockets.recv(previousFd, direct, Math.min(this.remaining, direct.length));
+        if (recvStart !== undefined) {
+          const processStart = profile!.mark();
+          profile!.add('recv', recvStart, Math.max(0, received));
+          if (received > 0) {
+            if (direct === undefined) this.deliver(receiveBuffer.subarray(0, received));
+            else this.advance(received);
+            profile!.add('process (reduce, copy, forward)', processStart);
+            continue;
+          }
+        }
         if (received > 0) {
           if (direct === undefined) this.deliver(receiveBuffer.subarray(0, received));
           else this.advance(received);
@@ -117,7 +134,9 @@ export class NativeRingRun {
       if (this.stepIndex >= this.steps.length && this.sendQueue.length === 0) return 'done';
       if (progressed) continue;
       if (Atomics.load(this.abort, 0) !== 0 || performance.now() - started > sliceMs) return 'yield';
+      const waitStart = profile?.mark();
       const troubled = this.pollOnce(previousFd, nextFd, POLL_MS);
+      if (waitStart !== undefined) profile!.add('poll wait', waitStart);
       if (troubled !== undefined) return this.lost(troubled, undefined);
     }
   }
@@ -196,7 +215,7 @@ export class NativeRingRun {
         unread.push(buffer.slice(0, received));
         total += received;
       }
-      if (unread.length > 0) link.requeue(unread);
+      link.appendUnread(unread);
     }
     link.lostNatively(errno);
     return 'yield';
@@ -264,6 +283,7 @@ export async function driveNativeRun(
   run: NativeRingRun,
   links: readonly (PeerLink | null)[],
   groupBroke: () => boolean,
+  profile?: NativeProfile,
 ): Promise<void> {
   for (;;) {
     for (const link of links) {
@@ -272,6 +292,8 @@ export async function driveNativeRun(
     }
     if (groupBroke()) throw new Error('the group broke during the op');
     if (run.run(NATIVE_SLICE_MS) === 'done') return;
+    const yieldStart = profile?.mark();
     await new Promise((resolve) => setTimeout(resolve, 1));
+    if (yieldStart !== undefined) profile!.add('slice yield', yieldStart);
   }
 }

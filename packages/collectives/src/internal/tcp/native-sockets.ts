@@ -16,12 +16,15 @@ export interface NativeSockets {
   poll(fds: ArrayBuffer, count: number, timeoutMs: number): number;
   /** errno of the last call on this thread. */
   errno(): number;
+  /** CPU time of the calling thread, ms (clock_gettime(CLOCK_THREAD_CPUTIME_ID)). */
+  threadCpuMs(): number;
 }
 
 export const EAGAIN = 11;
 export const EINTR = 4;
 const MSG_DONTWAIT = 0x40;
 const MSG_NOSIGNAL = 0x4000;
+const CLOCK_THREAD_CPUTIME_ID = 3;
 export const POLLIN = 0x1;
 export const POLLOUT = 0x4;
 export const POLLERR = 0x8;
@@ -115,11 +118,17 @@ export function loadNativeSockets(koffiPath: string | undefined): NativeSockets 
     const send = libc.func('long send(int, const void *, size_t, int)');
     const recv = libc.func('long recv(int, void *, size_t, int)');
     const poll = libc.func('int poll(void *, unsigned long, int)');
+    const clockGettime = libc.func('int clock_gettime(int, void *)');
+    const timespec = new BigInt64Array(2);
     return {
       send: (fd, bytes, length) => send(fd, bytes, length, MSG_DONTWAIT | MSG_NOSIGNAL),
       recv: (fd, into, length) => recv(fd, into, length, MSG_DONTWAIT),
       poll: (fds, count, timeoutMs) => poll(fds, count, timeoutMs),
       errno: () => koffi.errno(),
+      threadCpuMs: () => {
+        clockGettime(CLOCK_THREAD_CPUTIME_ID, timespec);
+        return Number(timespec[0]!) * 1000 + Number(timespec[1]!) / 1e6;
+      },
     };
   } catch {
     return undefined;

@@ -11,6 +11,9 @@ interface Sink {
 
 type LinkState = 'open' | 'failed';
 
+/** Bytes node:net delivered on every link of this thread (for [Note: native profile]). */
+export const bytesReadByNodeNet = { count: 0, calls: 0 };
+
 /**
  * One authenticated connection to a peer, carrying both directions. Reads are "give me exactly
  * n bytes, chunk by chunk" (the handler runs synchronously on each chunk of the socket's own
@@ -24,6 +27,8 @@ export class PeerLink {
   private pendingWrites = 0;
   private flushWaiters: { resolve: () => void; reject: (error: Error) => void }[] = [];
   private failure: CollectiveError | undefined;
+  /** node:net reading is held for the native data path ([Note: held reading]). */
+  private held = false;
 
   constructor(
     readonly peer: number,
@@ -93,14 +98,54 @@ export class PeerLink {
     return this.failure;
   }
 
+  /**
+   * [Note: held reading]
+   * While an op runs on the native data path, node:net should not read this connection: its
+   * event loop turns (waiting for a slower peer's header, a slice's yield) would otherwise read
+   * the bulk bytes faster peers already send, at node:net's cost per byte (a Buffer per 64 KiB,
+   * stream machinery, a copy out of the queue later): up to 2 MiB per op per rank at W=3,
+   * 16 MiB. So after a peer's header is read the socket is paused: node:net then buffers at most
+   * its high-water mark (64 KiB) and stops reading, and the rest stays in the kernel for the
+   * native receive. Order is kept because everything node:net holds is older than what the
+   * kernel holds: `takeQueued`, `unreadBytes` and `appendUnread` first move the socket's buffer
+   * into the queue (`read()` emits it as 'data'). `releaseReading` (after the op, or before a
+   * mismatch's eager bytes are skipped) resumes the socket, so between ops a lost peer or an
+   * abort notice is seen as always.
+   */
+  holdReading(): void {
+    if (this.held || this.failure !== undefined) return;
+    this.held = true;
+    this.socket.pause();
+  }
+
+  releaseReading(): void {
+    if (!this.held) return;
+    this.absorbBuffered();
+    this.held = false;
+    this.socket.resume();
+  }
+
   /** Takes the bytes that arrived but nobody read yet (for the native data path). */
   takeQueued(): Buffer[] {
+    this.absorbBuffered();
     return this.queued.splice(0);
   }
 
   /** Puts bytes back in front of the queue, in order (the native path read past its op). */
   requeue(chunks: Uint8Array[]): void {
     this.queued.unshift(...chunks.map((chunk) => Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length)));
+  }
+
+  /** Appends bytes read from the kernel after everything node:net holds (a lost connection's rest). */
+  appendUnread(chunks: Uint8Array[]): void {
+    this.absorbBuffered();
+    for (const chunk of chunks) this.queued.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length));
+  }
+
+  /** Moves what a held socket buffered into the queue: `read()` emits it as 'data', in order. */
+  private absorbBuffered(): void {
+    if (!this.held) return;
+    while (this.socket.readableLength > 0 && this.socket.read() !== null) {}
   }
 
   /** The native data path saw this connection end (errno set) or close (see native-ring.ts). */
@@ -111,6 +156,7 @@ export class PeerLink {
 
   /** The bytes that arrived but nobody read yet. */
   unreadBytes(): Buffer {
+    this.absorbBuffered();
     return Buffer.concat(this.queued);
   }
 
@@ -125,6 +171,8 @@ export class PeerLink {
   }
 
   private receive(chunk: Buffer): void {
+    bytesReadByNodeNet.count += chunk.length;
+    bytesReadByNodeNet.calls++;
     if (this.sink === undefined) this.queued.push(chunk);
     else this.consume(chunk);
   }

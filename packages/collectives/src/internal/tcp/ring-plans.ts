@@ -67,6 +67,7 @@ export function allReducePlan(work: WorkArray, options: ReducePlanOptions): Ring
     };
     const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
     if (finish !== undefined) step.finish = finish;
+    if (finish !== undefined && options.reduceOp === 'sum') step.finishRoundsOnly = true;
     steps.push(step);
   }
   for (let k = 0; k < size - 1; k++) {
@@ -103,6 +104,7 @@ export function reduceScatterPlan(work: WorkArray, count: number, options: Reduc
     };
     const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
     if (finish !== undefined) step.finish = finish;
+    if (finish !== undefined && options.reduceOp === 'sum') step.finishRoundsOnly = true;
     steps.push(step);
   }
   const [start, end] = block(rank - 1);

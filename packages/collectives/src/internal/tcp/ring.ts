@@ -1,5 +1,6 @@
 import type { ReduceOp } from '../../types.js';
 import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
+import { bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
 import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
 import { REDUCE_BLOCK, reduceKernels } from '../shm/reduce-simd.js';
 import type { PeerLink } from './peer-link.js';
@@ -21,6 +22,11 @@ export interface IncomingStep {
   wire: Wire;
   /** Runs on each processed range before it is forwarded (final average and rounding). */
   finish?: (values: WorkArray) => void;
+  /**
+   * `finish` only rounds to bfloat16 (a sum's last reduce step ending in bfloat16): a bfloat16
+   * wire step may fuse it ([Note: bfloat16 steps in the kernel's memory]).
+   */
+  finishRoundsOnly?: boolean;
   /** Wire to forward the processed range to the next rank in, or null to keep it. */
   forward: Wire | null;
 }
@@ -36,8 +42,17 @@ export interface RingPlan {
   reduceOp: ReduceOp;
   /** Range this rank sends first, before anything arrives. */
   initial: { start: number; end: number; wire: Wire } | null;
-  /** The initial range's wire bytes when the plan's maker encoded them already. */
+  /** The initial range's wire bytes when the plan's maker has them already. */
   initialEncoded?: Uint8Array;
+  /**
+   * [Note: bfloat16 results in place] The caller's bfloat16 buffer, when the results are
+   * bfloat16: element i of `work` ends as `bits[i - offset]`. Steps that produce final values
+   * (copy steps and the last reduce step, the one with `finish`) write their bfloat16 bits
+   * there as they go: a bfloat16 step in the kernel's memory writes the received or summed bits
+   * straight there (not the work array: no decode, no encode of the whole buffer afterwards);
+   * other steps encode their finished range there.
+   */
+  final?: { bits: Uint16Array; offset: number };
   steps: IncomingStep[];
 }
 
@@ -150,6 +165,14 @@ export function stepConsumer(
   const forwardWire = forward === null ? null : step.forward;
   const forwardBytes = forwardWire === null ? 0 : wireBytes(work, forwardWire);
   let forwardedUpTo = step.start;
+  const final =
+    plan.final !== undefined && (step.mode === 'copy' || step.finish !== undefined) ? plan.final : undefined;
+  /** See [Note: bfloat16 results in place]; `values` is work[position, position + length). */
+  const writeFinal = (values: WorkArray): void => {
+    if (final === undefined) return;
+    const from = position - final.offset;
+    encodeBfloat16(values as Float32Array, final.bits.subarray(from, from + values.length));
+  };
   const flush = (): void => {
     if (forwardWire === null || position === forwardedUpTo) return;
     forward!(encodeRange(work, forwardedUpTo, position, forwardWire, scratch));
@@ -180,6 +203,77 @@ export function stepConsumer(
       advance,
     };
   }
+  const bfloat16 =
+    step.wire === 'bfloat16' &&
+    work instanceof Float32Array &&
+    ((step.mode === 'copy' && step.finish === undefined) ||
+      (step.finishRoundsOnly === true && plan.reduceOp === 'sum'))
+      ? bfloat16Kernels()
+      : null;
+  if (bfloat16 !== null) {
+    // [Note: bfloat16 steps in the kernel's memory] bfloat16 bytes land in the bfloat16
+    // kernel's input region (a native receive writes them there), and one kernel pass per block
+    // turns them into the work array's floats: a copy step decodes them; a sum's last reduce
+    // step adds them to this rank's own values and rounds the sums to bfloat16, writing both
+    // the rounded floats and their bfloat16 bits. What is forwarded in bfloat16 is copied from
+    // the kernel's memory to outgoing staging (the received bits, or the sums' bits) and sent
+    // from there, never encoded again from the work array.
+    const kernels = bfloat16;
+    const own = (plan.base ?? work) as Float32Array;
+    const copy = step.mode === 'copy';
+    const inputBytes = new Uint8Array(
+      kernels.inputHalves.buffer,
+      kernels.inputHalves.byteOffset,
+      SIMD_BLOCK * 2,
+    );
+    const encoded = forwardWire === 'bfloat16' ? scratch.takeStaging(step.end - step.start) : null;
+    const flushEncoded = (): void => {
+      if (encoded === null) {
+        flush();
+        return;
+      }
+      if (position === forwardedUpTo) return;
+      const from = forwardedUpTo - step.start;
+      forward!(new Uint8Array(encoded.buffer, encoded.byteOffset + from * 2, (position - forwardedUpTo) * 2));
+      forwardedUpTo = position;
+    };
+    let pending = 0;
+    const advance = (count: number): void => {
+      pending += count;
+      const whole = Math.floor(pending / 2);
+      if (whole === 0) return;
+      if (!copy) {
+        kernels.outputFloats.set(own.subarray(position, position + whole));
+        kernels.addRound(whole);
+      }
+      const bits = (copy ? kernels.inputHalves : kernels.encodedHalves).subarray(0, whole);
+      encoded?.set(bits, position - step.start);
+      if (final !== undefined) final.bits.set(bits, position - final.offset);
+      else {
+        if (copy) kernels.decode(whole);
+        work.subarray(position, position + whole).set(kernels.outputFloats.subarray(0, whole));
+      }
+      position += whole;
+      if (pending > whole * 2) inputBytes.copyWithin(0, whole * 2, pending);
+      pending -= whole * 2;
+      if ((position - forwardedUpTo) * forwardBytes >= FORWARD_BATCH_BYTES) flushEncoded();
+    };
+    return {
+      bytes: (step.end - step.start) * 2,
+      consume: (chunk) => {
+        let rest = chunk;
+        while (rest.length > 0) {
+          const take = Math.min(rest.length, inputBytes.length - pending);
+          inputBytes.set(rest.subarray(0, take), pending);
+          advance(take);
+          rest = rest.subarray(take);
+        }
+      },
+      end: flushEncoded,
+      target: () => inputBytes.subarray(pending),
+      advance,
+    };
+  }
   const kernels =
     step.mode === 'reduce' && step.wire === 'same' && !(work instanceof Uint16Array) ? reduceKernels() : null;
   if (kernels !== null) {
@@ -206,6 +300,7 @@ export function stepConsumer(
       const target = work.subarray(position, position + whole);
       target.set(accumulator.subarray(0, whole) as never);
       step.finish?.(target);
+      writeFinal(target);
       position += whole;
       const used = whole * elementBytes;
       if (pending > used) inputBytes.copyWithin(0, used, pending);
@@ -268,6 +363,7 @@ export function stepConsumer(
       reduceInto(target as Float32Array | Int32Array, incoming as Float32Array | Int32Array, plan.reduceOp);
     else target.set(incoming as never);
     step.finish?.(target);
+    writeFinal(target);
     position += length;
     if ((position - forwardedUpTo) * forwardBytes >= FORWARD_BATCH_BYTES) flush();
   };

@@ -1,5 +1,5 @@
 import { CollectiveError } from '../../errors.js';
-import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
+import { decodeBfloat16, encodeBfloat16, encodeRoundBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
@@ -15,9 +15,10 @@ import {
   HEADER_BYTES,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
+import { type NativeProfile, nativeProfile } from './native-profile.js';
 import { driveNativeRun, NativeRingRun } from './native-ring.js';
 import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
-import { PeerLink } from './peer-link.js';
+import { bytesReadByNodeNet, PeerLink } from './peer-link.js';
 import { initialBytes, type RingPlan, RingScratch, runRingSteps, type Wire } from './ring.js';
 import {
   allGatherPlan,
@@ -78,6 +79,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly native: NativeSockets | undefined;
   private nativeReceive: Uint8Array | undefined;
   private nativeRun: NativeRingRun | undefined;
+  /** Per-phase totals when FSDP_TCP_PROFILE=1 ([Note: native profile]). */
+  private readonly profile: NativeProfile | undefined;
   /** A peer was lost: closing the links waits PEER_LOSS_CLOSE_DELAY_MS ([Note: breaking the group]). */
   private peerLossSeen = false;
 
@@ -86,6 +89,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     this.notify = (message) => context.notify(message);
     this.links = new Array<PeerLink | null>(init.size).fill(null);
     this.native = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
+    this.profile = nativeProfile(this.native);
     if (init.nativeRequired === true && !init.secure && this.native === undefined) {
       this.notify({
         type: 'init-failed',
@@ -129,6 +133,9 @@ export class TcpEngine extends EngineBase<TcpInit> {
   }
 
   close(): void {
+    if (this.profile !== undefined && this.state !== 'closed')
+      process.stderr.write(`${this.profile.report(this.init.rank, bytesReadByNodeNet)}\n`);
+
     this.state = 'closed';
     for (const link of this.links) link?.close();
     this.acceptor?.server.close();
@@ -193,6 +200,18 @@ export class TcpEngine extends EngineBase<TcpInit> {
    * op's buffers may be anyway.
    */
   protected override async execute(op: OpMessage, seq: number): Promise<void> {
+    if (this.profile === undefined || op.kind === 'barrier') return this.executeOp(op, seq);
+    const started = this.profile.mark();
+    this.profile.opStarted();
+    try {
+      await this.executeOp(op, seq);
+    } finally {
+      this.profile.opEnded();
+      this.profile.add('op', started);
+    }
+  }
+
+  private async executeOp(op: OpMessage, seq: number): Promise<void> {
     const header = this.header(op, seq);
     if (op.kind === 'send') return this.send(op, header);
     if (op.kind === 'recv') return this.recv(op, header);
@@ -205,12 +224,23 @@ export class TcpEngine extends EngineBase<TcpInit> {
     const prepared = this.prepare(op);
     const native = prepared.ring !== undefined && previous !== null && this.nativeUsable(previous, next);
     const eagerLimit = native ? NATIVE_EAGER_BYTES : MAX_EAGER_BYTES;
-    const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit);
     if (native) {
-      await this.runNative(prepared.ring!.plan, previous!, next, late);
+      // Cleared before the links are released, so a header read still pending when the exchange
+      // failed cannot hold a link afterwards.
+      const hold = { active: true };
+      try {
+        const exchangeStart = this.profile?.mark();
+        const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit, hold);
+        if (exchangeStart !== undefined) this.profile!.add('header exchange', exchangeStart);
+        await this.runNative(prepared.ring!.plan, previous!, next, late);
+      } finally {
+        hold.active = false;
+        for (const link of this.links) link?.releaseReading();
+      }
       prepared.ring!.after?.();
       return;
     }
+    const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit, { active: false });
     for (const [link, bytes] of late) link.write(bytes);
     await prepared.rest(previous, next);
   }
@@ -229,7 +259,9 @@ export class TcpEngine extends EngineBase<TcpInit> {
     late: [PeerLink, Uint8Array][],
   ): Promise<void> {
     // node:net's writes (this op's header and eager bytes) reach the kernel first.
+    const flushStart = this.profile?.mark();
     await next?.flushed();
+    if (flushStart !== undefined) this.profile!.add('flush before native', flushStart);
     this.nativeReceive ??= new Uint8Array(1 << 20);
     const run = new NativeRingRun(
       plan,
@@ -240,11 +272,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
       this.scratch,
       this.nativeReceive,
       this.init.abort,
+      this.profile,
     );
     for (const [, bytes] of late) run.queueSend(bytes);
     this.nativeRun = run;
     try {
-      await driveNativeRun(run, this.links, () => this.isBroken() || this.state === 'closed');
+      await driveNativeRun(run, this.links, () => this.isBroken() || this.state === 'closed', this.profile);
     } finally {
       this.nativeRun = undefined;
     }
@@ -265,8 +298,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
     switch (op.kind) {
       case 'allReduce': {
         const buffer = op.output!;
-        const work = this.work.workFor(buffer, op.dtype, op.count, buffer);
         const options = this.reduceOptions(op);
+        if (op.dtype === 'bfloat16' && size > 1 && op.count * 4 > DIRECT_ALL_REDUCE_BYTES) {
+          const plan = allReducePlan(this.work.floatScratch(op.count), options);
+          return ring(this.bfloat16InPlace(plan, buffer as Uint16Array, 0));
+        }
+        const work = this.work.workFor(buffer, op.dtype, op.count, buffer);
         const encodeBack = () => {
           if (op.dtype === 'bfloat16') encodeBfloat16(work as Float32Array, buffer as Uint16Array);
         };
@@ -287,6 +324,13 @@ export class TcpEngine extends EngineBase<TcpInit> {
         const input = op.input!;
         const options = this.reduceOptions(op);
         let plan: RingPlan;
+        if (op.dtype === 'bfloat16' && size > 1) {
+          const work = this.work.floatScratch(input.length);
+          plan = reduceScatterPlan(work, op.count, options);
+          return ring(
+            this.bfloat16InPlace(plan, op.output as Uint16Array, rank * op.count, input as Uint16Array),
+          );
+        }
         if (op.dtype === 'bfloat16') {
           plan = reduceScatterPlan(
             this.work.workFor(op.output!, op.dtype, input.length, input),
@@ -313,13 +357,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
       case 'allGather': {
         const output = op.output!;
         if (op.wireDtype === 'bfloat16') {
-          // [Note: bfloat16 all-gather own block] The input is encoded once, into the bytes this
-          // rank sends first, and those are decoded into its own block of the output: the
-          // block holds the values every peer receives (the input rounded to bfloat16) for
-          // one encode and one decode, instead of a copy, a rounding pass and an encode.
+          // [Note: bfloat16 all-gather own block] One pass over the input writes the bytes this
+          // rank sends first and its own block of the output (the input rounded to bfloat16,
+          // the values every peer receives), instead of a copy, a rounding pass and an encode.
           const encoded = this.scratch.takeStaging(op.count);
-          encodeBfloat16(op.input as Float32Array, encoded);
-          decodeBfloat16(encoded, (output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count));
+          const own = (output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count);
+          encodeRoundBfloat16(op.input as Float32Array, own, encoded);
           const plan = allGatherPlan(output, op.count, rank, size, 'bfloat16');
           plan.initialEncoded = new Uint8Array(encoded.buffer, encoded.byteOffset, encoded.byteLength);
           return ring(plan);
@@ -335,6 +378,22 @@ export class TcpEngine extends EngineBase<TcpInit> {
       default:
         return { eager: { toNext: null, toAll: null }, rest: async () => undefined };
     }
+  }
+
+  /**
+   * A ring plan over a bfloat16 buffer's values (`input`, default `bits`), whose results land
+   * as bfloat16 in `bits` from element `offset` of the work array on ([Note: bfloat16 results
+   * in place]). The work array gets the decoded input except the initial range, which this
+   * rank only sends, straight from the input's bytes (exact in bfloat16), and never reads.
+   */
+  private bfloat16InPlace(plan: RingPlan, bits: Uint16Array, offset: number, input = bits): RingPlan {
+    const work = plan.work as Float32Array;
+    const { start, end } = plan.initial!;
+    decodeBfloat16(input.subarray(0, start), work.subarray(0, start));
+    decodeBfloat16(input.subarray(end), work.subarray(end));
+    plan.initialEncoded = new Uint8Array(input.buffer, input.byteOffset + start * 2, (end - start) * 2);
+    plan.final = { bits, offset };
+    return plan;
   }
 
   private reduceOptions(op: OpMessage): ReducePlanOptions {
@@ -361,6 +420,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     eager: PreparedOp['eager'],
     next: PeerLink | null,
     eagerLimit: number,
+    hold: { active: boolean },
   ): Promise<[PeerLink, Uint8Array][]> {
     const late: [PeerLink, Uint8Array][] = [];
     for (const link of this.links) {
@@ -372,11 +432,21 @@ export class TcpEngine extends EngineBase<TcpInit> {
       link.write(bytes.subarray(0, announced));
       if (announced < bytes.length) late.push([link, bytes.subarray(announced)]);
     }
+    // A native op holds each link's reading once its header is in ([Note: held reading]).
     const received = await Promise.all(
-      this.links.map((link) => (link === null ? Promise.resolve(null) : this.readFrame(link))),
+      this.links.map((link) =>
+        link === null
+          ? Promise.resolve(null)
+          : this.readFrame(link).then((frame) => {
+              if (hold.active) link.holdReading();
+              return frame;
+            }),
+      ),
     );
     const headers = received.map((frame) => frame?.header ?? null);
     if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
+      hold.active = false;
+      for (const link of this.links) link?.releaseReading();
       // Skip what each peer sent ahead of its check, so the streams stay aligned.
       await Promise.all(
         received.map((frame, peer) =>

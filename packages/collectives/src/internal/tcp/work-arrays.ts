@@ -29,7 +29,8 @@ export class WorkArrays {
     return like instanceof Int32Array ? this.intScratch(like.length) : this.floatScratch(like.length);
   }
 
-  private floatScratch(length: number): Float32Array {
+  /** Uninitialised float32 scratch of `length` elements. */
+  floatScratch(length: number): Float32Array {
     if (this.floats.length < length) this.floats = new Float32Array(length);
     return this.floats.subarray(0, length);
   }
