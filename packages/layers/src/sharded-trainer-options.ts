@@ -24,8 +24,10 @@ export interface ShardedTrainerOptions {
   /**
    * 'replicate', 'shard-optimizer', 'shard-gradients': start each bucket's all-reduce (or
    * reduce-scatter) during the backward, as soon as its gradients are in, instead of after it.
-   * Default true; the result is the same either way (only the summation schedule of the backward
-   * differs). 'full-shard' always reduces each layer during the backward.
+   * Default false: the result is identical either way, and on a 2-core machine with 2 ranks the
+   * overlapped schedule was not faster (the communication thread competes with the backward for
+   * the cores; see the decision record 2026-12-01-layers-overlapped-reduction.md). It needs several
+   * buckets (lower `bucketSizeBytes`). 'full-shard' always reduces each layer during the backward.
    */
   overlapGradientReduction?: boolean;
   /** Where rank 0 prints progress when fit's verbose is 1. Default console.log. */

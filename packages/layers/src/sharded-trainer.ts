@@ -132,7 +132,7 @@ export class ShardedTrainer {
       this.fullShard = null;
     }
     this.overlap =
-      this.fullShard === null && (options.overlapGradientReduction ?? true)
+      this.fullShard === null && (options.overlapGradientReduction ?? false)
         ? new OverlappedReduction(this.buckets)
         : null;
     // Parameters (and optimizer state, checkpoints) in the model's trainable-weight order, whatever the buckets.
