@@ -91,6 +91,8 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
       add({ kind: 'allReduce', dtype: 'float32', count, wireDtype: 'bfloat16', reduceOp: 'avg' });
       add({ kind: 'allGather', dtype: 'float32', count, wireDtype: 'bfloat16' });
       add({ kind: 'reduceScatter', dtype: 'float32', count, wireDtype: 'bfloat16' });
+      if (count === 1031)
+        add({ kind: 'reduceScatter', dtype: 'float32', count, wireDtype: 'bfloat16', reduceOp: 'max' });
       add({ kind: 'broadcast', dtype: 'float32', count, wireDtype: 'bfloat16', root: size - 1 });
     }
   }

@@ -45,14 +45,15 @@ export interface RingPlan {
   /** The initial range's wire bytes when the plan's maker has them already. */
   initialEncoded?: Uint8Array;
   /**
-   * [Note: bfloat16 results in place] The caller's bfloat16 buffer, when the results are
-   * bfloat16: element i of `work` ends as `bits[i - offset]`. Steps that produce final values
-   * (copy steps and the last reduce step, the one with `finish`) write their bfloat16 bits
-   * there as they go: a bfloat16 step in the kernel's memory writes the received or summed bits
-   * straight there (not the work array: no decode, no encode of the whole buffer afterwards);
-   * other steps encode their finished range there.
+   * [Note: results in place] Where the results go when not the work array: element i of `work`
+   * ends as `array[i - offset]` (a bfloat16 buffer's bits, or a reduce-scatter's float32
+   * output). Steps that produce final values (copy steps and the last reduce step, the one with
+   * `finish`) write them there as they go: a bfloat16 step in the kernel's memory writes the
+   * received or summed bits (or floats) straight there, not to the work array (no decode, no
+   * encode of the whole buffer, no copy afterwards); other steps copy or encode their finished
+   * range there.
    */
-  final?: { bits: Uint16Array; offset: number };
+  final?: { array: Uint16Array | Float32Array; offset: number };
   steps: IncomingStep[];
 }
 
@@ -167,11 +168,13 @@ export function stepConsumer(
   let forwardedUpTo = step.start;
   const final =
     plan.final !== undefined && (step.mode === 'copy' || step.finish !== undefined) ? plan.final : undefined;
-  /** See [Note: bfloat16 results in place]; `values` is work[position, position + length). */
+  /** See [Note: results in place]; `values` is work[position, position + length). */
   const writeFinal = (values: WorkArray): void => {
     if (final === undefined) return;
     const from = position - final.offset;
-    encodeBfloat16(values as Float32Array, final.bits.subarray(from, from + values.length));
+    const into = final.array.subarray(from, from + values.length);
+    if (into instanceof Uint16Array) encodeBfloat16(values as Float32Array, into);
+    else into.set(values as Float32Array);
   };
   const flush = (): void => {
     if (forwardWire === null || position === forwardedUpTo) return;
@@ -248,10 +251,12 @@ export function stepConsumer(
       }
       const bits = (copy ? kernels.inputHalves : kernels.encodedHalves).subarray(0, whole);
       encoded?.set(bits, position - step.start);
-      if (final !== undefined) final.bits.set(bits, position - final.offset);
+      if (final?.array instanceof Uint16Array) final.array.set(bits, position - final.offset);
       else {
         if (copy) kernels.decode(whole);
-        work.subarray(position, position + whole).set(kernels.outputFloats.subarray(0, whole));
+        const floats = kernels.outputFloats.subarray(0, whole);
+        if (final !== undefined) final.array.set(floats, position - final.offset);
+        else work.subarray(position, position + whole).set(floats);
       }
       position += whole;
       if (pending > whole * 2) inputBytes.copyWithin(0, whole * 2, pending);

@@ -345,6 +345,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
             options,
           );
           plan.base = input;
+          if (op.wireDtype === 'bfloat16' && size > 1) {
+            // The last reduce step writes this rank's block straight into the output
+            // ([Note: results in place] in ring.ts): nothing to copy afterwards.
+            plan.final = { array: op.output as Float32Array, offset: rank * op.count };
+            return ring(plan);
+          }
         }
         return ring(plan, () => {
           // The ring's last reduce step fills this rank's block; a group of one has no steps.
@@ -382,8 +388,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
 
   /**
    * A ring plan over a bfloat16 buffer's values (`input`, default `bits`), whose results land
-   * as bfloat16 in `bits` from element `offset` of the work array on ([Note: bfloat16 results
-   * in place]). The work array gets the decoded input except the initial range, which this
+   * as bfloat16 in `bits` from element `offset` of the work array on ([Note: results in
+   * place] in ring.ts). The work array gets the decoded input except the initial range, which this
    * rank only sends, straight from the input's bytes (exact in bfloat16), and never reads.
    */
   private bfloat16InPlace(plan: RingPlan, bits: Uint16Array, offset: number, input = bits): RingPlan {
@@ -392,7 +398,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     decodeBfloat16(input.subarray(0, start), work.subarray(0, start));
     decodeBfloat16(input.subarray(end), work.subarray(end));
     plan.initialEncoded = new Uint8Array(input.buffer, input.byteOffset + start * 2, (end - start) * 2);
-    plan.final = { bits, offset };
+    plan.final = { array: bits, offset };
     return plan;
   }
 
