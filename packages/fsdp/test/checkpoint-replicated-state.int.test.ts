@@ -74,6 +74,15 @@ describe('checkpoint buffers and documents (format version 3, 2 thread ranks)', 
       expect(result.formatTwoBufferKept).toBe(true);
     }
     expect(results.some((result) => result.damaged.reason === 'corrupt')).toBe(true);
+    // Only rank 1's extra held a BigInt: rank 1 fails with 'invalid-input', rank 0 with
+    // 'peer-failed' naming it (neither waits for the other), and no step directory appears.
+    const [zero, one] = results.map((result) => result.badExtra);
+    expect(one!.reason).toBe('invalid-input');
+    expect(one!.message).toMatch(/extra is not JSON/);
+    expect(one!.fix).toMatch(/BigInts/);
+    expect(zero!.reason).toBe('peer-failed');
+    expect(zero!.message).toMatch(/rank 1.*extra is not JSON/);
+    for (const result of results) expect(result.badExtraStepWritten).toBe(false);
     const layout = computeFlatParamLayout(SPECS, { dtype: 'float32', worldSize: 2, alignment: 4 });
     results.forEach((result, rank) => {
       const expected = new Array<number>(layout.shardNumel).fill(0);

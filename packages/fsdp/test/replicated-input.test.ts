@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CheckpointError } from '../src/checkpoint/checkpoint-error';
 import { checkReplicatedInput, type ReplicatedStateInput } from '../src/checkpoint/replicated-state';
+import { extraAsJson } from '../src/checkpoint/write-checkpoint';
 
 /** The CheckpointError a save's input check throws (fails the test when nothing is thrown). */
 function rejection(input: ReplicatedStateInput): CheckpointError {
@@ -83,6 +84,36 @@ describe('bad buffers and documents given to a checkpoint save', () => {
       expect(error.message).toMatch(expected);
       expect(error.message).toMatch(actual);
       expect(error.message).toMatch(fix);
+    });
+  }
+});
+
+describe("a checkpoint's extra that JSON cannot hold", () => {
+  it('keeps a JSON value as its plain copy, and absent as null', () => {
+    expect(extraAsJson({ epoch: 2, order: [3, 1] })).toEqual({ epoch: 2, order: [3, 1] });
+    expect(extraAsJson(undefined)).toBeNull();
+  });
+
+  const cycle: Record<string, unknown> = {};
+  cycle.self = cycle;
+  for (const [what, extra, actual, fix] of [
+    ['a BigInt', { seed: 1n }, /BigInt/, /BigInts/],
+    ['a cycle', cycle, /circular/i, /cycles/],
+    ['a function', () => 1, /function/, /JSON value/],
+  ] as const) {
+    it(`${what}: reason 'invalid-input', saying what was expected, what came and how to fix it`, () => {
+      let thrown: unknown;
+      try {
+        extraAsJson(extra);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(CheckpointError.isInstance(thrown)).toBe(true);
+      const error = thrown as CheckpointError;
+      expect(error.reason).toBe('invalid-input');
+      expect(String(error.expected)).toMatch(/JSON value/);
+      expect(String(error.actual)).toMatch(actual);
+      expect(error.fix).toMatch(fix);
     });
   }
 });

@@ -91,6 +91,14 @@ const mixedBoth = { paramDtype: 'bfloat16', reduceDtype: 'bfloat16' } as const;
 const mixedGather = { paramDtype: 'bfloat16', reduceDtype: 'float32' } as const;
 const reshardCommon = { seqLen: 8, batch: 1, globalBatch: 6, continueSteps: 1 };
 const saveArgs: ReshardArguments = { ...reshardCommon, worldSize: 2, strategy: 'full-shard', trainSteps: 2 };
+// No-shard with a bfloat16 reduce waits for unit k-1's all-reduce during backward (see
+// [Note: bounded gradient memory]); its gradients must still be right.
+const noShardReduce16 = base(2, {
+  strategy: 'no-shard',
+  mixedPrecision: { paramDtype: 'float32', reduceDtype: 'bfloat16' },
+  batch: 2,
+  steps: 4,
+});
 const worldTwo = once(() =>
   run(2, [
     { kind: 'accumulate', args: base(2) },
@@ -98,6 +106,7 @@ const worldTwo = once(() =>
     { kind: 'train', args: base(2, { mixedPrecision: mixedBoth, batch: 2, steps: 4 }) },
     { kind: 'train', args: base(2, { mixedPrecision: mixedGather, batch: 2, steps: 4 }) },
     { kind: 'reshard', args: saveArgs },
+    { kind: 'train', args: noShardReduce16 },
   ]),
 );
 const worldThree = once(async () => {
@@ -279,6 +288,12 @@ describe('mixed precision and hybrid sharding against the unwrapped float32 run'
       for (const result of results) expect(result.float32Fraction).toBeGreaterThan(0.9);
     });
   }
+
+  it('no-shard, W=2, param float32 / reduce bfloat16', { timeout: timeoutMs }, async () => {
+    const results = (await worldTwo())[5] as TrainResult[];
+    await checkTraining(noShardReduce16, results, tolerance);
+    for (const result of results) expect(result.float32Fraction).toBeGreaterThan(0.9);
+  });
 
   it('hybrid-shard 2 x 2 (shardGroupSize 2), W=4: parity like full-shard (1e-5)', {
     timeout: timeoutMs,

@@ -9,8 +9,9 @@ import { FsdpError } from '../errors';
  * - `optimizer-mismatch`: the saved optimizer state does not fit the optimizer;
  * - `peer-failed`: another rank failed (its own error names the file and parameter);
  * - `io`: the file system refused a read or write;
- * - `invalid-input`: what the caller gave a save is not what the format can hold (a buffer's
- *   dtype, shape or values, a document, a name): nothing was written.
+ * - `invalid-input`: what the caller gave is not what a checkpoint can take (a buffer's dtype,
+ *   shape or values, a document, a name, `extra` that is not JSON; a hybrid-shard model, a unit
+ *   inside a step): nothing was written or read.
  */
 export type CheckpointErrorReason =
   | 'missing'

@@ -12,7 +12,7 @@ export function checkpointShards(model: FullyShardedDataParallel): ShardedModelS
   const { sharding } = model.options;
   if (sharding.replicateGroup !== null) {
     throw new CheckpointError('Checkpoints of hybrid-shard models are not supported yet.', {
-      reason: 'io',
+      reason: 'invalid-input',
       expected: 'a strategy without a replicate group',
       actual: sharding.name,
       fix: 'save through fullStateDict / shardedStateDict, or wrap with full-shard for checkpointing.',
@@ -21,7 +21,7 @@ export function checkpointShards(model: FullyShardedDataParallel): ShardedModelS
   for (const unit of model.units) {
     if (sharding.shardParameters && unit.state !== 'sharded') {
       throw new CheckpointError(`${unit.label} is '${unit.state}'; a checkpoint needs every unit sharded.`, {
-        reason: 'io',
+        reason: 'invalid-input',
         expected: 'sharded',
         actual: unit.state,
         fix: 'save or load between steps, not inside forward, backward or summonFullParams.',

@@ -79,9 +79,18 @@ export interface SavedCheckpoint {
  */
 export function writeCheckpoint(root: string, options: WriteCheckpointOptions): SavedCheckpoint {
   const { group, model, optimizer, step } = options;
-  checkOptions(options);
+  // Checked on every rank and agreed before anything is created: a rank with bad options or an
+  // `extra` that is not JSON fails the save everywhere instead of leaving the others waiting.
+  let extra: unknown = null;
+  let inputError: unknown;
+  try {
+    checkOptions(options);
+    extra = extraAsJson(options.extra);
+  } catch (error) {
+    inputError = error;
+  }
+  throwIfAnyRankFailed(group, inputError, `Checking the options of checkpoint step ${step}`);
   const blockBytes = options.blockBytes ?? DEFAULT_BLOCK_BYTES;
-  const extra = options.extra === undefined ? null : JSON.parse(JSON.stringify(options.extra));
   let nonce = 0;
   let prepareError: unknown;
   if (group.rank === 0) {
@@ -308,6 +317,36 @@ function checkOptions(options: WriteCheckpointOptions): void {
       fix: 'pass how many checkpoints to keep (at least 1), or leave keep out to keep them all.',
     });
   }
+}
+
+/**
+ * `extra` as the plain JSON value metadata.json will hold (null when absent), or a CheckpointError
+ * 'invalid-input' when JSON cannot hold it (a BigInt, a cycle, a throwing toJSON).
+ */
+export function extraAsJson(extra: unknown): unknown {
+  if (extra === undefined) return null;
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(extra);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new CheckpointError(`The checkpoint's extra is not JSON: ${message}`, {
+      reason: 'invalid-input',
+      expected: 'a JSON value (objects, arrays, strings, finite numbers, booleans, null)',
+      actual: message,
+      fix: 'convert BigInts to strings or numbers and remove cycles before passing extra.',
+      cause: error,
+    });
+  }
+  if (text === undefined) {
+    throw new CheckpointError(`The checkpoint's extra is a ${typeof extra}, which JSON cannot hold.`, {
+      reason: 'invalid-input',
+      expected: 'a JSON value (objects, arrays, strings, finite numbers, booleans, null)',
+      actual: typeof extra,
+      fix: 'pass a JSON value as extra, or leave extra out.',
+    });
+  }
+  return JSON.parse(text);
 }
 
 function ioError(what: string, file: string, cause: unknown): CheckpointError {

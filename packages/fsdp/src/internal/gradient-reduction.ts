@@ -101,6 +101,15 @@ export class UnitReduction {
     return this.#pendingGradients === 0;
   }
 
+  /**
+   * Whether a reduction allocates a staging copy (the bfloat16 rounding of the input) that lives
+   * until `finish`: then even a no-shard reduction holds memory that must be bounded (see
+   * [Note: bounded gradient memory]).
+   */
+  get stagesCopies(): boolean {
+    return this.#settings.reduceDtype !== 'float32';
+  }
+
   /** Issues this step's reductions (once per step; nothing if no gradient arrived). */
   start(): void {
     if (this.#started) return;
