@@ -4,7 +4,13 @@ import { reduceBlocks } from '../src/internal/block-reduce.js';
 import { finishAverage, reduceInto } from '../src/internal/reduce-kernels.js';
 import { reduceInArena } from '../src/internal/shm/in-place-reduce.js';
 import { reduceKernels } from '../src/internal/shm/reduce-simd.js';
-import { arenaFull, createArena, isArenaBuffer, reserve, type SharedMemory } from '../src/internal/shm/shm-arena.js';
+import {
+  arenaFull,
+  createArena,
+  isArenaBuffer,
+  reserve,
+  type SharedMemory,
+} from '../src/internal/shm/shm-arena.js';
 import { reduceShared } from '../src/internal/shm/shm-reduce.js';
 import type { ReduceOp } from '../src/types.js';
 
