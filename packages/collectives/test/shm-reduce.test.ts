@@ -4,7 +4,13 @@ import { reduceBlocks } from '../src/internal/block-reduce.js';
 import { finishAverage, reduceInto } from '../src/internal/reduce-kernels.js';
 import { reduceInArena } from '../src/internal/shm/in-place-reduce.js';
 import { reduceKernels } from '../src/internal/shm/reduce-simd.js';
-import { createArena, isArenaBuffer, reserve, type SharedMemory } from '../src/internal/shm/shm-arena.js';
+import {
+  arenaFull,
+  createArena,
+  isArenaBuffer,
+  reserve,
+  type SharedMemory,
+} from '../src/internal/shm/shm-arena.js';
 import { reduceShared } from '../src/internal/shm/shm-reduce.js';
 import type { ReduceOp } from '../src/types.js';
 
@@ -257,5 +263,42 @@ describe('shm reductions in place in the arena ([Note: in-place simd])', () => {
     new Int32Array(copy)[0]! ^= 1;
     expect(isArenaBuffer(arena, copy)).toBe(false);
     expect(isArenaBuffer(createArena()!, view.buffer)).toBe(false);
+  });
+});
+
+describe('arena reservations beyond its maximum ([Note: arena full])', () => {
+  const PAGE = 65_536;
+
+  it('gives back a range it could not grow to: the next allocation that fits still lands in the arena', () => {
+    const arena = createArena(4)!;
+    const first = reserve(arena, 1000)!;
+    expect(first).toBe(64);
+    // Past the 4-page maximum: the grow fails, the caller gets null (allocateShared's plain buffer).
+    expect(reserve(arena, 8 * PAGE)).toBeNull();
+    expect(arenaFull(arena)).toBe(false);
+    // The pointer was rolled back: the next small allocation follows the first one directly.
+    expect(reserve(arena, 64)).toBe(first + 1024);
+    // And one that needs growing within the maximum still works.
+    const grown = reserve(arena, 2 * PAGE)!;
+    expect(grown).toBe(first + 1024 + 64);
+    expect(arena.buffer.byteLength).toBeGreaterThanOrEqual(grown + 2 * PAGE);
+    expect(arena.buffer.byteLength).toBeLessThanOrEqual(4 * PAGE);
+  });
+
+  it('sets the full flag when another thread moved the pointer before the failed grow', () => {
+    const real = createArena(2)!;
+    const header = new Int32Array(real.buffer, 0, 16);
+    // The memory as one thread sees it while another reserves between its claim and its grow.
+    const racing: SharedMemory = {
+      get buffer() {
+        return real.buffer;
+      },
+      grow(pages) {
+        Atomics.add(header, 4, 1);
+        return real.grow(pages);
+      },
+    };
+    expect(reserve(racing, 4 * PAGE)).toBeNull();
+    expect(arenaFull(real)).toBe(true);
   });
 });

@@ -6,8 +6,8 @@
  * kernel's private memory (WebAssembly cannot address a SharedArrayBuffer it did not create).
  *
  * Layout: bytes 0..15 hold a random token, bytes 16..19 the bump pointer in 64-byte units
- * (Atomics), bytes 20..27 the reduction counts ([Note: arena reduction counts]), allocations
- * start at 64 and are 64-byte aligned (one cache line). Arena memory is
+ * (Atomics), bytes 20..27 the reduction counts ([Note: arena reduction counts]), bytes 28..31 the
+ * full flag ([Note: arena full]), bytes 32..63 are free; allocations start at 64 and are 64-byte aligned (one cache line). Arena memory is
  * never freed or reused: it is for buffers that live for the run (parameters, gradients, the
  * benchmark's buffers), not for per-step scratch.
  *
@@ -33,18 +33,22 @@ const TOKEN_WORDS = 4;
 const BUMP_WORD = 4;
 const IN_PLACE_WORD = 5;
 const COPIED_WORD = 6;
+const FULL_WORD = 7;
 const FIRST_UNIT = 1;
 const UNIT = 64;
 /** 4 GiB: the most a 32-bit WebAssembly memory can address. */
 export const ARENA_MAX_PAGES = 65_536;
 
-/** A new arena (one page: the header), or null where shared WebAssembly memory is unavailable. */
-export function createArena(): SharedMemory | null {
+/**
+ * A new arena (one page: the header), or null where shared WebAssembly memory is unavailable.
+ * `maximumPages` is for tests (an arena that cannot grow far); the default is the 32-bit limit.
+ */
+export function createArena(maximumPages = ARENA_MAX_PAGES): SharedMemory | null {
   const wasm = (globalThis as { WebAssembly?: MemoryApi }).WebAssembly;
   if (wasm === undefined) return null;
   let memory: SharedMemory;
   try {
-    memory = new wasm.Memory({ initial: 1, maximum: ARENA_MAX_PAGES, shared: true });
+    memory = new wasm.Memory({ initial: 1, maximum: maximumPages, shared: true });
   } catch {
     return null;
   }
@@ -59,6 +63,12 @@ export function createArena(): SharedMemory | null {
 /**
  * Byte range [offset, offset + bytes) of the arena, reserved for the caller (every thread of the
  * arena may call this at once), or null when the arena cannot grow that far.
+ *
+ * [Note: arena full] The range is claimed (compare-and-swap on the bump pointer) before the memory
+ * grows. If growing fails, the pointer is swapped back when nobody moved it since, so a later,
+ * smaller allocation that fits still lands in the arena. If another thread moved it meanwhile, the
+ * range cannot be given back: the full flag is set (`arenaFull`), so that the arena having lost
+ * space, and later allocations falling back to plain buffers, is visible rather than silent.
  */
 export function reserve(memory: SharedMemory, bytes: number): number | null {
   const units = Math.max(1, Math.ceil(bytes / UNIT));
@@ -74,11 +84,19 @@ export function reserve(memory: SharedMemory, bytes: number): number | null {
       try {
         memory.grow(Math.ceil((end - memory.buffer.byteLength) / PAGE));
       } catch {
-        if (memory.buffer.byteLength < end) return null;
+        if (memory.buffer.byteLength >= end) continue;
+        if (Atomics.compareExchange(header, BUMP_WORD, first + units, first) !== first + units)
+          Atomics.store(header, FULL_WORD, 1);
+        return null;
       }
     }
     return first * UNIT;
   }
+}
+
+/** Whether a reservation's range was lost to a failed grow ([Note: arena full]). */
+export function arenaFull(memory: SharedMemory): boolean {
+  return Atomics.load(new Int32Array(memory.buffer, 0, 16), FULL_WORD) === 1;
 }
 
 /** Whether `buffer` is (a clone of) the arena's memory, see [Note: shm arena]. */

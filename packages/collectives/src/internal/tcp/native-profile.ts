@@ -36,6 +36,8 @@ export class NativeProfile {
   private cpuMs = 0;
   private opCpuStart = 0;
   private readonly cpuClock: () => number;
+  /** Bytes and chunks node:net delivered on every link of this thread. */
+  private readonly nodeNetBytes = { count: 0, calls: 0 };
 
   constructor(sockets: NativeSockets) {
     this.cpuClock = () => sockets.threadCpuMs();
@@ -60,6 +62,12 @@ export class NativeProfile {
     }
   }
 
+  /** One chunk of `bytes` delivered by node:net on some link. */
+  nodeNetRead(bytes: number): void {
+    this.nodeNetBytes.count += bytes;
+    this.nodeNetBytes.calls++;
+  }
+
   opStarted(): void {
     this.opCpuStart = this.cpuClock();
   }
@@ -70,8 +78,9 @@ export class NativeProfile {
   }
 
   /** Per-op totals, one line per phase. */
-  report(rank: number, nodeNetRead: { count: number; calls: number }): string {
+  report(rank: number): string {
     const ops = Math.max(1, this.ops);
+    const nodeNetRead = this.nodeNetBytes;
     const lines = [
       `[tcp profile rank ${rank}] ${this.ops} ops, worker thread CPU ${(this.cpuMs / ops).toFixed(2)} ms/op, node:net read ${(nodeNetRead.count / ops / 1024).toFixed(0)} KiB/op in ${(nodeNetRead.calls / ops).toFixed(1)} chunks/op`,
     ];

@@ -229,6 +229,15 @@ export function stepConsumer(
       kernels.inputHalves.byteOffset,
       SIMD_BLOCK * 2,
     );
+    // [Note: fast bfloat16 steps forward bfloat16] `flushEncoded` falls back to `flush`, which
+    // encodes from the work array; when results land in the caller's buffer (`final`) this path
+    // does not write the work array, so such a step may forward only bfloat16 (from `encoded`)
+    // or nothing. No plan builds another combination today; this keeps one from sending stale values.
+    if (final !== undefined && forwardWire !== null && forwardWire !== 'bfloat16') {
+      throw new Error(
+        `ring step [${step.start}, ${step.end}): a bfloat16 step with results in place forwards ${forwardWire}, breaking [Note: fast bfloat16 steps forward bfloat16]`,
+      );
+    }
     const encoded = forwardWire === 'bfloat16' ? scratch.takeStaging(step.end - step.start) : null;
     const flushEncoded = (): void => {
       if (encoded === null) {

@@ -18,7 +18,7 @@ import {
 import { type NativeProfile, nativeProfile } from './native-profile.js';
 import { driveNativeRun, NativeRingRun } from './native-ring.js';
 import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
-import { bytesReadByNodeNet, PeerLink } from './peer-link.js';
+import { PeerLink } from './peer-link.js';
 import { initialBytes, type RingPlan, RingScratch, runRingSteps, type Wire } from './ring.js';
 import {
   allGatherPlan,
@@ -121,7 +121,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
         connectPeers(endpoints, this.init),
       ]);
       for (const [peer, socket] of [...accepted, ...connected]) {
-        this.links[peer] = new PeerLink(peer, socket, (link, error) => this.peerLost(link, error));
+        this.links[peer] = new PeerLink(
+          peer,
+          socket,
+          (link, error) => this.peerLost(link, error),
+          this.profile === undefined ? undefined : (bytes) => this.profile!.nodeNetRead(bytes),
+        );
       }
       // Every peer is in: stop listening, so nothing else can even attempt the handshake.
       this.acceptor!.server.close();
@@ -134,7 +139,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
 
   close(): void {
     if (this.profile !== undefined && this.state !== 'closed')
-      process.stderr.write(`${this.profile.report(this.init.rank, bytesReadByNodeNet)}\n`);
+      process.stderr.write(`${this.profile.report(this.init.rank)}\n`);
 
     this.state = 'closed';
     for (const link of this.links) link?.close();
