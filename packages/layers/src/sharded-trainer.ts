@@ -44,7 +44,7 @@ import type {
 import { resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
 import { measureTrainerMemory, type TrainerMemory } from './trainer-memory';
 
-type TrainerState = 'idle' | 'fitting';
+type TrainerState = 'idle' | 'fitting' | 'disposed';
 
 const defaultBucketSizeBytes = 25 * 1024 * 1024;
 
@@ -295,6 +295,19 @@ export class ShardedTrainer {
     return result;
   }
 
+  /**
+   * Frees what the trainer allocated in tfjs (the variable its gradient taps differentiate, under
+   * 'full-shard' or overlapGradientReduction); the model and its weights stay usable. Not during
+   * a fit. Later calls on the trainer throw; dispose() again does nothing.
+   */
+  dispose(): void {
+    if (this.state === 'disposed') return;
+    this.expectIdle('dispose');
+    this.overlap?.dispose();
+    this.fullShard?.dispose();
+    this.state = 'disposed';
+  }
+
   /** Optimizer steps taken by this trainer (restored by loadCheckpoint). */
   get steps(): number {
     return this.stepsTaken;
@@ -425,6 +438,14 @@ export class ShardedTrainer {
   }
 
   private expectIdle(method: string): void {
+    if (this.state === 'disposed') {
+      throw new LayersError(`ShardedTrainer.${method}() was called after dispose().`, {
+        code: 'invalid-option',
+        expected: 'a trainer not disposed',
+        actual: 'disposed',
+        fix: 'construct a new ShardedTrainer for the model.',
+      });
+    }
     if (this.state !== 'idle') {
       throw new LayersError(`ShardedTrainer.${method}() was called while the trainer is ${this.state}.`, {
         code: 'invalid-option',

@@ -112,7 +112,10 @@ describe('ShardedTrainer parity with single-process model.fit (5 steps, same glo
             expect(results[index]!.residentWeights).toEqual(
               Array(5).fill(parity.strategy === 'full-shard' ? 0 : trainableCount),
             );
+            // After trainer.dispose() only the model's weight values (views of the flat buffers) remain.
+            expect(results[index]!.leakedTensors, `${label} rank ${rank} tensors`).toBe(trainableCount);
           }
+          expect(results[index]!.leakedVariables, `${label} rank ${rank} variables`).toBe(0);
           expectParity(results[index]!, reference, `${label} rank ${rank}`);
         }
       }
@@ -151,6 +154,60 @@ describe('bucket reductions overlapped with backward ([Note: reductions overlapp
     for (const result of after[0]!) {
       expect(result.losses).toHaveLength(base.steps);
       for (const loss of result.losses) expect(Number.isFinite(loss)).toBe(true);
+    }
+    // The overlap happens: on the ranks with samples (1 and 2; rank 0's slice of 2 rows over 3
+    // ranks is empty) buckets were issued by a tap while the backward still ran (bit-equality
+    // above would also hold if every bucket waited for the end). Every bucket is issued once per
+    // step, by a tap or after the backward; rank 0 issues all of them after its (absent) backward.
+    overlapped.forEach((rank, rankIndex) => {
+      for (const result of rank) {
+        const counts = result.overlap!;
+        expect(counts.buckets).toBeGreaterThanOrEqual(2);
+        expect(counts.issuedDuringBackward + counts.issuedAfterBackward).toBe(counts.buckets * base.steps);
+        if (rankIndex === 0) expect(counts.issuedDuringBackward).toBe(0);
+        else expect(counts.issuedDuringBackward, `rank ${rankIndex}`).toBeGreaterThan(0);
+      }
+    });
+    // trainer.dispose() frees the taps' anchor variable: only the model's weight values remain.
+    for (const rank of [...after, ...overlapped]) {
+      for (const result of rank) {
+        expect(result.leakedVariables).toBe(0);
+        expect(result.leakedTensors).toBe(result.weights.length);
+      }
+    }
+  });
+
+  it('sum the gradient of a shared Dense layer over both of its uses before issuing its bucket, W=2', async () => {
+    // One Dense layer applied twice in sequence: its tap must hold the gradient of both uses when
+    // its bucket is issued. Buckets of 128 bytes: the shared kernel (256 bytes) has one of its own.
+    const sharedCases = optimizers.flatMap((optimizer) =>
+      (['replicate', 'shard-optimizer', 'shard-gradients'] as const).map(
+        (strategy): ParityCase => ({ model: 'shared-mlp', optimizer, strategy }),
+      ),
+    );
+    const run = async (overlapGradientReduction: boolean) =>
+      (await spawnThreadRanks(2, fixture, 'trainRank', {
+        args: { ...base, cases: sharedCases, overlapGradientReduction, bucketSizeBytes: 128 },
+        timeoutMs: 150_000,
+      })) as RunResult[][];
+    const after = await run(false);
+    const overlapped = await run(true);
+    for (const [index, parity] of sharedCases.entries()) {
+      const reference = await trainReference({ ...base, cases: sharedCases }, parity);
+      expect(reference.losses[0]).not.toBeCloseTo(reference.losses[4]!, 3);
+      for (const rank of [0, 1]) {
+        const label = `shared-mlp rank ${rank} ${parity.strategy}/${parity.optimizer}`;
+        const result = overlapped[rank]![index]!;
+        // Stated tolerance: none between the two schedules (as above); 1e-5 relative against model.fit.
+        expect(result.losses, label).toEqual(after[rank]![index]!.losses);
+        expect(result.weights, label).toEqual(after[rank]![index]!.weights);
+        expectParity(result, reference, `${label} overlapped`);
+        expectParity(after[rank]![index]!, reference, `${label} after backward`);
+        expect(result.overlap!.buckets).toBeGreaterThanOrEqual(3);
+        expect(result.overlap!.issuedDuringBackward, label).toBeGreaterThan(0);
+        expect(result.leakedVariables, label).toBe(0);
+        expect(result.leakedTensors, label).toBe(result.weights.length);
+      }
     }
   });
 });

@@ -42,7 +42,8 @@ export class FullShardLayers {
   private readonly calls = new Map<WeightBucket, number>();
 
   constructor(readonly units: readonly LayerUnit[]) {
-    this.anchor = tf.variable(tf.scalar(0), true);
+    // The initial value is a separate tensor sharing the variable's data: tidy frees it.
+    this.anchor = tf.tidy(() => tf.variable(tf.scalar(0), true));
   }
 
   /** Replaces the layers' `call` (see the note); returns the function restoring them. */

@@ -25,10 +25,18 @@ export class OverlappedReduction {
   #arrived: number[] = [];
   /** The bucket whose reduction is issued next; -1 when all were issued this step. */
   #next = -1;
+  /**
+   * Buckets issued from a tap while the backward ran, and by issueRemaining, over every step so
+   * far. Internal (not exported from the package): the parity test reads them to check that the
+   * overlap actually happens.
+   */
+  issuedDuringBackward = 0;
+  issuedAfterBackward = 0;
 
   constructor(buckets: readonly WeightBucket[]) {
     this.#buckets = buckets;
-    this.anchor = tf.variable(tf.scalar(0), true);
+    // The initial value is a separate tensor sharing the variable's data: tidy frees it.
+    this.anchor = tf.tidy(() => tf.variable(tf.scalar(0), true));
   }
 
   /** A step starts: zeroed full gradients, nothing arrived, nothing issued. */
@@ -57,7 +65,10 @@ export class OverlappedReduction {
 
   /** After the backward (or instead of it): issues every reduction not issued yet, in order. */
   issueRemaining(): void {
-    while (this.#next >= 0) this.#buckets[this.#next--]!.startReduction();
+    while (this.#next >= 0) {
+      this.#buckets[this.#next--]!.startReduction();
+      this.issuedAfterBackward++;
+    }
   }
 
   dispose(): void {
@@ -70,6 +81,7 @@ export class OverlappedReduction {
     this.#arrived[bucketIndex]! += 1;
     while (this.#next >= 0 && this.#arrived[this.#next] === this.#buckets[this.#next]!.variables.length) {
       this.#buckets[this.#next--]!.startReduction();
+      this.issuedDuringBackward++;
     }
   }
 }
