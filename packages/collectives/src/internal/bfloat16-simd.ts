@@ -14,20 +14,37 @@
  * float32 bits, NaN and infinities included.
  */
 
+import { widenBfloat16High, widenBfloat16Low } from './bfloat16-wasm-fragments.js';
 import {
-  END,
+  constant,
   functionBody,
   get,
   I32,
+  increment,
   instantiate,
   load,
-  signed,
+  loopWhileBelow,
   simd,
   store,
   text,
   V128,
   wasmModule,
 } from './wasm-assembly.js';
+import {
+  F32X4_ADD,
+  I8X16_SHUFFLE,
+  I16X8_ADD_SAT_S,
+  I16X8_EQ,
+  I16X8_GT_S,
+  I16X8_SUB,
+  I32_SHL,
+  LOCAL_SET,
+  V128_AND,
+  V128_BITSELECT,
+  V128_CONST,
+  V128_OR,
+  V128_XOR,
+} from './wasm-opcodes.js';
 
 /** Elements per kernel call: 64 KiB of float32. */
 export const SIMD_BLOCK = 16_384;
@@ -60,33 +77,6 @@ export interface Bfloat16Kernels {
   readonly outputFloats: Float32Array;
   readonly outputHalves: Uint16Array;
 }
-
-// Opcodes (WebAssembly core 2.0 with fixed-width SIMD).
-const BLOCK = 0x02;
-const LOOP = 0x03;
-const BR = 0x0c;
-const BR_IF = 0x0d;
-const LOCAL_SET = 0x21;
-const I32_CONST = 0x41;
-const I32_GE_U = 0x4f;
-const I32_ADD = 0x6a;
-const I32_SHL = 0x74;
-const V128_CONST = 0x0c;
-const I8X16_SHUFFLE = 0x0d;
-const I16X8_EQ = 0x2d;
-const I16X8_GT_S = 0x31;
-const V128_AND = 0x4e;
-const V128_OR = 0x50;
-const V128_XOR = 0x51;
-const V128_BITSELECT = 0x52;
-const I16X8_ADD_SAT_S = 0x8f;
-const I16X8_SUB = 0x91;
-const I32X4_EXTEND_LOW_I16X8_U = 0xa9;
-const I32X4_EXTEND_HIGH_I16X8_U = 0xaa;
-const I32X4_SHL = 0xab;
-const F32X4_ADD = 0xe4;
-
-const constant = (value: number): number[] => [I32_CONST, ...signed(value)];
 
 // Locals: 0 = count (parameter), 1 = index, 2.. = v128 scratch.
 const COUNT = 0;
@@ -179,29 +169,26 @@ const roundToResult: number[] = [
 ];
 
 /** `for (index = 0; index < count; index += 8) body` */
-function loopOverEights(body: number[]): number[] {
-  return [
-    BLOCK,
-    0x40,
-    LOOP,
-    0x40,
-    ...get(INDEX),
-    ...get(COUNT),
-    I32_GE_U,
-    BR_IF,
-    1,
-    ...body,
-    ...get(INDEX),
-    ...constant(8),
-    I32_ADD,
-    LOCAL_SET,
-    INDEX,
-    BR,
-    0,
-    END,
-    END,
-  ];
-}
+const loopOverEights = (body: number[]): number[] =>
+  loopWhileBelow(INDEX, COUNT, [...body, ...increment(INDEX, 8)]);
+
+/** `local` = the eight bfloat16 at element INDEX of INPUT. */
+const loadHalves = (local: number): number[] => [...address(2), ...load(INPUT), LOCAL_SET, local];
+/** The eight bfloat16 in RESULT, stored at element INDEX of the bfloat16 region at `region`. */
+const storeHalves = (region: number): number[] => [...address(2), ...get(RESULT), ...store(region)];
+/** The eight bfloat16 in RESULT, as float32 (zero lower halves), stored at element INDEX of OUTPUT. */
+const storeRoundedFloats: number[] = [
+  ...address(4),
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_LOW),
+  ...store(OUTPUT),
+  ...address(4),
+  ...ZERO,
+  ...get(RESULT),
+  ...shuffle(ZIP_HIGH),
+  ...store(OUTPUT + 16),
+];
 
 /** FIRST and SECOND = the eight float32 at element INDEX of INPUT. */
 const loadEight: number[] = [
@@ -215,119 +202,61 @@ const loadEight: number[] = [
   SECOND,
 ];
 
-const encodeBody = loopOverEights([
-  ...loadEight,
-  ...roundToResult,
-  ...address(2),
-  ...get(RESULT),
-  ...store(OUTPUT),
-]);
+const encodeBody = loopOverEights([...loadEight, ...roundToResult, ...storeHalves(OUTPUT)]);
 
 const decodeBody = loopOverEights([
-  ...address(2),
-  ...load(INPUT),
-  LOCAL_SET,
-  FIRST,
+  ...loadHalves(FIRST),
   ...address(4),
   ...get(FIRST),
-  ...simd(I32X4_EXTEND_LOW_I16X8_U),
-  ...constant(16),
-  ...simd(I32X4_SHL),
+  ...widenBfloat16Low(),
   ...store(OUTPUT),
   ...address(4),
   ...get(FIRST),
-  ...simd(I32X4_EXTEND_HIGH_I16X8_U),
-  ...constant(16),
-  ...simd(I32X4_SHL),
+  ...widenBfloat16High(),
   ...store(OUTPUT + 16),
 ]);
 
-const roundBody = loopOverEights([
-  ...loadEight,
-  ...roundToResult,
-  ...address(4),
-  ...ZERO,
-  ...get(RESULT),
-  ...shuffle(ZIP_LOW),
-  ...store(OUTPUT),
-  ...address(4),
-  ...ZERO,
-  ...get(RESULT),
-  ...shuffle(ZIP_HIGH),
-  ...store(OUTPUT + 16),
-]);
+const roundBody = loopOverEights([...loadEight, ...roundToResult, ...storeRoundedFloats]);
 
-const decodeAddHalf = (extend: number, offset: number): number[] => [
+const decodeAddHalf = (widen: number[], offset: number): number[] => [
   ...address(4),
   ...address(4),
   ...load(OUTPUT + offset),
   ...get(FIRST),
-  ...simd(extend),
-  ...constant(16),
-  ...simd(I32X4_SHL),
+  ...widen,
   ...simd(F32X4_ADD),
   ...store(OUTPUT + offset),
 ];
 const decodeAddBody = loopOverEights([
-  ...address(2),
-  ...load(INPUT),
-  LOCAL_SET,
-  FIRST,
-  ...decodeAddHalf(I32X4_EXTEND_LOW_I16X8_U, 0),
-  ...decodeAddHalf(I32X4_EXTEND_HIGH_I16X8_U, 16),
+  ...loadHalves(FIRST),
+  ...decodeAddHalf(widenBfloat16Low(), 0),
+  ...decodeAddHalf(widenBfloat16High(), 16),
 ]);
 
 /** FIRST, SECOND = the float32 at OUTPUT + the decoded bfloat16 at INPUT; then round; store. */
-const addRoundHalf = (local: number, extend: number, offset: number): number[] => [
+const addRoundHalf = (local: number, widen: number[], offset: number): number[] => [
   ...address(4),
   ...load(OUTPUT + offset),
   ...get(RESULT),
-  ...simd(extend),
-  ...constant(16),
-  ...simd(I32X4_SHL),
+  ...widen,
   ...simd(F32X4_ADD),
   LOCAL_SET,
   local,
 ];
 const addRoundBody = loopOverEights([
-  ...address(2),
-  ...load(INPUT),
-  LOCAL_SET,
-  RESULT,
-  ...addRoundHalf(FIRST, I32X4_EXTEND_LOW_I16X8_U, 0),
-  ...addRoundHalf(SECOND, I32X4_EXTEND_HIGH_I16X8_U, 16),
+  ...loadHalves(RESULT),
+  ...addRoundHalf(FIRST, widenBfloat16Low(), 0),
+  ...addRoundHalf(SECOND, widenBfloat16High(), 16),
   ...roundToResult,
-  ...address(2),
-  ...get(RESULT),
-  ...store(ENCODED),
-  ...address(4),
-  ...ZERO,
-  ...get(RESULT),
-  ...shuffle(ZIP_LOW),
-  ...store(OUTPUT),
-  ...address(4),
-  ...ZERO,
-  ...get(RESULT),
-  ...shuffle(ZIP_HIGH),
-  ...store(OUTPUT + 16),
+  ...storeHalves(ENCODED),
+  ...storeRoundedFloats,
 ]);
 
 const encodeRoundBody = loopOverEights([
   ...loadEight,
   ...roundToResult,
-  ...address(2),
-  ...get(RESULT),
-  ...store(ENCODED),
-  ...address(4),
-  ...ZERO,
-  ...get(RESULT),
-  ...shuffle(ZIP_LOW),
-  ...store(OUTPUT),
-  ...address(4),
-  ...ZERO,
-  ...get(RESULT),
-  ...shuffle(ZIP_HIGH),
-  ...store(OUTPUT + 16),
+  ...storeHalves(ENCODED),
+  ...storeRoundedFloats,
 ]);
 
 const KERNELS = ['encode', 'decode', 'round', 'decodeAdd', 'addRound', 'encodeRound'] as const;

@@ -11,20 +11,37 @@
  * reduceBlocks' bit for bit (tested over all 2^16 patterns).
  */
 
+import { widenBfloat16High, widenBfloat16Low } from '../bfloat16-wasm-fragments.js';
 import {
-  END,
+  constant,
   functionBody,
   get,
   I32,
+  increment,
+  instantiate,
   load,
-  signed,
+  loopWhileBelow,
+  sharedMemoryImport,
   simd,
   store,
   text,
-  unsigned,
   V128,
   wasmModule,
 } from '../wasm-assembly.js';
+import {
+  F32X4_ADD,
+  I16X8_NARROW_I32X4_U,
+  I32_ADD,
+  I32_SHL,
+  I32X4_ADD,
+  I32X4_GT_S,
+  I32X4_SHR_U,
+  I32X4_SPLAT,
+  LOCAL_SET,
+  V128_AND,
+  V128_BITSELECT,
+  V128_OR,
+} from '../wasm-opcodes.js';
 import { ARENA_MAX_PAGES, type SharedMemory } from './shm-arena.js';
 
 export interface InPlaceBfloat16Kernels {
@@ -32,27 +49,6 @@ export interface InPlaceBfloat16Kernels {
   decodeAdd(floats: number, halves: number, count: number): void;
   encode(halves: number, floats: number, count: number): void;
 }
-
-const BLOCK = 0x02;
-const LOOP = 0x03;
-const BR = 0x0c;
-const BR_IF = 0x0d;
-const LOCAL_SET = 0x21;
-const I32_CONST = 0x41;
-const I32_GE_U = 0x4f;
-const I32_ADD = 0x6a;
-const I32X4_SPLAT = 0x11;
-const I32X4_GT_S = 0x3b;
-const V128_AND = 0x4e;
-const V128_OR = 0x50;
-const V128_BITSELECT = 0x52;
-const I16X8_NARROW_I32X4_U = 0x86;
-const I32X4_EXTEND_LOW_I16X8_U = 0xa9;
-const I32X4_EXTEND_HIGH_I16X8_U = 0xaa;
-const I32X4_SHL = 0xab;
-const I32X4_SHR_U = 0xad;
-const I32X4_ADD = 0xae;
-const F32X4_ADD = 0xe4;
 
 // Parameters: 0 = first address, 1 = second address, 2 = count; locals 3 = end (i32),
 // 4, 5 = v128 scratch.
@@ -63,15 +59,7 @@ const END_LOCAL = 3;
 const X = 4;
 const Y = 5;
 
-const constant = (value: number): number[] => [I32_CONST, ...signed(value)];
 const splat = (value: number): number[] => [...constant(value), ...simd(I32X4_SPLAT)];
-const advance = (local: number, bytes: number) => [
-  ...get(local),
-  ...constant(bytes),
-  I32_ADD,
-  LOCAL_SET,
-  local,
-];
 
 /** `end = first + count * firstBytes; while (first < end) { body; first += 8 elements; second += 8 elements }` */
 function loopOverEights(firstBytes: number, secondBytes: number, body: number[]): number[] {
@@ -79,31 +67,17 @@ function loopOverEights(firstBytes: number, secondBytes: number, body: number[])
     ...get(FIRST),
     ...get(COUNT),
     ...constant(Math.log2(firstBytes)),
-    0x74, // i32.shl
+    I32_SHL,
     I32_ADD,
     LOCAL_SET,
     END_LOCAL,
-    BLOCK,
-    0x40,
-    LOOP,
-    0x40,
-    ...get(FIRST),
-    ...get(END_LOCAL),
-    I32_GE_U,
-    BR_IF,
-    1,
-    ...body,
-    ...advance(FIRST, 8 * firstBytes),
-    ...advance(SECOND, 8 * secondBytes),
-    BR,
-    0,
-    END,
-    END,
+    ...loopWhileBelow(FIRST, END_LOCAL, [
+      ...body,
+      ...increment(FIRST, 8 * firstBytes),
+      ...increment(SECOND, 8 * secondBytes),
+    ]),
   ];
 }
-
-/** The float32 bits of the 4 bfloat16 on the stack's low or high half (as i32x4). */
-const widen = (extend: number): number[] => [...simd(extend), ...constant(16), ...simd(I32X4_SHL)];
 
 /** decode (add = false) or decodeAdd: floats at FIRST, halves at SECOND. */
 const decodeBody = (add: boolean): number[] =>
@@ -115,13 +89,13 @@ const decodeBody = (add: boolean): number[] =>
     ...get(FIRST),
     ...(add ? [...get(FIRST), ...load(0)] : []),
     ...get(X),
-    ...widen(I32X4_EXTEND_LOW_I16X8_U),
+    ...widenBfloat16Low(),
     ...(add ? simd(F32X4_ADD) : []),
     ...store(0),
     ...get(FIRST),
     ...(add ? [...get(FIRST), ...load(16)] : []),
     ...get(X),
-    ...widen(I32X4_EXTEND_HIGH_I16X8_U),
+    ...widenBfloat16High(),
     ...(add ? simd(F32X4_ADD) : []),
     ...store(16),
   ]);
@@ -179,17 +153,11 @@ function assemble(): Uint8Array {
   const names = ['decode', 'decodeAdd', 'encode'];
   return wasmModule([
     [1, [1, 0x60, 3, I32, I32, I32, 0]],
-    [2, [1, ...text('env'), ...text('memory'), 0x02, 0x03, 1, ...unsigned(ARENA_MAX_PAGES)]],
+    [2, sharedMemoryImport(ARENA_MAX_PAGES)],
     [3, [3, 0, 0, 0]],
     [7, [3, ...names.flatMap((name, index) => [...text(name), 0x00, index])]],
     [10, [3, ...bodies.flat()]],
   ]);
-}
-
-interface WasmApi {
-  validate(bytes: Uint8Array): boolean;
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: Record<string, unknown> };
 }
 
 let instance: { memory: SharedMemory; kernels: InPlaceBfloat16Kernels | null } | undefined;
@@ -198,10 +166,8 @@ let instance: { memory: SharedMemory; kernels: InPlaceBfloat16Kernels | null } |
 export function inPlaceBfloat16Kernels(memory: SharedMemory): InPlaceBfloat16Kernels | null {
   if (instance !== undefined && instance.memory === memory) return instance.kernels;
   instance = { memory, kernels: null };
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  const bytes = assemble();
-  if (wasm === undefined || !wasm.validate(bytes)) return null;
-  const exported = new wasm.Instance(new wasm.Module(bytes), { env: { memory } }).exports;
+  const exported = instantiate(assemble(), { env: { memory } });
+  if (exported === null) return null;
   instance.kernels = {
     decode: exported.decode as InPlaceBfloat16Kernels['decode'],
     decodeAdd: exported.decodeAdd as InPlaceBfloat16Kernels['decodeAdd'],

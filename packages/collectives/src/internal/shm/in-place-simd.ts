@@ -13,19 +13,37 @@
  */
 
 import {
-  END,
   F32,
   functionBody,
   get,
   I32,
+  increment,
+  instantiate,
   load,
+  loopWhileBelow,
+  sharedMemoryImport,
   simd,
   store,
   text,
-  unsigned,
   V128,
   wasmModule,
 } from '../wasm-assembly.js';
+import {
+  F32X4_ADD,
+  F32X4_DIV,
+  F32X4_GE,
+  F32X4_LE,
+  F32X4_NE,
+  F32X4_SPLAT,
+  I32_ADD,
+  I32X4_ADD,
+  I32X4_MAX_S,
+  I32X4_MIN_S,
+  LOCAL_SET,
+  LOCAL_TEE,
+  V128_BITSELECT,
+  V128_OR,
+} from '../wasm-opcodes.js';
 import type { ReduceKernelName } from './reduce-simd.js';
 import { ARENA_MAX_PAGES, type SharedMemory } from './shm-arena.js';
 
@@ -36,27 +54,6 @@ export interface InPlaceKernels {
   divide(accumulator: number, bytes: number, divisor: number): void;
 }
 
-const BLOCK = 0x02;
-const LOOP = 0x03;
-const BR = 0x0c;
-const BR_IF = 0x0d;
-const LOCAL_SET = 0x21;
-const LOCAL_TEE = 0x22;
-const I32_CONST = 0x41;
-const I32_GE_U = 0x4f;
-const I32_ADD = 0x6a;
-const F32X4_SPLAT = 0x13;
-const F32X4_NE = 0x42;
-const F32X4_LE = 0x45;
-const F32X4_GE = 0x46;
-const V128_OR = 0x50;
-const V128_BITSELECT = 0x52;
-const I32X4_ADD = 0xae;
-const I32X4_MIN_S = 0xb6;
-const I32X4_MAX_S = 0xb8;
-const F32X4_ADD = 0xe4;
-const F32X4_DIV = 0xe7;
-
 // Parameters: 0 = accumulator address, 1 = source address (reducers) or bytes (divide), ...
 const ACCUMULATOR = 0;
 const SOURCE = 1;
@@ -66,29 +63,17 @@ const SOURCE = 1;
  * with `end` in local `endLocal`; `advanceSource` is false for divide.
  */
 function loopOverVectors(bytes: number, endLocal: number, advanceSource: boolean, body: number[]): number[] {
-  const step = (local: number) => [...get(local), I32_CONST, 16, I32_ADD, LOCAL_SET, local];
   return [
     ...get(ACCUMULATOR),
     ...get(bytes),
     I32_ADD,
     LOCAL_SET,
     endLocal,
-    BLOCK,
-    0x40,
-    LOOP,
-    0x40,
-    ...get(ACCUMULATOR),
-    ...get(endLocal),
-    I32_GE_U,
-    BR_IF,
-    1,
-    ...body,
-    ...step(ACCUMULATOR),
-    ...(advanceSource ? step(SOURCE) : []),
-    BR,
-    0,
-    END,
-    END,
+    ...loopWhileBelow(ACCUMULATOR, endLocal, [
+      ...body,
+      ...increment(ACCUMULATOR, 16),
+      ...(advanceSource ? increment(SOURCE, 16) : []),
+    ]),
   ];
 }
 
@@ -164,18 +149,11 @@ function assemble(): Uint8Array {
   const exports = names.flatMap((name, index) => [...text(name), 0x00, index]);
   return wasmModule([
     [1, [2, 0x60, 3, I32, I32, I32, 0, 0x60, 3, I32, I32, F32, 0]],
-    // import env.memory: shared memory (limits flag 3), 1 page minimum, the arena's maximum.
-    [2, [1, ...text('env'), ...text('memory'), 0x02, 0x03, 1, ...unsigned(ARENA_MAX_PAGES)]],
+    [2, sharedMemoryImport(ARENA_MAX_PAGES)],
     [3, [bodies.length + 1, ...bodies.map(() => 0), 1]],
     [7, [names.length, ...exports]],
     [10, [bodies.length + 1, ...reducerBodies.flat(), ...divide]],
   ]);
-}
-
-interface WasmApi {
-  validate(bytes: Uint8Array): boolean;
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: Record<string, unknown> };
 }
 
 let instance: { memory: SharedMemory; kernels: InPlaceKernels | null } | undefined;
@@ -187,10 +165,8 @@ let instance: { memory: SharedMemory; kernels: InPlaceKernels | null } | undefin
 export function inPlaceKernels(memory: SharedMemory): InPlaceKernels | null {
   if (instance !== undefined && instance.memory === memory) return instance.kernels;
   instance = { memory, kernels: null };
-  const wasm = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
-  const bytes = assemble();
-  if (wasm === undefined || !wasm.validate(bytes)) return null;
-  const exported = new wasm.Instance(new wasm.Module(bytes), { env: { memory } }).exports;
+  const exported = instantiate(assemble(), { env: { memory } });
+  if (exported === null) return null;
   instance.kernels = {
     reduce: Object.fromEntries(NAMES.map((name) => [name, exported[name]])) as InPlaceKernels['reduce'],
     reduceBoth: Object.fromEntries(

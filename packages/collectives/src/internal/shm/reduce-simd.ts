@@ -20,13 +20,15 @@
  */
 
 import {
-  END,
+  constant,
   F32,
   functionBody,
   get,
   I32,
+  increment,
   instantiate,
   load,
+  loopWhileBelow,
   simd,
   store,
   text,
@@ -34,6 +36,22 @@ import {
   V128,
   wasmModule,
 } from '../wasm-assembly.js';
+import {
+  F32X4_ADD,
+  F32X4_DIV,
+  F32X4_GE,
+  F32X4_LE,
+  F32X4_NE,
+  F32X4_SPLAT,
+  I32_SHL,
+  I32X4_ADD,
+  I32X4_MAX_S,
+  I32X4_MIN_S,
+  LOCAL_SET,
+  LOCAL_TEE,
+  V128_BITSELECT,
+  V128_OR,
+} from '../wasm-opcodes.js';
 
 /** Elements per kernel call: 256 KiB of float32 or int32. */
 export const REDUCE_BLOCK = 65_536;
@@ -56,28 +74,6 @@ export interface ReduceKernels {
   readonly inputInts: Int32Array;
 }
 
-// Opcodes (WebAssembly core 2.0 with fixed-width SIMD).
-const BLOCK = 0x02;
-const LOOP = 0x03;
-const BR = 0x0c;
-const BR_IF = 0x0d;
-const LOCAL_SET = 0x21;
-const LOCAL_TEE = 0x22;
-const I32_CONST = 0x41;
-const I32_GE_U = 0x4f;
-const I32_ADD = 0x6a;
-const F32X4_SPLAT = 0x13;
-const F32X4_NE = 0x42;
-const F32X4_LE = 0x45;
-const F32X4_GE = 0x46;
-const V128_OR = 0x50;
-const V128_BITSELECT = 0x52;
-const I32X4_ADD = 0xae;
-const I32X4_MIN_S = 0xb6;
-const I32X4_MAX_S = 0xb8;
-const F32X4_ADD = 0xe4;
-const F32X4_DIV = 0xe7;
-
 // Locals: 0 = count in elements (parameter), 1 = divisor (f32 parameter of `divide` only),
 // then: byte index, byte end, and two v128 scratch values.
 const COUNT = 0;
@@ -88,31 +84,11 @@ function loopOverVectors(first: number, body: (byte: number) => number[]): numbe
   const end = first + 1;
   return [
     ...get(COUNT),
-    I32_CONST,
-    2,
-    0x74, // i32.shl
+    ...constant(2),
+    I32_SHL,
     LOCAL_SET,
     end,
-    BLOCK,
-    0x40,
-    LOOP,
-    0x40,
-    ...get(byte),
-    ...get(end),
-    I32_GE_U,
-    BR_IF,
-    1,
-    ...body(byte),
-    ...get(byte),
-    I32_CONST,
-    16,
-    I32_ADD,
-    LOCAL_SET,
-    byte,
-    BR,
-    0,
-    END,
-    END,
+    ...loopWhileBelow(byte, end, [...body(byte), ...increment(byte, 16)]),
   ];
 }
 
