@@ -96,10 +96,14 @@ describe('elastic rendezvous (zeromq ROUTER/DEALER, CURVE, loopback)', () => {
       ReturnType<typeof round>,
       ReturnType<typeof round>,
     ];
-    expect(first).toMatchObject({ round: 0, nodeRank: 0, nnodes: 2, worldSize: 4, rankOffset: 0 });
-    expect(first.store).toEqual({ host: '127.0.0.1', port: 1234, prefix: 'round-0/' });
-    expect(second).toMatchObject({ round: 0, nodeRank: 1, nnodes: 2, worldSize: 4, rankOffset: 2 });
-    expect(second.members.map((member) => member.name)).toEqual(['host-a', 'host-b']);
+    // Node ranks follow the order the two joins reach the server, which this test does not fix.
+    expect([first.nodeRank, second.nodeRank].sort()).toEqual([0, 1]);
+    for (const event of [first, second]) {
+      expect(event).toMatchObject({ round: 0, nnodes: 2, worldSize: 4, rankOffset: 2 * event.nodeRank });
+      expect(event.store).toEqual({ host: '127.0.0.1', port: 1234, prefix: 'round-0/' });
+    }
+    const byNodeRank = first.nodeRank === 0 ? ['host-a', 'host-b'] : ['host-b', 'host-a'];
+    expect(second.members.map((member) => member.name)).toEqual(byNodeRank);
     a.done(0);
     b.done(0);
     expect(await next(a)).toEqual({ type: 'finish' });
@@ -141,14 +145,18 @@ describe('elastic rendezvous (zeromq ROUTER/DEALER, CURVE, loopback)', () => {
     const a = client('host-a');
     const b = client('host-b');
     round(await next(a));
-    round(await next(b));
+    // Node ranks follow the order the two joins reach the server, which this test does not fix.
+    const placeOfB = round(await next(b));
+    const lastRankOfB = placeOfB.rankOffset + 1;
     await b.close();
     expect(await next(a, 10_000)).toMatchObject({ type: 'stop', reason: 'lost' });
     a.rejoin();
     const verdict = await next(a, 10_000);
     expect(verdict.type).toBe('abort');
     expect(verdict.type === 'abort' && verdict.message).toMatch(
-      /fewer than 2 launchers .*missing: node 1 \(host-b, ranks 2-3\), lost in round 0/,
+      new RegExp(
+        `fewer than 2 launchers .*missing: node ${placeOfB.nodeRank} \\(host-b, ranks ${placeOfB.rankOffset}-${lastRankOfB}\\), lost in round 0`,
+      ),
     );
     expect((await server.outcome).kind).toBe('aborted');
   });
