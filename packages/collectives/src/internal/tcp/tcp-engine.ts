@@ -1,10 +1,8 @@
 import { CollectiveError } from '../../errors.js';
-import { decodeBfloat16, encodeBfloat16, encodeRoundBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
-import { directAllReducePayload, finishDirectAllReduce } from './direct-all-reduce.js';
 import {
   abortMessageIn,
   abortMessageLength,
@@ -18,15 +16,9 @@ import {
 import { type NativeProfile, nativeProfile } from './native-profile.js';
 import { driveNativeRun, NativeRingRun } from './native-ring.js';
 import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
+import { OpPreparation, type PreparedOp } from './op-preparation.js';
 import { PeerLink } from './peer-link.js';
-import { initialBytes, type RingPlan, RingScratch, runRingSteps, type Wire } from './ring.js';
-import {
-  allGatherPlan,
-  allReducePlan,
-  broadcastPlan,
-  type ReducePlanOptions,
-  reduceScatterPlan,
-} from './ring-plans.js';
+import { type RingPlan, RingScratch } from './ring.js';
 import { connectPeers, PeerAcceptor } from './tcp-connections.js';
 import { WorkArrays } from './work-arrays.js';
 
@@ -74,6 +66,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly links: (PeerLink | null)[];
   private readonly scratch = new RingScratch();
   private readonly work = new WorkArrays();
+  /** Turns each op into its eager bytes and ring plan or direct exchange. */
+  private readonly preparation: OpPreparation;
   private readonly notify: (message: unknown) => void;
   /** libc's socket calls when koffi loads and the links are plain ([Note: native data path]). */
   private readonly native: NativeSockets | undefined;
@@ -88,6 +82,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     super(init);
     this.notify = (message) => context.notify(message);
     this.links = new Array<PeerLink | null>(init.size).fill(null);
+    this.preparation = new OpPreparation(init.rank, init.size, this.scratch, this.work, this.links);
     this.native = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
     this.profile = nativeProfile(this.native);
     if (init.nativeRequired === true && !init.secure && this.native === undefined) {
@@ -226,7 +221,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     // bfloat16 staging for outgoing bytes: at most max(2, size) x count elements per op.
     const bfloat16Wire = op.wireDtype === 'bfloat16' || op.dtype === 'bfloat16';
     this.scratch.resetStaging(bfloat16Wire ? op.count * Math.max(2, size) : 0);
-    const prepared = this.prepare(op);
+    const prepared = this.preparation.prepare(op);
     const native = prepared.ring !== undefined && previous !== null && this.nativeUsable(previous, next);
     const eagerLimit = native ? NATIVE_EAGER_BYTES : MAX_EAGER_BYTES;
     if (native) {
@@ -286,138 +281,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
     } finally {
       this.nativeRun = undefined;
     }
-  }
-
-  /** What an op does before its header check (its eager bytes), and the rest, run after it. */
-  private prepare(op: OpMessage): PreparedOp {
-    const { rank, size } = this.init;
-    const ring = (plan: RingPlan, after?: () => void): PreparedOp => ({
-      eager: { toNext: initialBytes(plan, this.scratch), toAll: null },
-      ring: { plan, ...(after === undefined ? {} : { after }) },
-      rest: async (previous, next) => {
-        await runRingSteps(plan, previous, next, this.scratch);
-        await next?.flushed();
-        after?.();
-      },
-    });
-    switch (op.kind) {
-      case 'allReduce': {
-        const buffer = op.output!;
-        const options = this.reduceOptions(op);
-        if (op.dtype === 'bfloat16' && size > 1 && op.count * 4 > DIRECT_ALL_REDUCE_BYTES) {
-          const plan = allReducePlan(this.work.floatScratch(op.count), options);
-          return ring(this.bfloat16InPlace(plan, buffer as Uint16Array, 0));
-        }
-        const work = this.work.workFor(buffer, op.dtype, op.count, buffer);
-        const encodeBack = () => {
-          if (op.dtype === 'bfloat16') encodeBfloat16(work as Float32Array, buffer as Uint16Array);
-        };
-        if (size > 1 && op.count * work.BYTES_PER_ELEMENT <= DIRECT_ALL_REDUCE_BYTES) {
-          const direct = work as Float32Array | Int32Array;
-          const payload = directAllReducePayload(direct, options, this.scratch);
-          return {
-            eager: { toNext: null, toAll: payload },
-            rest: async () => {
-              await finishDirectAllReduce(direct, payload, options, this.links);
-              encodeBack();
-            },
-          };
-        }
-        return ring(allReducePlan(work, options), encodeBack);
-      }
-      case 'reduceScatter': {
-        const input = op.input!;
-        const options = this.reduceOptions(op);
-        let plan: RingPlan;
-        if (op.dtype === 'bfloat16' && size > 1) {
-          const work = this.work.floatScratch(input.length);
-          plan = reduceScatterPlan(work, op.count, options);
-          return ring(
-            this.bfloat16InPlace(plan, op.output as Uint16Array, rank * op.count, input as Uint16Array),
-          );
-        }
-        if (op.dtype === 'bfloat16') {
-          plan = reduceScatterPlan(
-            this.work.workFor(op.output!, op.dtype, input.length, input),
-            op.count,
-            options,
-          );
-        } else {
-          // No copy of the input: each reduce step writes input (op) incoming into scratch.
-          plan = reduceScatterPlan(
-            this.work.scratchFor(input as Float32Array | Int32Array),
-            op.count,
-            options,
-          );
-          plan.base = input;
-          if (op.wireDtype === 'bfloat16' && size > 1) {
-            // The last reduce step writes this rank's block straight into the output
-            // ([Note: results in place] in ring.ts): nothing to copy afterwards.
-            plan.final = { array: op.output as Float32Array, offset: rank * op.count };
-            return ring(plan);
-          }
-        }
-        return ring(plan, () => {
-          // The ring's last reduce step fills this rank's block; a group of one has no steps.
-          const result = size === 1 ? (plan.base ?? plan.work) : plan.work;
-          const own = result.subarray(rank * op.count, (rank + 1) * op.count);
-          if (op.dtype === 'bfloat16') encodeBfloat16(own as Float32Array, op.output as Uint16Array);
-          else op.output!.set(own as never);
-        });
-      }
-      case 'allGather': {
-        const output = op.output!;
-        if (op.wireDtype === 'bfloat16') {
-          // [Note: bfloat16 all-gather own block] One pass over the input writes the bytes this
-          // rank sends first and its own block of the output (the input rounded to bfloat16,
-          // the values every peer receives), instead of a copy, a rounding pass and an encode.
-          const encoded = this.scratch.takeStaging(op.count);
-          const own = (output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count);
-          encodeRoundBfloat16(op.input as Float32Array, own, encoded);
-          const plan = allGatherPlan(output, op.count, rank, size, 'bfloat16');
-          plan.initialEncoded = new Uint8Array(encoded.buffer, encoded.byteOffset, encoded.byteLength);
-          return ring(plan);
-        }
-        output.set(op.input! as never, rank * op.count);
-        return ring(allGatherPlan(output, op.count, rank, size, 'same'));
-      }
-      case 'broadcast': {
-        const wire: Wire = op.wireDtype === 'bfloat16' ? 'bfloat16' : 'same';
-        if (wire === 'bfloat16' && rank === op.root) roundToBfloat16InPlace(op.output as Float32Array);
-        return ring(broadcastPlan(op.output!, rank, size, op.root, wire));
-      }
-      default:
-        return { eager: { toNext: null, toAll: null }, rest: async () => undefined };
-    }
-  }
-
-  /**
-   * A ring plan over a bfloat16 buffer's values (`input`, default `bits`), whose results land
-   * as bfloat16 in `bits` from element `offset` of the work array on ([Note: results in
-   * place] in ring.ts). The work array gets the decoded input except the initial range, which this
-   * rank only sends, straight from the input's bytes (exact in bfloat16), and never reads.
-   */
-  private bfloat16InPlace(plan: RingPlan, bits: Uint16Array, offset: number, input = bits): RingPlan {
-    const work = plan.work as Float32Array;
-    const { start, end } = plan.initial!;
-    decodeBfloat16(input.subarray(0, start), work.subarray(0, start));
-    decodeBfloat16(input.subarray(end), work.subarray(end));
-    plan.initialEncoded = new Uint8Array(input.buffer, input.byteOffset + start * 2, (end - start) * 2);
-    plan.final = { array: bits, offset };
-    return plan;
-  }
-
-  private reduceOptions(op: OpMessage): ReducePlanOptions {
-    const bfloat16Wire = op.wireDtype === 'bfloat16';
-    return {
-      rank: this.init.rank,
-      size: this.init.size,
-      reduceOp: op.reduceOp,
-      reduceWire: bfloat16Wire ? 'bfloat16' : 'same',
-      ownWire: bfloat16Wire || op.dtype === 'bfloat16' ? 'bfloat16' : 'same',
-      gatherWire: bfloat16Wire || op.dtype === 'bfloat16' ? 'bfloat16' : 'same',
-      roundFinal: bfloat16Wire || op.dtype === 'bfloat16',
-    };
   }
 
   /**
@@ -530,14 +393,4 @@ export class TcpEngine extends EngineBase<TcpInit> {
 /** The tcp backend's engine module entry (see engine.ts). */
 export function createEngine(init: EngineInit, context: EngineContext): TcpEngine {
   return new TcpEngine(init as TcpInit, context);
-}
-
-/** An op prepared before its header check (see [Note: eager first segment]). */
-interface PreparedOp {
-  /** Bytes sent right behind the header: to the next rank only, or to every peer. */
-  eager: { toNext: Uint8Array | null; toAll: Uint8Array | null };
-  /** The rest of the op, after every header matched (on node:net). */
-  rest: (previous: PeerLink | null, next: PeerLink | null) => Promise<void>;
-  /** A ring schedule's plan and what follows it, for the native data path. */
-  ring?: { plan: RingPlan; after?: () => void };
 }
