@@ -11,6 +11,8 @@
  * Then the per-op fixed cost: a barrier and a one-element all-reduce, W=2, shm and tcp, against
  * their raw peers (a round trip between two threads through Atomics.wait/notify and through a
  * MessagePort), interleaved raw, shm, tcp for 2 rounds.
+ * In the sweep, the variants and placements of one op and size are measured in alternating blocks
+ * of two ops ([Note: interleaved sweep] in sweep.ts), so their ratios compare neighbours in time.
  * Options: --quick (256 KiB, 4 MiB, 16 MiB only in the sweep; the gloo comparison keeps 1, 16 and
  * 64 MiB), --backends shm,tcp, --worlds 2,3, --no-gloo, --no-secure, --secure-only (just the secure
  * comparison and its target), --small-ops-only (just the per-op fixed cost), --gloo-only (just the
