@@ -97,9 +97,9 @@ describe('tcp float32 sum through OpenBLAS', () => {
           expect(new Int32Array(guard.buffer, length * 4, 2)).toEqual(
             awkwardBits(length + 2, 3).subarray(length),
           );
-          const copied = new Float32Array(new SharedArrayBuffer(length * 4));
-          add!.copy(copied, incoming);
-          expect(firstDifference(copied, incoming)).toBe(-1);
+          const summed = new Float32Array(new SharedArrayBuffer(length * 4));
+          add!.sumInto(summed, target, incoming);
+          expect(firstDifference(summed, expected), `sumInto, length ${length}, offset ${offset}`).toBe(-1);
         }
       }
     },

@@ -36,8 +36,13 @@ export interface NativeFloatAdd {
   readonly library: string;
   /** target[i] = target[i] + incoming[i] for i < target.length (incoming at least as long). */
   addInto(target: Float32Array, incoming: Float32Array): void;
-  /** target[i] = source[i] for i < target.length. */
-  copy(target: Float32Array, source: Float32Array): void;
+  /**
+   * target[i] = own[i] + incoming[i] for i < target.length (a reduce-scatter's step, whose own
+   * values are in its input): per piece, own is copied into target, then incoming added there
+   * while that piece is still in cache (measured cheaper than adding own into incoming and
+   * copying the sums out: 2.5–3.5 against 3.1–6.6 ms per 16 MiB, load 4).
+   */
+  sumInto(target: Float32Array, own: Float32Array, incoming: Float32Array): void;
 }
 
 /** `FSDP_TCP_BLAS`: unset for the BLAS reduce when OpenBLAS loads, 0 for the SIMD kernels, 1 to require it. */
@@ -105,11 +110,13 @@ function floatAdd(
         saxpy(count, 1, incoming.subarray(done, done + count), 1, target.subarray(done, done + count), 1);
       }
     },
-    copy(target, source) {
+    sumInto(target, own, incoming) {
       const length = target.length;
       for (let done = 0; done < length; done += SINGLE_THREAD_ELEMENTS) {
         const count = Math.min(SINGLE_THREAD_ELEMENTS, length - done);
-        scopy(count, source.subarray(done, done + count), 1, target.subarray(done, done + count), 1);
+        const into = target.subarray(done, done + count);
+        scopy(count, own.subarray(done, done + count), 1, into, 1);
+        saxpy(count, 1, incoming.subarray(done, done + count), 1, into, 1);
       }
     },
   };

@@ -329,11 +329,12 @@ export function stepConsumer(
       if (blas !== undefined) {
         const incoming = kernels.inputFloats.subarray(0, whole);
         if (plan.base === undefined) blas.addInto(target as Float32Array, incoming);
-        else {
-          // work = base + incoming: the sums are made in the (cache-hot) input region, then copied.
-          blas.addInto(incoming, plan.base.subarray(position, position + whole) as Float32Array);
-          blas.copy(target as Float32Array, incoming);
-        }
+        else
+          blas.sumInto(
+            target as Float32Array,
+            plan.base.subarray(position, position + whole) as Float32Array,
+            incoming,
+          );
       } else {
         accumulator.set(own.subarray(position, position + whole) as never);
         reduce(whole);
