@@ -29,10 +29,14 @@ interface PathReport {
   counts: { blas: number; simd: number };
 }
 
-async function run(size: number, blas: '0' | '1' | undefined): Promise<PathReport[]> {
+async function run(
+  size: number,
+  blas: '0' | '1' | undefined,
+  env: Record<string, string> = {},
+): Promise<PathReport[]> {
   const result = await runWithLauncher(size, tcpScript, ['blas-path'], {
     timeoutMs: 90_000,
-    env: { FSDP_TCP_NATIVE: '1', ...(blas === undefined ? {} : { FSDP_TCP_BLAS: blas }) },
+    env: { FSDP_TCP_NATIVE: '1', ...(blas === undefined ? {} : { FSDP_TCP_BLAS: blas }), ...env },
   });
   expect(result.code, result.output).toBe(0);
   return [...result.results.entries()].sort(([a], [b]) => a - b).map(([, report]) => report as PathReport);
@@ -61,6 +65,22 @@ describe.runIf(process.platform === 'linux')('tcp float32 sums: BLAS or SIMD', (
       }
     }, 120_000);
   }
+
+  it('W=2: without OpenBLAS (FSDP_BLAS_LIBRARY names no library) the SIMD kernels run, exact; FSDP_TCP_BLAS=1 then fails the start, saying why', async () => {
+    const missingLibrary = { FSDP_BLAS_LIBRARY: '/nonexistent/libopenblas.so.0' };
+    for (const report of await run(2, undefined, missingLibrary)) {
+      expect(report.mismatches).toEqual([]);
+      expect(report.counts.blas).toBe(0);
+      expect(report.counts.simd).toBeGreaterThan(0);
+    }
+    const required = await runWithLauncher(2, tcpScript, ['blas-path'], {
+      timeoutMs: 90_000,
+      env: { FSDP_TCP_NATIVE: '1', FSDP_TCP_BLAS: '1', ...missingLibrary },
+    });
+    expect(required.code).not.toBe(0);
+    expect(required.output).toMatch(/FSDP_TCP_BLAS=1, but OpenBLAS's cblas_saxpy could not load/);
+    expect(required.output).toMatch(/nonexistent/);
+  }, 120_000);
 
   it('W=3: FSDP_TCP_BLAS=0 runs the SIMD kernels, exact', async () => {
     for (const report of await run(3, '0')) {
