@@ -201,6 +201,12 @@ for (const backend of backends) {
 // tcp float32 all-reduce against PyTorch gloo, interleaved: tcp, gloo, tcp, gloo per world size.
 const glooSizes = quick || glooOnly ? [MiB, 16 * MiB, 64 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
 const glooRounds = glooOnly ? 3 : 2;
+/**
+ * Timed ops per size per round, after warm-ups, on both sides. With --gloo-only, 15 after 5:
+ * each tcp round is a fresh Node process whose first ops still run while V8 compiles the data
+ * path's loops (gloo is compiled C++), and 5 ops at 16 MiB are ~100 ms of a rank's life.
+ */
+const glooIterations = glooOnly ? { iterations: 15, warmup: 5 } : { iterations: 5, warmup: 2 };
 const glooWhyNot =
   flag('--no-gloo') || secureOnly || smallOpsOnly ? 'skipped (--no-gloo)' : glooUnavailable();
 interface GlooComparison {
@@ -241,8 +247,7 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
         ops: ['allReduce'],
         variants: ['float32'],
         sizes: glooSizes,
-        iterations: 5,
-        warmup: 2,
+        ...glooIterations,
       });
       // Rows come in size order (the sweep rounds each size down to a multiple of the world size).
       for (const [index, row] of ours.rows.entries()) {
@@ -253,7 +258,7 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
       if (blasPath) {
         const simd = await tcp(
           worldSize,
-          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, iterations: 5, warmup: 2 },
+          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, ...glooIterations },
           false,
           { FSDP_TCP_BLAS: '0' },
         );
@@ -266,14 +271,19 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
       if (nativePath && !glooOnly) {
         const nodeNet = await tcp(
           worldSize,
-          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, iterations: 5, warmup: 2 },
+          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, ...glooIterations },
           false,
           { FSDP_TCP_NATIVE: '0' },
         );
         for (const [index, row] of nodeNet.rows.entries())
           byBytes.get(glooSizes[index]!)?.nodeNetMs.push(row.medianMs);
       }
-      const theirs: GlooRow[] = runGloo(worldSize, glooSizes, 5, 2);
+      const theirs: GlooRow[] = runGloo(
+        worldSize,
+        glooSizes,
+        glooIterations.iterations,
+        glooIterations.warmup,
+      );
       for (const [index, row] of theirs.entries()) {
         const comparison = byBytes.get(glooSizes[index]!);
         comparison?.glooMs.push(stats(row.ms).median);
@@ -283,7 +293,7 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
     comparisons.push(...byBytes.values());
   }
   console.log(
-    `\ntcp vs gloo float32 all-reduce (ms per op, median of 5 after 2 warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
+    `\ntcp vs gloo float32 all-reduce (ms per op, median of ${glooIterations.iterations} after ${glooIterations.warmup} warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
   );
   console.log(
     `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(20)}${'BLAS=0 ms'.padStart(20)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(20)}  gloo/tcp  gloo/BLAS=0  node:net/tcp  CPU tcp / BLAS=0 / gloo`,

@@ -19,8 +19,9 @@ import { CollectiveError } from '../../errors.js';
  * The library is collectives' own load (this package does not depend on @fsdp-ts/tensor): the
  * same file as the tensor package's when both load (`FSDP_BLAS_LIBRARY` first, then Debian's and
  * other Linux names), so the process maps it once. Linux only, like the rest of the native path.
- * The engine loads it at the first float32 sum a native run needs (loading starts OpenBLAS's
- * thread pool, whose idle threads spin a while before they sleep), not at the group's start.
+ * The engine loads it when it starts, before its peers connect: loading starts OpenBLAS's thread
+ * pool, whose idle threads spin a while before they sleep, which would otherwise compete with the
+ * group's first ops.
  */
 export const SINGLE_THREAD_ELEMENTS = 10_000;
 

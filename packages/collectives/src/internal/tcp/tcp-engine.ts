@@ -83,8 +83,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private nativeRun: NativeRingRun | undefined;
   /** OpenBLAS's in-place add for reduce steps, and the path counts ([Note: blas reduce steps]). */
   private readonly nativeReduce: NativeReduce;
-  /** OpenBLAS is wanted and not tried yet ([Note: blas reduce steps]). */
-  private blasPending: boolean;
   /** Per-phase totals when FSDP_TCP_PROFILE=1 ([Note: native profile]). */
   private readonly profile: NativeProfile | undefined;
   /** A peer was lost: closing the links waits PEER_LOSS_CLOSE_DELAY_MS ([Note: breaking the group]). */
@@ -98,10 +96,13 @@ export class TcpEngine extends EngineBase<TcpInit> {
     this.native = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
     this.profile = nativeProfile(this.native);
     this.nativeReduce = { add: undefined, counts: init.reduceCounts };
-    // OpenBLAS loads at the first float32 sum that runs natively (loading starts its thread pool,
-    // whose idle threads spin ~50 ms before they sleep), or here when FSDP_TCP_BLAS=1 requires it.
-    this.blasPending = this.native !== undefined && init.blas !== undefined && init.blas !== 'off';
-    const blas = init.blas === 'required' && this.native !== undefined ? this.loadBlas() : undefined;
+    // OpenBLAS loads here, before the peers connect, not at the first sum: loading starts its
+    // thread pool, whose idle threads spin (~60 ms of CPU) before they sleep, and that belongs
+    // in the group's start, not in its first ops ([Note: blas reduce steps]).
+    const blas =
+      this.native !== undefined && init.blas !== undefined && init.blas !== 'off'
+        ? this.loadBlas()
+        : undefined;
     if (init.blas === 'required' && this.native !== undefined && blas?.add === undefined) {
       this.notify({
         type: 'init-failed',
@@ -287,12 +288,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
     await next?.flushed();
     if (flushStart !== undefined) this.profile!.add('flush before native', flushStart);
     this.nativeReceive ??= new Uint8Array(1 << 20);
-    if (
-      this.blasPending &&
-      plan.work instanceof Float32Array &&
-      (plan.reduceOp === 'sum' || plan.reduceOp === 'avg')
-    )
-      this.loadBlas();
     const run = new NativeRingRun(
       plan,
       previous,
@@ -314,9 +309,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
     }
   }
 
-  /** Loads OpenBLAS's add once, for the reduce steps of native runs. */
+  /** Loads OpenBLAS's add for the reduce steps of native runs. */
   private loadBlas(): ReturnType<typeof loadNativeFloatAdd> {
-    this.blasPending = false;
     const loaded = loadNativeFloatAdd(this.init.nativeSockets);
     this.nativeReduce.add = loaded.add;
     return loaded;
