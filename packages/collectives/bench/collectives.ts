@@ -4,13 +4,15 @@
  * plus single-core memcpy, one and n threads copying 16 MiB at once (the shm peer, with the
  * busbw each shm op would reach at that copy rate), bfloat16 conversion throughput and a bidirectional raw-socket
  * transfer measured in the same run; then the tcp float32 all-reduce against PyTorch gloo
- * (bench/gloo-all-reduce.py, when /usr/bin/python3 imports torch), interleaved tcp, gloo, tcp,
- * gloo; then secure transport against plain (`fsdp-run --secure`, float32 all-reduce and
+ * (bench/gloo-all-reduce.py, when /usr/bin/python3 imports torch), interleaved tcp, tcp with
+ * FSDP_TCP_BLAS=0 (when OpenBLAS adds the sums), gloo, tcp, ...; then secure transport against plain (`fsdp-run --secure`, float32 all-reduce and
  * all-gather, 16 MiB, W=2, interleaved plain, secure, plain, ... for 3 rounds); then every target
  * with met / NOT met and the load average.
  * Then the per-op fixed cost: a barrier and a one-element all-reduce, W=2, shm and tcp, against
  * their raw peers (a round trip between two threads through Atomics.wait/notify and through a
  * MessagePort), interleaved raw, shm, tcp for 2 rounds.
+ * In the sweep, the variants and placements of one op and size are measured in alternating blocks
+ * of two ops ([Note: interleaved sweep] in sweep.ts), so their ratios compare neighbours in time.
  * Options: --quick (256 KiB, 4 MiB, 16 MiB only in the sweep; the gloo comparison keeps 1, 16 and
  * 64 MiB), --backends shm,tcp, --worlds 2,3, --no-gloo, --no-secure, --secure-only (just the secure
  * comparison and its target), --small-ops-only (just the per-op fixed cost), --gloo-only (just the
@@ -20,6 +22,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '../src/index.js';
+import { blasSetting, loadNativeFloatAdd } from '../src/internal/tcp/native-blas.js';
 import { resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
 import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
 import { type GlooRow, glooUnavailable, runGloo } from './gloo.js';
@@ -100,11 +103,11 @@ async function tcp(
   worldSize: number,
   sweep: SweepConfig = config,
   secure = false,
-  nodeNet = false,
+  env: Record<string, string> = {},
 ): Promise<BackendRows> {
   const run = await runWithLauncher(worldSize, new URL('./tcp-rank.ts', import.meta.url), [], {
     timeoutMs: 1_800_000,
-    env: { FSDP_BENCH_CONFIG: JSON.stringify(sweep), ...(nodeNet ? { FSDP_TCP_NATIVE: '0' } : {}) },
+    env: { FSDP_BENCH_CONFIG: JSON.stringify(sweep), ...env },
     launcherArgs: secure ? ['--secure'] : [],
   });
   const result = run.results.get(0) as { rows: SweepRow[]; rawSocket?: RawSocketResult } | undefined;
@@ -131,8 +134,12 @@ const startedAt = new Date().toISOString();
 const loadBefore = loadavg()[0]!;
 console.log(`Started ${startedAt}, ${uptime()} on ${cpus().length} cores (shared with other agents).`);
 const nativePath = resolveNativeSocketsModule() !== undefined;
+const blasLoad =
+  nativePath && blasSetting(0) !== 'off' ? loadNativeFloatAdd(resolveNativeSocketsModule()) : undefined;
+/** The native path adds float32 sums with OpenBLAS ([Note: blas reduce steps]); compared with FSDP_TCP_BLAS=0. */
+const blasPath = blasLoad?.add !== undefined;
 console.log(
-  `tcp data path: ${nativePath ? 'native (libc send/recv/poll through koffi)' : 'node:net (koffi not installed, not Linux, or FSDP_TCP_NATIVE=0)'}`,
+  `tcp data path: ${nativePath ? 'native (libc send/recv/poll through koffi)' : 'node:net (koffi not installed, not Linux, or FSDP_TCP_NATIVE=0)'}; float32 sums: ${blasPath ? `OpenBLAS saxpy in place (${blasLoad!.add!.library}), compared with FSDP_TCP_BLAS=0 (SIMD kernels)` : `SIMD kernels (${blasLoad === undefined ? 'native path or FSDP_TCP_BLAS off' : blasLoad.reason})`}`,
 );
 const copy = memcpy();
 console.log(
@@ -194,6 +201,12 @@ for (const backend of backends) {
 // tcp float32 all-reduce against PyTorch gloo, interleaved: tcp, gloo, tcp, gloo per world size.
 const glooSizes = quick || glooOnly ? [MiB, 16 * MiB, 64 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
 const glooRounds = glooOnly ? 3 : 2;
+/**
+ * Timed ops per size per round, after warm-ups, on both sides. With --gloo-only, 15 after 5:
+ * each tcp round is a fresh Node process whose first ops still run while V8 compiles the data
+ * path's loops (gloo is compiled C++), and 5 ops at 16 MiB are ~100 ms of a rank's life.
+ */
+const glooIterations = glooOnly ? { iterations: 15, warmup: 5 } : { iterations: 5, warmup: 2 };
 const glooWhyNot =
   flag('--no-gloo') || secureOnly || smallOpsOnly ? 'skipped (--no-gloo)' : glooUnavailable();
 interface GlooComparison {
@@ -206,6 +219,9 @@ interface GlooComparison {
   glooCpuMs: number[];
   /** The same op on the node:net data path (FSDP_TCP_NATIVE=0), when the native one ran. */
   nodeNetMs: number[];
+  /** The same op with the SIMD kernels instead of OpenBLAS (FSDP_TCP_BLAS=0), when BLAS ran. */
+  simdMs: number[];
+  simdCpuMs: number[];
 }
 const comparisons: GlooComparison[] = [];
 if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
@@ -213,7 +229,17 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
     const byBytes = new Map<number, GlooComparison>(
       glooSizes.map((bytes) => [
         bytes,
-        { worldSize, bytes, tcpMs: [], glooMs: [], tcpCpuMs: [], glooCpuMs: [], nodeNetMs: [] },
+        {
+          worldSize,
+          bytes,
+          tcpMs: [],
+          glooMs: [],
+          tcpCpuMs: [],
+          glooCpuMs: [],
+          nodeNetMs: [],
+          simdMs: [],
+          simdCpuMs: [],
+        },
       ]),
     );
     for (let round = 0; round < glooRounds; round++) {
@@ -221,8 +247,7 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
         ops: ['allReduce'],
         variants: ['float32'],
         sizes: glooSizes,
-        iterations: 5,
-        warmup: 2,
+        ...glooIterations,
       });
       // Rows come in size order (the sweep rounds each size down to a multiple of the world size).
       for (const [index, row] of ours.rows.entries()) {
@@ -230,17 +255,35 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
         comparison?.tcpMs.push(row.medianMs);
         if (row.processCpuMs !== undefined) comparison?.tcpCpuMs.push(row.processCpuMs);
       }
+      if (blasPath) {
+        const simd = await tcp(
+          worldSize,
+          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, ...glooIterations },
+          false,
+          { FSDP_TCP_BLAS: '0' },
+        );
+        for (const [index, row] of simd.rows.entries()) {
+          const comparison = byBytes.get(glooSizes[index]!);
+          comparison?.simdMs.push(row.medianMs);
+          if (row.processCpuMs !== undefined) comparison?.simdCpuMs.push(row.processCpuMs);
+        }
+      }
       if (nativePath && !glooOnly) {
         const nodeNet = await tcp(
           worldSize,
-          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, iterations: 5, warmup: 2 },
+          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, ...glooIterations },
           false,
-          true,
+          { FSDP_TCP_NATIVE: '0' },
         );
         for (const [index, row] of nodeNet.rows.entries())
           byBytes.get(glooSizes[index]!)?.nodeNetMs.push(row.medianMs);
       }
-      const theirs: GlooRow[] = runGloo(worldSize, glooSizes, 5, 2);
+      const theirs: GlooRow[] = runGloo(
+        worldSize,
+        glooSizes,
+        glooIterations.iterations,
+        glooIterations.warmup,
+      );
       for (const [index, row] of theirs.entries()) {
         const comparison = byBytes.get(glooSizes[index]!);
         comparison?.glooMs.push(stats(row.ms).median);
@@ -250,19 +293,21 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
     comparisons.push(...byBytes.values());
   }
   console.log(
-    `\ntcp vs gloo float32 all-reduce (ms per op, median of 5 after 2 warm-ups, ${glooRounds} interleaved rounds each: tcp, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
+    `\ntcp vs gloo float32 all-reduce (ms per op, median of ${glooIterations.iterations} after ${glooIterations.warmup} warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
   );
   console.log(
-    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(20)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(20)}  gloo/tcp  node:net/tcp  CPU tcp / gloo`,
+    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(20)}${'BLAS=0 ms'.padStart(20)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(20)}  gloo/tcp  gloo/BLAS=0  node:net/tcp  CPU tcp / BLAS=0 / gloo`,
   );
   for (const row of comparisons) {
     const format = (values: number[]) => values.map((value) => value.toFixed(1)).join(', ');
     const ratio = stats(row.glooMs).median / stats(row.tcpMs).median;
     const nodeNetRatio =
       row.nodeNetMs.length === 0 ? '-' : (stats(row.nodeNetMs).median / stats(row.tcpMs).median).toFixed(2);
+    const simdRatio =
+      row.simdMs.length === 0 ? '-' : (stats(row.glooMs).median / stats(row.simdMs).median).toFixed(2);
     const cpu = (values: number[]) => (values.length === 0 ? '-' : stats(values).median.toFixed(1));
     console.log(
-      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(20)}${format(row.nodeNetMs).padStart(18)}${format(row.glooMs).padStart(20)}  ${ratio.toFixed(2).padEnd(10)}${nodeNetRatio.padEnd(14)}${cpu(row.tcpCpuMs)} / ${cpu(row.glooCpuMs)}`,
+      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(20)}${format(row.simdMs).padStart(20)}${format(row.nodeNetMs).padStart(18)}${format(row.glooMs).padStart(20)}  ${ratio.toFixed(2).padEnd(10)}${simdRatio.padEnd(13)}${nodeNetRatio.padEnd(14)}${cpu(row.tcpCpuMs)} / ${cpu(row.simdCpuMs)} / ${cpu(row.glooCpuMs)}`,
     );
   }
 } else console.log(`\ntcp vs gloo: not run: ${glooWhyNot ?? 'tcp not benchmarked'}`);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { allocateShared, type CollectiveBuffer, type ProcessGroup, type Work } from '../src/index.js';
+import { loadNativeSockets, resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
 import { median } from './internal/median.js';
 
 export type BenchOp = 'allReduce' | 'allGather' | 'reduceScatter' | 'broadcast';
@@ -50,6 +51,15 @@ export interface SweepRow {
   processCpuMs?: number;
 }
 
+/**
+ * CPU milliseconds of the calling thread: clock_gettime(CLOCK_THREAD_CPUTIME_ID) through koffi
+ * where the native tcp path loads (nanoseconds), else Linux /proc (10 ms ticks), else undefined.
+ */
+function nativeThreadClock(): () => number | undefined {
+  const sockets = loadNativeSockets(resolveNativeSocketsModule());
+  return sockets === undefined ? threadCpuMs : () => sockets.threadCpuMs();
+}
+
 /** CPU milliseconds of the calling thread (Linux /proc, 10 ms ticks), or undefined elsewhere. */
 function threadCpuMs(): number | undefined {
   try {
@@ -85,82 +95,156 @@ function allocate(variant: BenchVariant, elements: number, placement: Placement)
   return buffer;
 }
 
-/** Runs the sweep on this rank (every rank calls it); returns the rows as measured here. */
+/** One measured case of a sweep: an op on buffers of one variant, size and placement. */
+interface SweepCase {
+  variant: BenchVariant;
+  placement: Placement;
+  /** Bytes of the full buffer in its own element type. */
+  bytes: number;
+  issue: () => Work;
+  times: number[];
+  processCpuMs: number;
+  mainCpuMs: number | undefined;
+}
+
+/** Ops per case in each interleaved block (see [Note: interleaved sweep]). */
+const OPS_PER_BLOCK = 2;
+
+/**
+ * [Note: interleaved sweep] Every case of one op and size (each variant, each placement) is
+ * measured in blocks of OPS_PER_BLOCK ops taken in turn, A B C A B C ..., until each has
+ * `iterations` timed ops, after `warmup` untimed ones each: a ratio between two variants (bf16
+ * wire / float32, arena / plain) then compares neighbours in time throughout, so one noisy
+ * minute weighs on both sides alike. CPU is counted per block, the main thread's through a
+ * nanosecond clock where koffi loads (/proc's 10 ms ticks otherwise, which only suit long blocks).
+ */
 export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
   const rows: SweepRow[] = [];
   const size = group.size;
+  const threadClock = nativeThreadClock();
   for (const op of config.ops) {
-    for (const variant of config.variants) {
-      const elementBytes = variant === 'bfloat16' ? 2 : 4;
-      const options = {
-        ...(variant === 'bfloat16' ? { dtype: 'bfloat16' as const } : {}),
-        ...(variant === 'f32/bf16-wire' ? { wireDtype: 'bfloat16' as const } : {}),
-      };
-      for (const bytes of config.sizes)
-        for (const placement of config.placements ?? ['plain']) {
-          const total = Math.floor(bytes / elementBytes / size) * size;
-          const shard = total / size;
-          let issue: () => Work;
-          if (op === 'allReduce' || op === 'broadcast') {
-            const buffer = allocate(variant, total, placement);
-            issue =
-              op === 'allReduce'
-                ? () => group.allReduce(buffer, options)
-                : () => group.broadcast(buffer, options);
-          } else if (op === 'allGather') {
-            const input = allocate(variant, shard, placement);
-            const output = allocate(variant, total, placement);
-            issue = () => group.allGather(output, input, options);
-          } else {
-            const input = allocate(variant, total, placement);
-            const output = allocate(variant, shard, placement);
-            issue = () => group.reduceScatter(output, input, options);
-          }
-          const times: number[] = [];
-          let cpuStart = { process: 0, main: undefined as number | undefined };
-          for (let iteration = 0; iteration < config.warmup + config.iterations; iteration++) {
-            group.barrier().wait();
-            if (iteration === config.warmup) cpuStart = { process: processCpuMs(), main: threadCpuMs() };
-            const start = performance.now();
-            issue().wait();
-            const elapsed = performance.now() - start;
-            if (iteration >= config.warmup) times.push(elapsed);
-          }
-          const mainEnd = threadCpuMs();
-          // Barriers between timed ops are counted too: they cost the worker little CPU.
-          // Only a tcp rank is a process of its own; shm ranks share one process.
-          const workerCpuMs =
-            group.backend !== 'tcp' || mainEnd === undefined || cpuStart.main === undefined
-              ? undefined
-              : (processCpuMs() - cpuStart.process - (mainEnd - cpuStart.main)) / config.iterations;
-          const factor = busFactor(op, size);
-          const measuredBytes = total * elementBytes;
-          const gbps = (ms: number) => (measuredBytes / (ms / 1000) / 1e9) * factor;
-          const medianMs = median(times);
-          const minMs = Math.min(...times);
-          const maxMs = Math.max(...times);
-          rows.push({
-            op,
-            variant,
-            placement,
-            worldSize: size,
-            bytes: measuredBytes,
-            medianMs,
-            minMs,
-            maxMs,
-            busbw: gbps(medianMs),
-            busbwBest: gbps(minMs),
-            busbwWorst: gbps(maxMs),
-            ...(workerCpuMs === undefined
-              ? {}
-              : {
-                  workerCpuMs,
-                  processCpuMs: (processCpuMs() - cpuStart.process) / config.iterations,
-                  workerCpuShare: workerCpuMs / (times.reduce((a, b) => a + b, 0) / times.length),
-                }),
-          });
+    for (const bytes of config.sizes) {
+      const cases = config.variants.flatMap((variant) =>
+        (config.placements ?? ['plain']).map((placement) => sweepCase(group, op, variant, bytes, placement)),
+      );
+      for (const measured of cases)
+        for (let iteration = 0; iteration < config.warmup; iteration++) {
+          group.barrier().wait();
+          measured.issue().wait();
         }
+      for (let done = 0; done < config.iterations; done += OPS_PER_BLOCK) {
+        const count = Math.min(OPS_PER_BLOCK, config.iterations - done);
+        for (const measured of cases) {
+          const processStart = processCpuMs();
+          const mainStart = threadClock();
+          for (let iteration = 0; iteration < count; iteration++) {
+            // Barriers between timed ops are counted in the CPU too: they cost the worker little.
+            group.barrier().wait();
+            const start = performance.now();
+            measured.issue().wait();
+            measured.times.push(performance.now() - start);
+          }
+          const mainEnd = threadClock();
+          measured.processCpuMs += processCpuMs() - processStart;
+          measured.mainCpuMs =
+            measured.mainCpuMs === undefined || mainStart === undefined || mainEnd === undefined
+              ? undefined
+              : measured.mainCpuMs + (mainEnd - mainStart);
+        }
+      }
+      for (const measured of cases) rows.push(sweepRow(group, op, measured, config.iterations));
     }
   }
-  return rows;
+  // Rows in the order the tables read them: by op, variant, size, then placement.
+  const order = (row: SweepRow) => [
+    config.ops.indexOf(row.op),
+    config.variants.indexOf(row.variant),
+    config.sizes.findIndex((bytes) => caseBytes(row.variant, bytes, size) === row.bytes),
+    (config.placements ?? ['plain']).indexOf(row.placement),
+  ];
+  return rows.sort((a, b) => {
+    const [left, right] = [order(a), order(b)];
+    for (let index = 0; index < left.length; index++)
+      if (left[index] !== right[index]) return left[index]! - right[index]!;
+    return 0;
+  });
+}
+
+/** Bytes a case of `bytes` measures: rounded down to a multiple of the world size in elements. */
+function caseBytes(variant: BenchVariant, bytes: number, worldSize: number): number {
+  const elementBytes = variant === 'bfloat16' ? 2 : 4;
+  return Math.floor(bytes / elementBytes / worldSize) * worldSize * elementBytes;
+}
+
+function sweepCase(
+  group: ProcessGroup,
+  op: BenchOp,
+  variant: BenchVariant,
+  bytes: number,
+  placement: Placement,
+): SweepCase {
+  const elementBytes = variant === 'bfloat16' ? 2 : 4;
+  const total = caseBytes(variant, bytes, group.size) / elementBytes;
+  const shard = total / group.size;
+  const options = {
+    ...(variant === 'bfloat16' ? { dtype: 'bfloat16' as const } : {}),
+    ...(variant === 'f32/bf16-wire' ? { wireDtype: 'bfloat16' as const } : {}),
+  };
+  let issue: () => Work;
+  if (op === 'allReduce' || op === 'broadcast') {
+    const buffer = allocate(variant, total, placement);
+    issue =
+      op === 'allReduce' ? () => group.allReduce(buffer, options) : () => group.broadcast(buffer, options);
+  } else if (op === 'allGather') {
+    const input = allocate(variant, shard, placement);
+    const output = allocate(variant, total, placement);
+    issue = () => group.allGather(output, input, options);
+  } else {
+    const input = allocate(variant, total, placement);
+    const output = allocate(variant, shard, placement);
+    issue = () => group.reduceScatter(output, input, options);
+  }
+  return {
+    variant,
+    placement,
+    bytes: total * elementBytes,
+    issue,
+    times: [],
+    processCpuMs: 0,
+    mainCpuMs: 0,
+  };
+}
+
+function sweepRow(group: ProcessGroup, op: BenchOp, measured: SweepCase, iterations: number): SweepRow {
+  const { times } = measured;
+  const factor = busFactor(op, group.size);
+  const gbps = (ms: number) => (measured.bytes / (ms / 1000) / 1e9) * factor;
+  const medianMs = median(times);
+  const minMs = Math.min(...times);
+  const maxMs = Math.max(...times);
+  // Only a tcp rank is a process of its own; shm ranks share one process.
+  const workerCpuMs =
+    group.backend !== 'tcp' || measured.mainCpuMs === undefined
+      ? undefined
+      : (measured.processCpuMs - measured.mainCpuMs) / iterations;
+  return {
+    op,
+    variant: measured.variant,
+    placement: measured.placement,
+    worldSize: group.size,
+    bytes: measured.bytes,
+    medianMs,
+    minMs,
+    maxMs,
+    busbw: gbps(medianMs),
+    busbwBest: gbps(minMs),
+    busbwWorst: gbps(maxMs),
+    ...(workerCpuMs === undefined
+      ? {}
+      : {
+          workerCpuMs,
+          processCpuMs: measured.processCpuMs / iterations,
+          workerCpuShare: workerCpuMs / (times.reduce((a, b) => a + b, 0) / times.length),
+        }),
+  };
 }

@@ -40,16 +40,20 @@ function threads(
 /**
  * tcp ranks under fsdp-run. `FSDP_TCP_NATIVE`: '1' requires the native data path (koffi, Linux;
  * a rank fails to start without it, so the suite cannot pass on node:net by accident), '0' forces
- * node:net (the fallback when koffi is missing).
+ * node:net (the fallback when koffi is missing). The native suite adds float32 sums with OpenBLAS
+ * when it loads (the default); tcp-blas-path.int.test.ts proves which path ran.
  */
 export function tcpLauncher(native: '0' | '1' | undefined): ConformanceLauncher {
   return {
     ranks: 'process(es) under fsdp-run',
     minimumCases: 50,
     run: async (size) => {
+      // With OpenBLAS installed (FSDP_EXPECT_BLAS=1, CI), the native path must add float32 sums
+      // with it ([Note: blas reduce steps]): a rank fails to start if it cannot load.
+      const blas = native === '1' && process.env.FSDP_EXPECT_BLAS === '1' ? { FSDP_TCP_BLAS: '1' } : {};
       const run = await runWithLauncher(size, tcpScript, ['conformance'], {
         timeoutMs,
-        ...(native === undefined ? {} : { env: { FSDP_TCP_NATIVE: native } }),
+        ...(native === undefined ? {} : { env: { FSDP_TCP_NATIVE: native, ...blas } }),
       });
       if (run.code !== 0 || run.results.size !== size) {
         throw new Error(`fsdp-run exited with ${run.code} and ${run.results.size} results:\n${run.output}`);

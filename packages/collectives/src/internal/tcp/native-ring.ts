@@ -11,7 +11,13 @@ import {
   PollSet,
 } from './native-sockets.js';
 import type { PeerLink } from './peer-link.js';
-import { type RingPlan, type RingScratch, type StepConsumer, stepConsumer } from './ring.js';
+import {
+  type NativeReduce,
+  type RingPlan,
+  type RingScratch,
+  type StepConsumer,
+  stepConsumer,
+} from './ring.js';
 
 /** How long one native slice may run before the event loop gets a turn (timers, messages). */
 export const NATIVE_SLICE_MS = 100;
@@ -54,6 +60,7 @@ export class NativeRingRun {
     private readonly receiveBuffer: Uint8Array,
     private readonly abort: Int32Array,
     private readonly profile?: NativeProfile,
+    private readonly reduce?: NativeReduce,
   ) {
     this.steps = plan.steps.filter((step) => step.end > step.start);
     this.polls = new PollSet(links.length + 1);
@@ -268,7 +275,7 @@ export class NativeRingRun {
       return;
     }
     const forward = this.next === null ? null : (bytes: Uint8Array) => this.queueSend(bytes);
-    this.consumer = stepConsumer(this.plan, step, forward, this.scratch);
+    this.consumer = stepConsumer(this.plan, step, forward, this.scratch, this.reduce);
     this.remaining = this.consumer.bytes;
   }
 }

@@ -3,6 +3,7 @@ import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js'
 import { bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
 import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
 import { REDUCE_BLOCK, reduceKernels } from '../shm/reduce-simd.js';
+import { countReduceStep, type NativeFloatAdd } from './native-blas.js';
 import type { PeerLink } from './peer-link.js';
 
 /** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
@@ -127,6 +128,16 @@ function typedView(
   return new Float32Array(buffer, byteOffset, length);
 }
 
+/**
+ * Native arithmetic for the reduce steps of a run on the native data path ([Note: blas reduce
+ * steps]): `add` when OpenBLAS loaded and FSDP_TCP_BLAS is not 0; `counts` counts float32 sum and
+ * avg steps by path (blasReduceCounts).
+ */
+export interface NativeReduce {
+  add: NativeFloatAdd | undefined;
+  counts: Int32Array | undefined;
+}
+
 /** A step's incoming bytes, fed in order; `end()` after the last sends what is left to forward. */
 export interface StepConsumer {
   /** Wire bytes this step receives. */
@@ -156,6 +167,7 @@ export function stepConsumer(
   step: IncomingStep,
   forward: ((bytes: Uint8Array) => void) | null,
   scratch: RingScratch,
+  native?: NativeReduce,
 ): StepConsumer {
   const { work } = plan;
   const elementBytes = wireBytes(work, step.wire);
@@ -304,15 +316,30 @@ export function stepConsumer(
       ];
     const inputBytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
     const own = plan.base ?? work;
+    const floatSum = floats && (plan.reduceOp === 'sum' || plan.reduceOp === 'avg');
+    // [Note: blas reduce steps] in native-blas.ts: the sums are added in place in the work array.
+    const blas = floatSum ? native?.add : undefined;
+    if (floatSum) countReduceStep(native?.counts, blas === undefined ? 'simd' : 'blas');
     let pending = 0;
     const advance = (count: number): void => {
       pending += count;
       const whole = Math.floor(pending / elementBytes);
       if (whole === 0) return;
-      accumulator.set(own.subarray(position, position + whole) as never);
-      reduce(whole);
       const target = work.subarray(position, position + whole);
-      target.set(accumulator.subarray(0, whole) as never);
+      if (blas !== undefined) {
+        const incoming = kernels.inputFloats.subarray(0, whole);
+        if (plan.base === undefined) blas.addInto(target as Float32Array, incoming);
+        else
+          blas.sumInto(
+            target as Float32Array,
+            plan.base.subarray(position, position + whole) as Float32Array,
+            incoming,
+          );
+      } else {
+        accumulator.set(own.subarray(position, position + whole) as never);
+        reduce(whole);
+        target.set(accumulator.subarray(0, whole) as never);
+      }
       step.finish?.(target);
       writeFinal(target);
       position += whole;

@@ -5,6 +5,7 @@ import { openRendezvousStore } from '../../store/open-rendezvous-store.js';
 import type { Store } from '../../store/store.js';
 import type { BackendDefinition, GroupSetup } from '../backend-definition.js';
 import { CommunicationClient } from '../communication-client.js';
+import { blasReduceCountBuffer, blasSetting } from './native-blas.js';
 import { nativeSetting, resolveNativeSocketsModule } from './native-sockets.js';
 import type { TcpInit } from './tcp-engine.js';
 
@@ -94,6 +95,8 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
     if (nativeSockets !== undefined) {
       init.nativeSockets = nativeSockets;
       init.nativeRequired = nativeSetting(setup.rank) === 'required';
+      init.blas = blasSetting(setup.rank);
+      init.reduceCounts = blasReduceCountBuffer();
     }
     const { client, reply } = await CommunicationClient.start(
       tcpBackend,

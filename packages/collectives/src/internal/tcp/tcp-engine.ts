@@ -13,12 +13,13 @@ import {
   HEADER_BYTES,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
+import { type BlasSetting, loadNativeFloatAdd } from './native-blas.js';
 import { type NativeProfile, nativeProfile } from './native-profile.js';
 import { driveNativeRun, NativeRingRun } from './native-ring.js';
 import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
 import { OpPreparation, type PreparedOp } from './op-preparation.js';
 import { PeerLink } from './peer-link.js';
-import { type RingPlan, RingScratch } from './ring.js';
+import { type NativeReduce, type RingPlan, RingScratch } from './ring.js';
 import { connectPeers, PeerAcceptor } from './tcp-connections.js';
 import { WorkArrays } from './work-arrays.js';
 
@@ -37,6 +38,13 @@ export interface TcpInit extends EngineInit {
   nativeSockets?: string;
   /** FSDP_TCP_NATIVE=1: fail the group's start when the native path cannot load. */
   nativeRequired?: boolean;
+  /**
+   * FSDP_TCP_BLAS ([Note: blas reduce steps]): 'auto' adds float32 sums with OpenBLAS on the
+   * native path when it loads, 'required' fails the group's start when it cannot, 'off' never.
+   */
+  blas?: BlasSetting;
+  /** Reduce steps by path, shared with the main thread (blasReduceCounts). */
+  reduceCounts?: Int32Array;
 }
 
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */
@@ -73,6 +81,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly native: NativeSockets | undefined;
   private nativeReceive: Uint8Array | undefined;
   private nativeRun: NativeRingRun | undefined;
+  /** OpenBLAS's in-place add for reduce steps, and the path counts ([Note: blas reduce steps]). */
+  private readonly nativeReduce: NativeReduce;
   /** Per-phase totals when FSDP_TCP_PROFILE=1 ([Note: native profile]). */
   private readonly profile: NativeProfile | undefined;
   /** A peer was lost: closing the links waits PEER_LOSS_CLOSE_DELAY_MS ([Note: breaking the group]). */
@@ -85,6 +95,21 @@ export class TcpEngine extends EngineBase<TcpInit> {
     this.preparation = new OpPreparation(init.rank, init.size, this.scratch, this.work, this.links);
     this.native = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
     this.profile = nativeProfile(this.native);
+    this.nativeReduce = { add: undefined, counts: init.reduceCounts };
+    // OpenBLAS loads here, before the peers connect, not at the first sum: loading starts its
+    // thread pool, whose idle threads spin (~60 ms of CPU) before they sleep, and that belongs
+    // in the group's start, not in its first ops ([Note: blas reduce steps]).
+    const blas =
+      this.native !== undefined && init.blas !== undefined && init.blas !== 'off'
+        ? this.loadBlas()
+        : undefined;
+    if (init.blas === 'required' && this.native !== undefined && blas?.add === undefined) {
+      this.notify({
+        type: 'init-failed',
+        message: `FSDP_TCP_BLAS=1, but OpenBLAS's cblas_saxpy could not load (${blas === undefined ? 'the native path is off' : blas.reason}); install OpenBLAS (Debian: apt-get install libopenblas0-pthread), point FSDP_BLAS_LIBRARY at it, or unset FSDP_TCP_BLAS to use the SIMD kernels.`,
+      });
+      return;
+    }
     if (init.nativeRequired === true && !init.secure && this.native === undefined) {
       this.notify({
         type: 'init-failed',
@@ -273,6 +298,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
       this.nativeReceive,
       this.init.abort,
       this.profile,
+      this.nativeReduce,
     );
     for (const [, bytes] of late) run.queueSend(bytes);
     this.nativeRun = run;
@@ -281,6 +307,13 @@ export class TcpEngine extends EngineBase<TcpInit> {
     } finally {
       this.nativeRun = undefined;
     }
+  }
+
+  /** Loads OpenBLAS's add for the reduce steps of native runs. */
+  private loadBlas(): ReturnType<typeof loadNativeFloatAdd> {
+    const loaded = loadNativeFloatAdd(this.init.nativeSockets);
+    this.nativeReduce.add = loaded.add;
+    return loaded;
   }
 
   /**

@@ -1,0 +1,160 @@
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { CollectiveError } from '../../errors.js';
+
+/**
+ * [Note: blas reduce steps]
+ * On the native tcp data path, float32 sum and avg reduce steps add the incoming values into the
+ * work array in place with OpenBLAS's `cblas_saxpy(n, 1, incoming, 1, work, 1)`, called through
+ * koffi from the communication worker's thread: one pass (read two, write one) instead of the
+ * SIMD kernel's two V8 copies per block ([Note: simd reduce steps] in ring.ts). With alpha 1 the
+ * multiply is exact, so each element is round(work + incoming), bit-identical to a float32 add
+ * (fused or not); the tests compare it with the scalar reduction over awkward values.
+ *
+ * Threads: OpenBLAS's axpy splits a call over its thread pool when n > 10000 (interface/axpy.c;
+ * copy has its own, higher threshold), and the pool's size is process-global (the tensor package
+ * sets it for matMul). Collectives never sets it: every call is cut into pieces of at most
+ * SINGLE_THREAD_ELEMENTS, so it always runs on the calling thread.
+ *
+ * The library is collectives' own load (this package does not depend on @fsdp-ts/tensor): the
+ * same file as the tensor package's when both load (`FSDP_BLAS_LIBRARY` first, then Debian's and
+ * other Linux names), so the process maps it once. Linux only, like the rest of the native path.
+ * The engine loads it when it starts, before its peers connect: loading starts OpenBLAS's thread
+ * pool, whose idle threads spin a while before they sleep, which would otherwise compete with the
+ * group's first ops.
+ */
+export const SINGLE_THREAD_ELEMENTS = 10_000;
+
+/** Where OpenBLAS is looked for (after FSDP_BLAS_LIBRARY, which is then the only candidate). */
+const LIBRARY_CANDIDATES: readonly string[] = [
+  'libopenblas.so.0',
+  'libopenblas.so',
+  '/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0',
+  '/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0',
+];
+
+/** In-place float32 arithmetic on the native data path. */
+export interface NativeFloatAdd {
+  /** What was loaded: the library name or path that succeeded. */
+  readonly library: string;
+  /** target[i] = target[i] + incoming[i] for i < target.length (incoming at least as long). */
+  addInto(target: Float32Array, incoming: Float32Array): void;
+  /**
+   * target[i] = own[i] + incoming[i] for i < target.length (a reduce-scatter's step, whose own
+   * values are in its input): per piece, own is copied into target, then incoming added there
+   * while that piece is still in cache (measured cheaper than adding own into incoming and
+   * copying the sums out: 2.5–3.5 against 3.1–6.6 ms per 16 MiB, load 4).
+   */
+  sumInto(target: Float32Array, own: Float32Array, incoming: Float32Array): void;
+}
+
+/** `FSDP_TCP_BLAS`: unset for the BLAS reduce when OpenBLAS loads, 0 for the SIMD kernels, 1 to require it. */
+export type BlasSetting = 'auto' | 'off' | 'required';
+
+export function blasSetting(rank: number): BlasSetting {
+  const value = process.env.FSDP_TCP_BLAS;
+  if (value === undefined || value === '') return 'auto';
+  if (value === '0' || value === 'false') return 'off';
+  if (value === '1' || value === 'true') return 'required';
+  throw new CollectiveError(`FSDP_TCP_BLAS is '${value}'; expected 1, 0 or unset.`, {
+    code: 'invalid-argument',
+    rank,
+    expected: "'1', 'true', '0', 'false' or unset",
+    actual: value,
+    fix: 'unset FSDP_TCP_BLAS to add float32 sums with OpenBLAS when it loads, set it to 0 to use the WebAssembly SIMD kernels, or to 1 to fail when OpenBLAS cannot load.',
+  });
+}
+
+interface KoffiLibrary {
+  func(signature: string): (...args: unknown[]) => unknown;
+}
+interface Koffi {
+  load(path: string): KoffiLibrary;
+}
+
+export type NativeAddLoad = { add: NativeFloatAdd } | { add: undefined; reason: string };
+
+/** Loads cblas_saxpy and cblas_scopy through koffi at `koffiPath`; never throws. */
+export function loadNativeFloatAdd(koffiPath: string | undefined): NativeAddLoad {
+  if (koffiPath === undefined) return { add: undefined, reason: 'koffi is not available' };
+  let koffi: Koffi;
+  try {
+    koffi = createRequire(moduleUrl())(koffiPath) as Koffi;
+  } catch (error) {
+    return { add: undefined, reason: `koffi did not load (${firstLine(error)})` };
+  }
+  const chosen = process.env.FSDP_BLAS_LIBRARY;
+  const candidates = chosen !== undefined && chosen !== '' ? [chosen] : LIBRARY_CANDIDATES;
+  const failures: string[] = [];
+  for (const candidate of candidates) {
+    try {
+      const library = koffi.load(candidate);
+      const saxpy = library.func('void cblas_saxpy(int, float, const void *, int, void *, int)');
+      const scopy = library.func('void cblas_scopy(int, const void *, int, void *, int)');
+      return { add: floatAdd(candidate, saxpy, scopy) };
+    } catch (error) {
+      failures.push(`${candidate}: ${firstLine(error)}`);
+    }
+  }
+  return { add: undefined, reason: `no OpenBLAS loaded (${failures.join('; ')})` };
+}
+
+function floatAdd(
+  library: string,
+  saxpy: (...args: unknown[]) => unknown,
+  scopy: (...args: unknown[]) => unknown,
+): NativeFloatAdd {
+  return {
+    library,
+    addInto(target, incoming) {
+      const length = target.length;
+      for (let done = 0; done < length; done += SINGLE_THREAD_ELEMENTS) {
+        const count = Math.min(SINGLE_THREAD_ELEMENTS, length - done);
+        saxpy(count, 1, incoming.subarray(done, done + count), 1, target.subarray(done, done + count), 1);
+      }
+    },
+    sumInto(target, own, incoming) {
+      const length = target.length;
+      for (let done = 0; done < length; done += SINGLE_THREAD_ELEMENTS) {
+        const count = Math.min(SINGLE_THREAD_ELEMENTS, length - done);
+        const into = target.subarray(done, done + count);
+        scopy(count, own.subarray(done, done + count), 1, into, 1);
+        saxpy(count, 1, incoming.subarray(done, done + count), 1, into, 1);
+      }
+    },
+  };
+}
+
+/**
+ * How many reduce steps each path ran, per process (every tcp group of it): a SharedArrayBuffer
+ * the main thread creates and posts to each tcp communication worker, which adds to it. An
+ * internal diagnostic, not API: the tests read it (blasReduceCounts) to prove which path ran,
+ * since both give the same results.
+ */
+let counts: Int32Array | undefined;
+
+export function blasReduceCountBuffer(): Int32Array {
+  counts ??= new Int32Array(new SharedArrayBuffer(8));
+  return counts;
+}
+
+export function countReduceStep(buffer: Int32Array | undefined, path: 'blas' | 'simd'): void {
+  if (buffer !== undefined) Atomics.add(buffer, path === 'blas' ? 0 : 1, 1);
+}
+
+/** Float32 sum/avg reduce steps run through BLAS and through the SIMD kernels, in this process. */
+export function blasReduceCounts(): { blas: number; simd: number } {
+  const buffer = blasReduceCountBuffer();
+  return { blas: Atomics.load(buffer, 0), simd: Atomics.load(buffer, 1) };
+}
+
+function firstLine(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).split('\n')[0]!;
+}
+
+/** This module's URL; the CJS build has no import.meta, but has __filename. */
+function moduleUrl(): string {
+  const url: unknown = import.meta.url;
+  if (typeof url === 'string') return url;
+  return pathToFileURL(__filename).href;
+}
