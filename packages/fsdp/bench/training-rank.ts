@@ -2,7 +2,8 @@
  * One rank of an FSDP benchmark run (under fsdp-run), or the single-process baseline (plain node).
  *   node --conditions=@fsdp-ts/source --import tsx bench/training-rank.ts '<RunRequest[] JSON>'
  * Builds every requested row in the same processes and runs their steps interleaved (step 1 of
- * row A, of row B, ..., then step 2 of each: ABAB), so a noisy moment hits every row alike.
+ * row A, of row B, ..., then step 2 of each, starting one row later: ABAB, rotated), so a noisy
+ * moment hits every row alike.
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -245,7 +246,14 @@ await session?.post('Profiler.enable');
 await session?.post('Profiler.start');
 const rows = requests.map(prepare);
 const longest = Math.max(...rows.map((row) => row.steps));
-for (let index = 0; index < longest; index++) for (const row of rows) if (index < row.steps) row.step(index);
+// Step `index` starts at row `index mod rows`: no row always runs right after the same other row
+// (what one row leaves behind, garbage or a communication worker still busy, lands on each alike).
+for (let index = 0; index < longest; index++) {
+  for (let position = 0; position < rows.length; position++) {
+    const row = rows[(index + position) % rows.length]!;
+    if (index < row.steps) row.step(index);
+  }
+}
 if (session !== null && profileDirectory !== undefined) {
   const { profile } = await session.post('Profiler.stop');
   const name = requests.map((request) => request.kind).join('+');
