@@ -58,6 +58,31 @@ describe('failures', () => {
     }
   }, 150_000);
 
+  // [Note: blaming a lost peer]: rank 2 freezes rank 0, kills rank 1, fails and closes its own
+  // connections, then thaws rank 0, which finds both peers' connections ended at once.
+  it.each([
+    ['in its native data phase', [], {}],
+    ['on the node:net data path', [], { FSDP_TCP_NATIVE: '0' }],
+    ["while it waits for rank 2's header", ['headers'], {}],
+  ])(
+    'tcp: a survivor that closes after a loss is never blamed (rank 0 frozen %s)',
+    async (_, args, env) => {
+      const run = await runWithLauncher(3, tcpScript, ['kill-frozen', ...args], {
+        timeoutMs: 60_000,
+        env: { TEST_OP_TIMEOUT_MS: '20000', ...env },
+      });
+      expect(run.code, run.output).not.toBe(0);
+      expect(run.results.has(1)).toBe(false);
+      for (const rank of [0, 2]) {
+        const result = run.results.get(rank) as { message: string; elapsedMs: number };
+        expect(result, run.output).toMatchObject({ code: 'peer-lost', op: 'allReduce', rank, peer: 1 });
+        expect(result.message).toMatch(/rank 1/);
+        expect(result.elapsedMs).toBeLessThan(20_000);
+      }
+    },
+    90_000,
+  );
+
   it('shm: mismatched sizes and ops fail on every rank with a mismatch error, and the group recovers', async () => {
     const outcomes = (await spawnThreadRanks(3, shmFixture, 'mismatchRank', {
       timeoutMs: 120_000,

@@ -20,6 +20,11 @@ import type { OpHeader } from '../engine/op-header.js';
  *
  * An abort notice ([Note: abort]) is a header with kind byte 255 whose u32 at offset 8 is the
  * byte length of the UTF-8 message that follows it; every other field is 0.
+ *
+ * A loss notice ([Note: blaming a lost peer]) is a header with kind byte 254, the message length
+ * at offset 8 and the lost rank (i32) at offset 12, the UTF-8 message, then the same 32-byte
+ * header again as a trailer, so it is found where a header is expected and at the end of
+ * whatever a closed connection left unread.
  */
 export const HEADER_BYTES = 32;
 const MAGIC = 0x50445346;
@@ -51,6 +56,60 @@ export function encodeAbortFrame(message: string): Buffer {
   bytes.writeUInt32LE(text.length, 8);
   text.copy(bytes, HEADER_BYTES);
   return bytes;
+}
+
+const LOSS_KIND = 254;
+
+/** What a loss notice says: which rank its sender lost, in its sender's words. */
+export interface LossNotice {
+  lost: number;
+  message: string;
+}
+
+/** The loss notice: its header, the message, the header again ([Note: blaming a lost peer]). */
+export function encodeLossNotice(notice: LossNotice): Buffer {
+  const text = Buffer.from(notice.message, 'utf8');
+  const bytes = Buffer.alloc(2 * HEADER_BYTES + text.length);
+  bytes.writeUInt32LE(MAGIC, 0);
+  bytes.writeUInt8(LOSS_KIND, 4);
+  bytes.writeUInt32LE(text.length, 8);
+  bytes.writeInt32LE(notice.lost, 12);
+  text.copy(bytes, HEADER_BYTES);
+  bytes.copy(bytes, HEADER_BYTES + text.length, 0, HEADER_BYTES);
+  return bytes;
+}
+
+/** The message length and lost rank if these 32 bytes are a loss notice's header. */
+export function lossNoticeHeader(bytes: Uint8Array): { length: number; lost: number } | undefined {
+  if (bytes.length < HEADER_BYTES) return undefined;
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
+  if (view.readUInt32LE(0) !== MAGIC || view.readUInt8(4) !== LOSS_KIND) return undefined;
+  return { length: view.readUInt32LE(8), lost: view.readInt32LE(12) };
+}
+
+/**
+ * A complete loss notice at the start or at the end of `bytes` (the unread bytes of a closed
+ * connection); undefined if there is none.
+ */
+export function lossNoticeIn(bytes: Buffer): LossNotice | undefined {
+  const atStart = lossNoticeHeader(bytes);
+  if (atStart !== undefined && bytes.length >= 2 * HEADER_BYTES + atStart.length)
+    return {
+      lost: atStart.lost,
+      message: bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + atStart.length),
+    };
+  if (bytes.length < 2 * HEADER_BYTES) return undefined;
+  const trailer = bytes.subarray(bytes.length - HEADER_BYTES);
+  const atEnd = lossNoticeHeader(trailer);
+  if (atEnd === undefined || bytes.length < 2 * HEADER_BYTES + atEnd.length) return undefined;
+  const start = bytes.length - 2 * HEADER_BYTES - atEnd.length;
+  // The header before the message must repeat the trailer: payload bytes that merely end like one
+  // are not a notice.
+  if (!bytes.subarray(start, start + HEADER_BYTES).equals(trailer)) return undefined;
+  return {
+    lost: atEnd.lost,
+    message: bytes.toString('utf8', start + HEADER_BYTES, start + HEADER_BYTES + atEnd.length),
+  };
 }
 
 /** The message length if these 32 bytes are an abort notice's header; undefined otherwise. */

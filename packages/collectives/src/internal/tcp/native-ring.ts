@@ -1,3 +1,4 @@
+import { drainInto } from './loss-attribution.js';
 import type { NativeProfile } from './native-profile.js';
 import {
   EAGAIN,
@@ -37,7 +38,7 @@ const POLL_MS = 20;
  * group is being destroyed, or when a connection ends (an error, a reset, end of stream, seen by
  * send/recv or by a poll of every connection on each pass): that link fails at once, naming its
  * peer, with the bytes still readable on it queued so an abort notice is found as on node:net
- * (see `lost` for which link is blamed when several end together), and the engine throws.
+ * (which rank is blamed when several end together: [Note: blaming a lost peer]), and the engine throws.
  * Per op this saves node:net's per-read buffer allocation and stream machinery, and each send
  * hands the kernel everything pending at once.
  */
@@ -171,10 +172,10 @@ export class NativeRingRun {
     }
     const ready = this.sockets.poll(polls.buffer, count, timeoutMs);
     if (ready <= 0) return undefined;
-    // A reset (POLLERR/POLLHUP: a killed peer with unread data) is first-hand evidence and wins;
-    // then the end of the stream this rank receives from: recv drains what is left and meets its
-    // end (the peer is named then), or the op completes first; only then another FIN, which may
-    // be a survivor closing after that same loss.
+    // A reset (POLLERR/POLLHUP: a killed peer with unread data) ends the slice at once; the end
+    // of the stream this rank receives from waits for recv to drain what is left and meet its end
+    // (or for the op to complete first); only then another FIN. The engine then decides which rank
+    // is blamed, looking at every connection ([Note: blaming a lost peer]).
     let reset: PeerLink | undefined;
     let ended: PeerLink | undefined;
     let previousEnded = false;
@@ -188,42 +189,15 @@ export class NativeRingRun {
     return reset ?? (previousEnded ? undefined : ended);
   }
 
-  /** Whether the connection this rank receives from has ended (the peer's FIN, a reset). */
-  private previousEnded(): boolean {
-    const fd = this.previous.fd();
-    if (fd === undefined || this.stepIndex >= this.steps.length) return false;
-    this.polls.set(0, fd, POLLRDHUP);
-    return (
-      this.sockets.poll(this.polls.buffer, 1, 0) > 0 &&
-      (this.polls.revents(0) & (POLLERR | POLLHUP | POLLRDHUP)) !== 0
-    );
-  }
-
   /**
    * The connection to `link`'s peer ended (end of stream, an error, a hang-up) while this rank
-   * moved bytes natively: the bytes still readable on it go to the link's queue (an abort notice
-   * is read there, as on node:net), and the link fails at once, naming its peer, before any
-   * other connection's event can run: the rank that saw the loss first-hand blames the dead peer,
-   * not a survivor that closed its connections after seeing it too.
+   * moved bytes natively: the bytes still readable on it go to the link's queue (an abort or loss
+   * notice is read there, as on node:net), and the link fails at once. Which rank is blamed is the
+   * engine's choice, over every connection ([Note: blaming a lost peer]).
    */
-  private lost(failed: PeerLink, errno: number | undefined): 'yield' {
-    // A send to the next rank failing while the previous one's stream has ended too: the
-    // previous rank's loss came first (see pollOnce).
-    const link =
-      errno === undefined && failed !== this.previous && this.previousEnded() ? this.previous : failed;
-    if (link !== failed) errno = undefined;
+  private lost(link: PeerLink, errno: number | undefined): 'yield' {
     const fd = link.fd();
-    if (fd !== undefined) {
-      const unread: Uint8Array[] = [];
-      const buffer = new Uint8Array(64 * 1024);
-      for (let total = 0; total < 1 << 20; ) {
-        const received = this.sockets.recv(fd, buffer, buffer.length);
-        if (received <= 0) break;
-        unread.push(buffer.slice(0, received));
-        total += received;
-      }
-      link.appendUnread(unread);
-    }
+    if (fd !== undefined) drainInto(link, fd, this.sockets);
     link.lostNatively(errno);
     return 'yield';
   }

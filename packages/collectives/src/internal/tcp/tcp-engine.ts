@@ -10,9 +10,12 @@ import {
   eagerBytesIn,
   encodeAbortFrame,
   encodeHeader,
+  encodeLossNotice,
   HEADER_BYTES,
+  lossNoticeHeader,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
+import { attributeLoss, noticeError } from './loss-attribution.js';
 import { type BlasSetting, loadNativeFloatAdd } from './native-blas.js';
 import { type NativeProfile, nativeProfile } from './native-profile.js';
 import { driveNativeRun, NativeRingRun } from './native-ring.js';
@@ -195,14 +198,34 @@ export class TcpEngine extends EngineBase<TcpInit> {
 
   /**
    * [Note: breaking the group] After a failure every link is closed, so peers blocked on this rank
-   * fail at once. When the failure is a lost peer, closing waits a moment: in the full mesh every
-   * rank sees the dead peer's connection close itself, and should blame it rather than this rank.
+   * fail at once. When the failure is a lost peer, this rank first tells every other peer which
+   * rank it lost (a loss notice), and closing waits a moment: in the full mesh every rank should
+   * see the dead peer's connection close itself and blame it rather than this rank
+   * ([Note: blaming a lost peer]).
    */
   private peerLost(link: PeerLink, error: CollectiveError): void {
     // A peer that aborted wrote its notice, then closed: the notice may wait unread.
     const notice = abortMessageIn(link.unreadBytes());
     if (notice !== undefined) this.peerAborted(link.peer, notice);
-    else this.markBroken(error);
+    else if (!this.isBroken())
+      this.breakForLoss(
+        attributeLoss(link, error, this.links, this.native, {
+          rank: this.init.rank,
+          previous: (this.init.rank - 1 + this.init.size) % this.init.size,
+        }),
+      );
+    this.closeAfterLoss();
+  }
+
+  /** Breaks the group for a lost peer, and tells every other peer which one, once. */
+  private breakForLoss(error: CollectiveError): void {
+    this.markBroken(error);
+    if (this.peerLossSeen || error.peer === undefined) return;
+    const frame = encodeLossNotice({ lost: error.peer, message: error.message });
+    for (const link of this.links) if (link !== null && link.peer !== error.peer) link.write(frame);
+  }
+
+  private closeAfterLoss(): void {
     if (this.peerLossSeen) return;
     this.peerLossSeen = true;
     setTimeout(() => {
@@ -378,6 +401,18 @@ export class TcpEngine extends EngineBase<TcpInit> {
     if (abortLength !== undefined) {
       const message = await this.readBytes(link, abortLength);
       throw this.peerAborted(link.peer, message.toString('utf8'));
+    }
+    // A peer lost another rank and says so before it closes ([Note: blaming a lost peer]).
+    const loss = lossNoticeHeader(bytes);
+    if (loss !== undefined) {
+      const message = await this.readBytes(link, loss.length + HEADER_BYTES);
+      const error = noticeError(link.peer, {
+        lost: loss.lost,
+        message: message.toString('utf8', 0, loss.length),
+      });
+      this.breakForLoss(error);
+      this.closeAfterLoss();
+      throw error;
     }
     return { header: decodeHeader(bytes, link.peer), eagerBytes: eagerBytesIn(bytes) };
   }
