@@ -5,7 +5,9 @@ import {
   decodeHeader,
   eagerBytesIn,
   encodeHeader,
+  encodeLossNotice,
   HEADER_BYTES,
+  lossNoticeIn,
   MAX_EAGER_BYTES,
   type OpHeader,
 } from '../src/internal/tcp/frame-header.js';
@@ -81,5 +83,30 @@ describe('op header decoding', () => {
         },
       ),
     );
+  });
+});
+
+describe('loss notice ([Note: blaming a lost peer])', () => {
+  const notice = fc.record({ lost: fc.integer({ min: 0, max: 1 << 20 }), message: fc.string() });
+
+  it('is found where a header is expected and at the end of any bytes a closed connection left', () => {
+    fc.assert(
+      fc.property(notice, fc.uint8Array({ maxLength: 300 }), (value, before) => {
+        const frame = encodeLossNotice(value);
+        expect(lossNoticeIn(frame)).toEqual(value);
+        expect(lossNoticeIn(Buffer.concat([Buffer.from(before), frame]))).toEqual(value);
+      }),
+    );
+  });
+
+  it('is not found when bytes follow it, when it is cut short, or in payload that ends like its trailer', () => {
+    const frame = encodeLossNotice({ lost: 1, message: 'rank 1 closed the connection' });
+    expect(lossNoticeIn(Buffer.concat([Buffer.alloc(7), frame, Buffer.alloc(5)]))).toBeUndefined();
+    expect(lossNoticeIn(frame.subarray(1))).toBeUndefined();
+    expect(lossNoticeIn(frame.subarray(0, frame.length - 1))).toBeUndefined();
+    const trailerOnly = Buffer.concat([Buffer.alloc(200, 7), frame.subarray(frame.length - HEADER_BYTES)]);
+    expect(lossNoticeIn(trailerOnly)).toBeUndefined();
+    // Never mistaken for an op header.
+    expect(decodeOrMalformed(frame.subarray(0, HEADER_BYTES))).toBe('malformed');
   });
 });

@@ -6,6 +6,12 @@ import type { PeerLink } from './peer-link.js';
 /** Most bytes read from one closed connection while looking for a loss notice at its end. */
 const MAX_DRAIN_BYTES = 64 << 20;
 
+/** A connection whose end this rank's PeerLink reported, with its error. */
+export interface ReportedLoss {
+  link: PeerLink;
+  error: CollectiveError;
+}
+
 /** A connection found ended when a loss was first seen. */
 interface EndedLink {
   link: PeerLink;
@@ -24,50 +30,62 @@ interface EndedLink {
  * a reset tells which came first. Measured (3 ranks, 64 MiB all-reduce, rank 1 killed, load 8):
  * rank 0 blamed rank 2 in 3 of 18 runs, in every one because rank 0 (descheduled, or reading
  * only the connection it receives from) found both ended at once, and `lost` in native-ring.ts
- * preferred the connection it receives from. And while an op waits for headers, node:net does
- * not report the end of a connection whose reading is held ([Note: held reading]): only the
- * survivor's close, later, is seen.
+ * preferred the connection it receives from; with that fixed, 1 run in 30 still blamed rank 2,
+ * whose end rank 0 saw 11 ms before the dead rank's own. And while an op waits for headers,
+ * node:net does not report the end of a connection whose reading is held ([Note: held
+ * reading]): only the survivor's close, later, is seen.
  * So a survivor says why it closes: the first time a rank loses a peer, before anything of its
  * own closes, it writes a loss notice (the lost rank and its own words; see frame-header.ts) on
- * every other connection. A dead rank writes nothing. When a rank first sees a connection end
+ * every other connection. A dead rank writes nothing. When a rank sees a connection end
  * (node:net's close or error, or the native path's `lost`), `attributeLoss` looks at every
  * connection: those the native poll finds ended too (held ones included), their unread bytes
- * read to the end of the stream. Then:
- * 1. a notice at the start or at the end of what an ended connection left unread names the rank
- *    to blame (the survivor who wrote it saw the loss first-hand);
+ * read to the end of the stream, and what the open ones hold. Then:
+ * 1. a notice (at the start or at the end of what a connection left unread) names the rank to
+ *    blame: the survivor who wrote it saw the loss first-hand;
  * 2. otherwise an ended connection other than the one this rank receives from in the ring, a
  *    reset first: a survivor's notice cannot be missed there (it sends that way at most headers,
- *    so the notice is not stuck behind bulk bytes), while the connection this rank receives from
- *    may carry a survivor's notice stuck behind the bulk bytes or already taken as payload;
- * 3. otherwise the connection that ended first.
+ *    so its notice is not stuck behind bulk bytes, and comes before its end);
+ * 3. otherwise the connection this rank receives from ended without a notice. A survivor's notice
+ *    may be stuck behind the bulk bytes there, or already taken as payload, so this is not
+ *    decided at once: the engine looks again every few ms for LOSS_SETTLE_MS (250 ms), and the
+ *    failing op waits for the verdict. The dead rank's other connections do end (measured: a
+ *    killed rank's connections were seen to end up to 11 ms apart at load 6-8, and ~30 ms after
+ *    the kill), or another survivor's notice arrives; if neither comes, that rank is blamed.
  * A notice found where a header is expected fails the op the same way. Without the native path
- * (TLS, or FSDP_TCP_NATIVE=0) nothing is held, node:net reports ends in the order they happen,
- * and rule 1 applies to the connection that ended.
+ * (TLS, or FSDP_TCP_NATIVE=0) nothing is held, the ends are the ones node:net reports, in the
+ * order they happen, and the same rules apply to them.
  */
 export function attributeLoss(
-  reporter: PeerLink,
-  error: CollectiveError,
+  reported: readonly ReportedLoss[],
   links: readonly (PeerLink | null)[],
   sockets: NativeSockets | undefined,
   context: { rank: number; previous: number },
-): CollectiveError {
-  const ended = [
-    { link: reporter, reset: false, notice: lossNoticeIn(reporter.unreadBytes()) },
-    ...(sockets === undefined ? [] : endedNatively(links, reporter, sockets)),
+): { error: CollectiveError; settled: boolean } {
+  const first = reported[0]!;
+  const ended: EndedLink[] = [
+    ...reported.map(({ link }) => ({ link, reset: false, notice: lossNoticeIn(link.unreadBytes()) })),
+    ...(sockets === undefined ? [] : endedNatively(links, reported, sockets)),
   ];
-  const told = ended.find(
+  const gone = new Set(ended.map(({ link }) => link));
+  // A survivor's notice may also wait on a connection that is still open.
+  const open = links.filter((link): link is PeerLink => link !== null && !gone.has(link));
+  const told = [...ended, ...open.map((link) => ({ link, notice: lossNoticeIn(link.unreadBytes()) }))].find(
     (candidate) => candidate.notice !== undefined && candidate.notice.lost !== context.rank,
   );
-  if (told !== undefined) return noticeError(told.link.peer, told.notice!, error);
-  const rank = (candidate: EndedLink) =>
+  if (told !== undefined)
+    return { error: noticeError(told.link.peer, told.notice!, first.error), settled: true };
+  const order = (candidate: EndedLink) =>
     (candidate.link.peer === context.previous ? 2 : 0) + (candidate.reset ? 0 : 1);
-  const blamed = ended.reduce((best, candidate) => (rank(candidate) < rank(best) ? candidate : best));
-  if (blamed.link === reporter) return error;
-  return new CollectiveError(`rank ${blamed.link.peer} closed the connection`, {
+  const blamed = ended.reduce((best, candidate) => (order(candidate) < order(best) ? candidate : best));
+  const settled = blamed.link.peer !== context.previous || open.length === 0;
+  const report = reported.find(({ link }) => link === blamed.link);
+  if (report !== undefined) return { error: report.error, settled };
+  const error = new CollectiveError(`rank ${blamed.link.peer} closed the connection`, {
     code: 'peer-lost',
     peer: blamed.link.peer,
-    cause: error,
+    cause: first.error,
   });
+  return { error, settled };
 }
 
 /** The error a loss notice from `from` stands for: the rank it names was lost. */
@@ -84,13 +102,13 @@ export function noticeError(from: number, notice: LossNotice, cause?: unknown): 
  */
 function endedNatively(
   links: readonly (PeerLink | null)[],
-  reporter: PeerLink,
+  reported: readonly ReportedLoss[],
   sockets: NativeSockets,
 ): EndedLink[] {
   const polled: PeerLink[] = [];
   const polls = new PollSet(links.length);
   for (const link of links) {
-    const fd = link === null || link === reporter ? undefined : link.fd();
+    const fd = link === null || reported.some((loss) => loss.link === link) ? undefined : link.fd();
     if (fd === undefined) continue;
     polls.set(polled.length, fd, POLLRDHUP);
     polled.push(link!);

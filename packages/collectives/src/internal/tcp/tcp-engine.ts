@@ -15,7 +15,7 @@ import {
   lossNoticeHeader,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
-import { attributeLoss, noticeError } from './loss-attribution.js';
+import { attributeLoss, noticeError, type ReportedLoss } from './loss-attribution.js';
 import { type BlasSetting, loadNativeFloatAdd } from './native-blas.js';
 import { type NativeProfile, nativeProfile } from './native-profile.js';
 import { driveNativeRun, NativeRingRun } from './native-ring.js';
@@ -61,6 +61,9 @@ const NATIVE_EAGER_BYTES = 256 * 1024;
 
 /** See [Note: breaking the group]. */
 const PEER_LOSS_CLOSE_DELAY_MS = 1_000;
+/** How long a loss seen only on the connection this rank receives from waits for more evidence. */
+const LOSS_SETTLE_MS = 250;
+const LOSS_SETTLE_POLL_MS = 5;
 
 type EngineState = 'listening' | 'connecting' | 'ready' | 'closed';
 
@@ -90,6 +93,13 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly profile: NativeProfile | undefined;
   /** A peer was lost: closing the links waits PEER_LOSS_CLOSE_DELAY_MS ([Note: breaking the group]). */
   private peerLossSeen = false;
+  /** Connections whose end was reported while the blame is not decided ([Note: blaming a lost peer]). */
+  private readonly lossesSeen: ReportedLoss[] = [];
+  private lossNoticeSent = false;
+  /** The blame still being decided: a failing op waits for it (see `execute`). */
+  private pendingLoss:
+    | { decided: Promise<CollectiveError>; settle: (error: CollectiveError) => void; deadline: number }
+    | undefined;
 
   constructor(init: TcpInit, context: EngineContext) {
     super(init);
@@ -206,21 +216,58 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private peerLost(link: PeerLink, error: CollectiveError): void {
     // A peer that aborted wrote its notice, then closed: the notice may wait unread.
     const notice = abortMessageIn(link.unreadBytes());
-    if (notice !== undefined) this.peerAborted(link.peer, notice);
-    else if (!this.isBroken())
-      this.breakForLoss(
-        attributeLoss(link, error, this.links, this.native, {
-          rank: this.init.rank,
-          previous: (this.init.rank - 1 + this.init.size) % this.init.size,
-        }),
-      );
+    if (notice !== undefined) this.settleLoss(this.peerAborted(link.peer, notice));
+    else if (!this.isBroken()) {
+      this.lossesSeen.push({ link, error });
+      this.attributeLoss();
+    }
     this.closeAfterLoss();
+  }
+
+  /**
+   * Decides which rank to blame for the losses seen so far, or, when the only evidence is the
+   * connection this rank receives from ending without a notice, keeps looking for
+   * LOSS_SETTLE_MS ([Note: blaming a lost peer]).
+   */
+  private attributeLoss(): void {
+    if (this.lossesSeen.length === 0) return;
+    if (this.isBroken()) {
+      // Broken some other way meanwhile: the running op already failed with that cause.
+      this.pendingLoss?.settle(this.lossesSeen[0]!.error);
+      this.pendingLoss = undefined;
+      return;
+    }
+    const verdict = attributeLoss(this.lossesSeen, this.links, this.native, {
+      rank: this.init.rank,
+      previous: (this.init.rank - 1 + this.init.size) % this.init.size,
+    });
+    if (verdict.settled) {
+      this.settleLoss(verdict.error);
+      return;
+    }
+    if (this.pendingLoss === undefined) {
+      let settle: (error: CollectiveError) => void = () => undefined;
+      const decided = new Promise<CollectiveError>((resolve) => {
+        settle = resolve;
+      });
+      this.pendingLoss = { decided, settle, deadline: performance.now() + LOSS_SETTLE_MS };
+    }
+    if (performance.now() >= this.pendingLoss.deadline) this.settleLoss(verdict.error);
+    else setTimeout(() => this.attributeLoss(), LOSS_SETTLE_POLL_MS).unref();
+  }
+
+  /** The blame is decided: the group breaks with `error`, and a running op fails with it. */
+  private settleLoss(error: CollectiveError): void {
+    if (error.code !== 'aborted') this.breakForLoss(error);
+    this.pendingLoss?.settle(error);
+    this.pendingLoss = undefined;
   }
 
   /** Breaks the group for a lost peer, and tells every other peer which one, once. */
   private breakForLoss(error: CollectiveError): void {
     this.markBroken(error);
-    if (this.peerLossSeen || error.peer === undefined) return;
+    if (this.lossNoticeSent || error.peer === undefined) return;
+    this.lossNoticeSent = true;
     const frame = encodeLossNotice({ lost: error.peer, message: error.message });
     for (const link of this.links) if (link !== null && link.peer !== error.peer) link.write(frame);
   }
@@ -248,6 +295,16 @@ export class TcpEngine extends EngineBase<TcpInit> {
    * op's buffers may be anyway.
    */
   protected override async execute(op: OpMessage, seq: number): Promise<void> {
+    try {
+      await this.executeProfiled(op, seq);
+    } catch (error) {
+      // A lost connection failed the op while its blame is being decided: fail with the verdict.
+      if (this.pendingLoss !== undefined) throw await this.pendingLoss.decided;
+      throw error;
+    }
+  }
+
+  private async executeProfiled(op: OpMessage, seq: number): Promise<void> {
     if (this.profile === undefined || op.kind === 'barrier') return this.executeOp(op, seq);
     const started = this.profile.mark();
     this.profile.opStarted();
@@ -410,7 +467,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
         lost: loss.lost,
         message: message.toString('utf8', 0, loss.length),
       });
-      this.breakForLoss(error);
+      this.settleLoss(error);
       this.closeAfterLoss();
       throw error;
     }
