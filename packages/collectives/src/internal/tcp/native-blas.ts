@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
-import { CollectiveError } from '../../errors.js';
+import { type NativeSwitch, readNativeSwitch } from './native-switch.js';
 
 /**
  * [Note: blas reduce steps]
@@ -49,20 +49,14 @@ export interface NativeFloatAdd {
 }
 
 /** `FSDP_TCP_BLAS`: unset for the BLAS reduce when OpenBLAS loads, 0 for the SIMD kernels, 1 to require it. */
-export type BlasSetting = 'auto' | 'off' | 'required';
+export type BlasSetting = NativeSwitch;
 
 export function blasSetting(rank: number): BlasSetting {
-  const value = process.env.FSDP_TCP_BLAS;
-  if (value === undefined || value === '') return 'auto';
-  if (value === '0' || value === 'false') return 'off';
-  if (value === '1' || value === 'true') return 'required';
-  throw new CollectiveError(`FSDP_TCP_BLAS is '${value}'; expected 1, 0 or unset.`, {
-    code: 'invalid-argument',
+  return readNativeSwitch(
+    'FSDP_TCP_BLAS',
     rank,
-    expected: "'1', 'true', '0', 'false' or unset",
-    actual: value,
-    fix: 'unset FSDP_TCP_BLAS to add float32 sums with OpenBLAS when it loads, set it to 0 to use the WebAssembly SIMD kernels, or to 1 to fail when OpenBLAS cannot load.',
-  });
+    'unset FSDP_TCP_BLAS to add float32 sums with OpenBLAS when it loads, set it to 0 to use the WebAssembly SIMD kernels, or to 1 to fail when OpenBLAS cannot load.',
+  );
 }
 
 interface KoffiLibrary {

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { CollectiveError } from '../../errors.js';
+import { type NativeSwitch, readNativeSwitch } from './native-switch.js';
 
 /**
  * libc's send, recv and poll through koffi (an FFI with prebuilt binaries in its npm package, an
@@ -65,20 +66,14 @@ interface Koffi {
 }
 
 /** `FSDP_TCP_NATIVE`: unset for the native path when available, 0 for node:net, 1 to require it. */
-export type NativeSetting = 'auto' | 'off' | 'required';
+export type NativeSetting = NativeSwitch;
 
 export function nativeSetting(rank: number): NativeSetting {
-  const value = process.env.FSDP_TCP_NATIVE;
-  if (value === undefined || value === '') return 'auto';
-  if (value === '0' || value === 'false') return 'off';
-  if (value === '1' || value === 'true') return 'required';
-  throw new CollectiveError(`FSDP_TCP_NATIVE is '${value}'; expected 1, 0 or unset.`, {
-    code: 'invalid-argument',
+  return readNativeSwitch(
+    'FSDP_TCP_NATIVE',
     rank,
-    expected: "'1', 'true', '0', 'false' or unset",
-    actual: value,
-    fix: 'unset FSDP_TCP_NATIVE to use the native tcp data path when koffi is installed, set it to 0 to move every byte through node:net, or to 1 to fail when the native path cannot load.',
-  });
+    'unset FSDP_TCP_NATIVE to use the native tcp data path when koffi is installed, set it to 0 to move every byte through node:net, or to 1 to fail when the native path cannot load.',
+  );
 }
 
 /**
