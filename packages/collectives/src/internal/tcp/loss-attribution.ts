@@ -27,10 +27,11 @@ interface EndedLink {
  * The hard part: a survivor that saw the loss fails, and then closes its connections (at once when
  * its program destroys the group or exits, as a training script does on an error), so a third
  * rank can find two connections ended, the dead rank's and the survivor's, and nothing in a FIN or
- * a reset tells which came first. Measured (3 ranks, 64 MiB all-reduce, rank 1 killed, load 8):
- * rank 0 blamed rank 2 in 3 of 18 runs, in every one because rank 0 (descheduled, or reading
- * only the connection it receives from) found both ended at once, and `lost` in native-ring.ts
- * preferred the connection it receives from; with that fixed, 1 run in 30 still blamed rank 2,
+ * a reset tells which came first. Measured (3 ranks, 64 MiB all-reduce, rank 1 killed, two `yes`
+ * loads, load 5-11): rank 0 blamed rank 2 in 6 of 44 runs, each time because rank 0
+ * (descheduled, or reading only the connection it receives from) found both ended at once, and
+ * `lost` in native-ring.ts preferred the connection it receives from; with notices and rules 1-2
+ * below, 3 of 54 runs still blamed rank 2,
  * whose end rank 0 saw 11 ms before the dead rank's own. And while an op waits for headers,
  * node:net does not report the end of a connection whose reading is held ([Note: held
  * reading]): only the survivor's close, later, is seen.
