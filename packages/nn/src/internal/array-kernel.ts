@@ -128,3 +128,41 @@ export function runArrayKernel(
   const result = tf.engine().runKernel(kernel.name, inputs, attrs) as tf.Tensor | tf.Tensor[];
   return Array.isArray(result) ? result : [result];
 }
+
+/**
+ * [Note: saved second outputs]
+ * GELU and causal attention compute, besides their output, a tensor only their backward needs
+ * (the sigmoid, the attention probabilities). As a kernel's second output it was on the tape as
+ * an output, and tfjs hands every output nothing downstream differentiated a zero gradient: a
+ * fresh zero array of its size (`makeZerosTypedArray`) uploaded to the backend, every backward.
+ * For the reference GPT at 8 × 128 that was 25 MB a step of fresh ArrayBuffers, all garbage,
+ * and the external-memory pressure started a full V8 marking cycle ~1.5 times a step, whose
+ * concurrent marking runs on other threads (the second core under FSDP). Here the kernel runs
+ * inside one tape node (tfjs's custom-gradient invocation) whose only output is the first one;
+ * the second is saved for the backward, not output, so no zero gradient is made for it.
+ */
+export function runArrayKernelSavingSecondOutput(
+  kernel: ArrayKernel,
+  inputs: tf.NamedTensorMap,
+  attrs: tf.NamedAttrMap,
+  backward: (dy: tf.Tensor, savedInputs: tf.Tensor[], second: tf.Tensor) => tf.Tensor[],
+): tf.Tensor {
+  ensureArrayKernel(kernel);
+  const names = kernel.inputs;
+  const run = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const save = args[names.length] as tf.GradSaveFunc;
+    const tensors = args.slice(0, names.length) as tf.Tensor[];
+    const map: tf.NamedTensorMap = {};
+    names.forEach((name, index) => {
+      map[name] = tensors[index]!;
+    });
+    const [output, second] = tf.engine().runKernel(kernel.name, map, attrs) as tf.Tensor[];
+    save([...tensors, second!]); // the engine disposes `second` itself when this returns
+    return {
+      value: output!,
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) =>
+        backward(dy, saved.slice(0, names.length), saved[names.length]!),
+    };
+  });
+  return run(...names.map((name) => inputs[name]!));
+}

@@ -1,16 +1,16 @@
 import { nativeSgemm, type Sgemm } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
-import { type ArrayKernel, runArrayKernel } from './array-kernel';
+import { type ArrayKernel, runArrayKernel, runArrayKernelSavingSecondOutput } from './array-kernel';
 import { backwardHeadBlas, forwardHeadBlas } from './causal-attention-blas';
 import type { AttentionShape } from './head-layout';
 
 /**
  * Causal attention on BLAS ([Note: attention on BLAS]) as two array kernels ([Note: array
  * kernels]): the forward reads qkv [B, T, 3·D] on the backend's memory and writes the output
- * [B, T, D] and the probabilities [B·H·T·T] (a second output the tape saves for the backward; the
- * caller disposes its own handle at once); the backward reads dy, qkv and the probabilities and
- * writes dqkv. No read-back copies, no tf.tensor uploads, no customGrad.
+ * [B, T, D] and the probabilities [B·H·T·T] (a second output saved for the backward, see [Note: saved
+ * second outputs]); the backward reads dy, qkv and the probabilities and
+ * writes dqkv. No read-back copies, no tf.tensor uploads.
  */
 const FORWARD = 'FsdpCausalAttention';
 const BACKWARD = 'FsdpCausalAttentionGrad';
@@ -84,21 +84,11 @@ const backwardKernel: ArrayKernel = {
   },
 };
 
-const gradient: tf.GradConfig = {
-  kernelName: FORWARD,
-  inputsToSave: ['qkv'],
-  outputsToSave: [false, true],
-  gradFunc: (dy, saved, attrs) => {
-    const [qkv, probabilities] = saved as [tf.Tensor, tf.Tensor];
-    const dOutput = Array.isArray(dy) ? dy[0]! : dy;
-    const [dQkv] = runArrayKernel(backwardKernel, null, { dy: dOutput, qkv, probabilities }, attrs);
-    return { qkv: () => dQkv! };
-  },
-};
-
 /** qkv [B, T, 3·D] float32 → causal attention [B, T, D], with BLAS on wasm or cpu. */
 export function causalAttentionKernel(qkv: tf.Tensor, heads: number): tf.Tensor {
-  const [output, probabilities] = runArrayKernel(forwardKernel, gradient, { qkv }, { heads });
-  probabilities!.dispose(); // the tape holds its own reference when a gradient is being taken
-  return output!;
+  // [Note: saved second outputs]: the probabilities are saved for the backward, not output.
+  return runArrayKernelSavingSecondOutput(forwardKernel, { qkv }, { heads }, (dy, [input], probabilities) => {
+    const [dQkv] = runArrayKernel(backwardKernel, null, { dy, qkv: input!, probabilities }, { heads });
+    return [dQkv!];
+  });
 }

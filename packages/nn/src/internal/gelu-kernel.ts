@@ -1,12 +1,17 @@
 import * as tf from '@tensorflow/tfjs-core';
-import { type ArrayKernel, runArrayKernel, type WasmBackendLike } from './array-kernel';
+import {
+  type ArrayKernel,
+  runArrayKernel,
+  runArrayKernelSavingSecondOutput,
+  type WasmBackendLike,
+} from './array-kernel';
 
 /**
  * tanh GELU as two array kernels (see [Note: array kernels] and [Note: tanh GELU through
  * sigmoid]): with u = 2·√(2/π)·(x + 0.044715·x³) and s = sigmoid(u),
  *   forward   y = x · s
  *   backward  dx = dy · (s + x · s · (1 - s) · 2·√(2/π)·(1 + 3·0.044715·x²))
- * The forward also outputs s (the tape saves it; the caller drops its own handle), so the
+ * The forward also outputs s (saved for the backward, see [Note: saved second outputs]), so the
  * backward computes no exponential. On wasm the forward's sigmoid is wasm's own (vectorised)
  * Sigmoid kernel function, called directly on the heap (no dispatch): a JavaScript Math.exp per
  * element made GELU 15% of the 8 × 128 step.
@@ -82,20 +87,11 @@ const backwardKernel: ArrayKernel = {
   },
 };
 
-const gradient: tf.GradConfig = {
-  kernelName: FORWARD,
-  inputsToSave: ['x'],
-  outputsToSave: [false, true],
-  gradFunc: (dy, saved) => {
-    const dOutput = Array.isArray(dy) ? dy[0]! : dy;
-    const [dx] = runArrayKernel(backwardKernel, null, { dy: dOutput, x: saved[0]!, s: saved[1]! });
-    return { x: () => dx! };
-  },
-};
-
 /** tanh GELU of a float32 tensor (one kernel; backward one more). */
 export function geluTanhKernel(x: tf.Tensor): tf.Tensor {
-  const [y, s] = runArrayKernel(forwardKernel, gradient, { x });
-  s!.dispose(); // the tape holds its own reference when a gradient is being taken
-  return y!;
+  // [Note: saved second outputs]: s is saved for the backward, not a second tape output.
+  return runArrayKernelSavingSecondOutput(forwardKernel, { x }, {}, (dy, [input], s) => {
+    const [dx] = runArrayKernel(backwardKernel, null, { dy, x: input!, s });
+    return [dx!];
+  });
 }
