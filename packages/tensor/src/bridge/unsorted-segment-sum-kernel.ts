@@ -6,15 +6,14 @@ import * as tf from '@tensorflow/tfjs-core';
  *
  * out[segmentIds[i], ...] += x[i, ...]; ids outside [0, numSegments) are dropped (TensorFlow's
  * semantics). Runs in JavaScript over the wasm heap: the rows are contiguous, so it is one pass.
+ * It reads x and the ids where they lie and sums straight into the output's heap memory: reading
+ * them with `readSync` (a fresh copy each) and summing into a fresh array that `makeOutput` then
+ * copied again made 2.5 MB of garbage ArrayBuffers a step for the reference GPT at 8 × 128 (see
+ * [Note: saved second outputs] in nn for why fresh ArrayBuffers cost more than their copy).
  */
 interface WasmBackendLike {
-  readSync(dataId: unknown): ArrayLike<number>;
-  makeOutput(
-    shape: number[],
-    dtype: tf.DataType,
-    memoryOffset?: number,
-    values?: tf.TypedArray,
-  ): tf.TensorInfo;
+  makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
+  typedArrayFromHeap(info: tf.TensorInfo): tf.TypedArray;
 }
 
 function unsortedSegmentSum(args: {
@@ -26,13 +25,15 @@ function unsortedSegmentSum(args: {
   const x = args.inputs.x!;
   const segmentIds = args.inputs.segmentIds!;
   const numSegments = Number(args.attrs?.numSegments);
-  const values = backend.readSync(x.dataId);
-  const ids = backend.readSync(segmentIds.dataId);
   const idCount = segmentIds.shape.reduce((product, size) => product * size, 1);
   const rowShape = x.shape.slice(segmentIds.shape.length);
   const rowSize = rowShape.reduce((product, size) => product * size, 1);
-  const output =
-    x.dtype === 'int32' ? new Int32Array(numSegments * rowSize) : new Float32Array(numSegments * rowSize);
+  const outputInfo = backend.makeOutput([numSegments, ...rowShape], x.dtype);
+  // Views of the heap, taken after the last allocation (allocating may grow and detach it).
+  const values = backend.typedArrayFromHeap(x);
+  const ids = backend.typedArrayFromHeap(segmentIds);
+  const output = backend.typedArrayFromHeap(outputInfo);
+  output.fill(0);
   for (let index = 0; index < idCount; index++) {
     const segment = ids[index]!;
     if (segment < 0 || segment >= numSegments) continue;
@@ -40,7 +41,7 @@ function unsortedSegmentSum(args: {
     const target = segment * rowSize;
     for (let offset = 0; offset < rowSize; offset++) output[target + offset]! += values[source + offset]!;
   }
-  return backend.makeOutput([numSegments, ...rowShape], x.dtype, undefined, output);
+  return outputInfo;
 }
 
 /** Registers the kernel for `backendName` unless that backend already has one. */
