@@ -48,11 +48,14 @@ describe('UnsortedSegmentSum on wasm', () => {
   it('handles rank-2 ids over rank-3 x, int32 x, and an output larger than the input', () => {
     const x = Array.from({ length: 2 * 3 * 4 }, (_, index) => (index % 5) - 2);
     const ids = [3, 0, 3, 9, 1, 3];
-    const out = tf.unsortedSegmentSum(
-      tf.tensor3d(x, [2, 3, 4], 'int32'),
-      tf.tensor2d(ids, [2, 3], 'int32'),
-      12,
-    );
+    // The op's type says rank-1 ids; the kernel (TensorFlow's semantics) takes any leading shape.
+    const out = tf
+      .engine()
+      .runKernel(
+        'UnsortedSegmentSum',
+        { x: tf.tensor3d(x, [2, 3, 4], 'int32'), segmentIds: tf.tensor2d(ids, [2, 3], 'int32') },
+        { numSegments: 12 },
+      ) as tf.Tensor;
     expect(out.dtype).toBe('int32');
     expect(Array.from(out.dataSync())).toEqual(reference(x, 4, ids, 12));
   });
