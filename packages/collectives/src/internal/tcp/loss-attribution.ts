@@ -48,8 +48,8 @@ interface EndedLink {
  *    so its notice is not stuck behind bulk bytes, and comes before its end);
  * 3. otherwise the connection this rank receives from ended without a notice. A survivor's notice
  *    may be stuck behind the bulk bytes there, or already taken as payload, so this is not
- *    decided at once: the engine looks again every few ms for LOSS_SETTLE_MS (250 ms), and the
- *    failing op waits for the verdict. The dead rank's other connections do end (measured: a
+ *    decided at once: LossBlame (loss-blame.ts) looks again every few ms for LOSS_SETTLE_MS
+ *    (250 ms), and the failing op waits for the verdict. The dead rank's other connections do end (measured: a
  *    killed rank's connections were seen to end up to 11 ms apart at load 6-8, and ~30 ms after
  *    the kill), or another survivor's notice arrives; if neither comes, that rank is blamed.
  * A notice found where a header is expected fails the op the same way. Without the native path

@@ -59,6 +59,39 @@ export function blasSetting(rank: number): BlasSetting {
   );
 }
 
+/**
+ * Native arithmetic for the reduce steps of a run on the native data path: `add` when OpenBLAS
+ * loaded and FSDP_TCP_BLAS is not 0; `counts` counts float32 sum and avg steps by path
+ * (blasReduceCounts).
+ */
+export interface NativeReduce {
+  readonly add: NativeFloatAdd | undefined;
+  readonly counts: Int32Array | undefined;
+}
+
+/**
+ * The reduce an engine's native runs use, loaded when the engine starts, before its peers
+ * connect, not at the first sum: loading starts OpenBLAS's thread pool, whose idle threads spin
+ * (~60 ms of CPU) before they sleep, and that belongs in the group's start, not in its first
+ * ops. `failure` says why FSDP_TCP_BLAS=1 (`required`) cannot be honoured.
+ */
+export function engineReduce(options: {
+  setting: BlasSetting | undefined;
+  nativePath: boolean;
+  koffiPath: string | undefined;
+  counts: Int32Array | undefined;
+}): { reduce: NativeReduce; failure?: string } {
+  const { setting, nativePath, koffiPath, counts } = options;
+  const loaded =
+    nativePath && setting !== undefined && setting !== 'off' ? loadNativeFloatAdd(koffiPath) : undefined;
+  const reduce = { add: loaded?.add, counts };
+  if (setting !== 'required' || !nativePath || loaded?.add !== undefined) return { reduce };
+  return {
+    reduce,
+    failure: `FSDP_TCP_BLAS=1, but OpenBLAS's cblas_saxpy could not load (${loaded === undefined ? 'the native path is off' : loaded.reason}); install OpenBLAS (Debian: apt-get install libopenblas0-pthread), point FSDP_BLAS_LIBRARY at it, or unset FSDP_TCP_BLAS to use the SIMD kernels.`,
+  };
+}
+
 interface KoffiLibrary {
   func(signature: string): (...args: unknown[]) => unknown;
 }

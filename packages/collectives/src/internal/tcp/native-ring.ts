@@ -1,4 +1,5 @@
 import { drainInto } from './loss-attribution.js';
+import type { NativeReduce } from './native-blas.js';
 import type { NativeProfile } from './native-profile.js';
 import {
   EAGAIN,
@@ -12,13 +13,7 @@ import {
   PollSet,
 } from './native-sockets.js';
 import type { PeerLink } from './peer-link.js';
-import {
-  type NativeReduce,
-  type RingPlan,
-  type RingScratch,
-  type StepConsumer,
-  stepConsumer,
-} from './ring.js';
+import { type RingPlan, type RingScratch, type StepConsumer, stepConsumer } from './ring.js';
 
 /** How long one native slice may run before the event loop gets a turn (timers, messages). */
 export const NATIVE_SLICE_MS = 100;

@@ -3,7 +3,7 @@ import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js'
 import { bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
 import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
 import { REDUCE_BLOCK, reduceKernels } from '../shm/reduce-simd.js';
-import { countReduceStep, type NativeFloatAdd } from './native-blas.js';
+import { countReduceStep, type NativeReduce } from './native-blas.js';
 import type { PeerLink } from './peer-link.js';
 
 /** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
@@ -126,16 +126,6 @@ function typedView(
   if (wire === 'bfloat16' || work instanceof Uint16Array) return new Uint16Array(buffer, byteOffset, length);
   if (work instanceof Int32Array) return new Int32Array(buffer, byteOffset, length);
   return new Float32Array(buffer, byteOffset, length);
-}
-
-/**
- * Native arithmetic for the reduce steps of a run on the native data path ([Note: blas reduce
- * steps]): `add` when OpenBLAS loaded and FSDP_TCP_BLAS is not 0; `counts` counts float32 sum and
- * avg steps by path (blasReduceCounts).
- */
-export interface NativeReduce {
-  add: NativeFloatAdd | undefined;
-  counts: Int32Array | undefined;
 }
 
 /** A step's incoming bytes, fed in order; `end()` after the last sends what is left to forward. */

@@ -15,14 +15,15 @@ import {
   lossNoticeHeader,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
-import { attributeLoss, noticeError, type ReportedLoss } from './loss-attribution.js';
-import { type BlasSetting, loadNativeFloatAdd } from './native-blas.js';
+import { noticeError } from './loss-attribution.js';
+import { LossBlame } from './loss-blame.js';
+import { type BlasSetting, engineReduce, type NativeReduce } from './native-blas.js';
 import { type NativeProfile, nativeProfile } from './native-profile.js';
 import { driveNativeRun, NativeRingRun } from './native-ring.js';
 import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
 import { OpPreparation, type PreparedOp } from './op-preparation.js';
 import { PeerLink } from './peer-link.js';
-import { type NativeReduce, type RingPlan, RingScratch } from './ring.js';
+import { type RingPlan, RingScratch } from './ring.js';
 import { connectPeers, PeerAcceptor } from './tcp-connections.js';
 import { WorkArrays } from './work-arrays.js';
 
@@ -61,9 +62,6 @@ const NATIVE_EAGER_BYTES = 256 * 1024;
 
 /** See [Note: breaking the group]. */
 const PEER_LOSS_CLOSE_DELAY_MS = 1_000;
-/** How long a loss seen only on the connection this rank receives from waits for more evidence. */
-const LOSS_SETTLE_MS = 250;
-const LOSS_SETTLE_POLL_MS = 5;
 
 type EngineState = 'listening' | 'connecting' | 'ready' | 'closed';
 
@@ -93,13 +91,9 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly profile: NativeProfile | undefined;
   /** A peer was lost: closing the links waits PEER_LOSS_CLOSE_DELAY_MS ([Note: breaking the group]). */
   private peerLossSeen = false;
-  /** Connections whose end was reported while the blame is not decided ([Note: blaming a lost peer]). */
-  private readonly lossesSeen: ReportedLoss[] = [];
+  /** Whom to blame for a lost connection ([Note: blaming a lost peer]). */
+  private readonly blame: LossBlame;
   private lossNoticeSent = false;
-  /** The blame still being decided: a failing op waits for it (see `execute`). */
-  private pendingLoss:
-    | { decided: Promise<CollectiveError>; settle: (error: CollectiveError) => void; deadline: number }
-    | undefined;
 
   constructor(init: TcpInit, context: EngineContext) {
     super(init);
@@ -108,19 +102,26 @@ export class TcpEngine extends EngineBase<TcpInit> {
     this.preparation = new OpPreparation(init.rank, init.size, this.scratch, this.work, this.links);
     this.native = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
     this.profile = nativeProfile(this.native);
-    this.nativeReduce = { add: undefined, counts: init.reduceCounts };
-    // OpenBLAS loads here, before the peers connect, not at the first sum: loading starts its
-    // thread pool, whose idle threads spin (~60 ms of CPU) before they sleep, and that belongs
-    // in the group's start, not in its first ops ([Note: blas reduce steps]).
-    const blas =
-      this.native !== undefined && init.blas !== undefined && init.blas !== 'off'
-        ? this.loadBlas()
-        : undefined;
-    if (init.blas === 'required' && this.native !== undefined && blas?.add === undefined) {
-      this.notify({
-        type: 'init-failed',
-        message: `FSDP_TCP_BLAS=1, but OpenBLAS's cblas_saxpy could not load (${blas === undefined ? 'the native path is off' : blas.reason}); install OpenBLAS (Debian: apt-get install libopenblas0-pthread), point FSDP_BLAS_LIBRARY at it, or unset FSDP_TCP_BLAS to use the SIMD kernels.`,
-      });
+    this.blame = new LossBlame(
+      this.links,
+      this.native,
+      { rank: init.rank, previous: (init.rank - 1 + init.size) % init.size },
+      {
+        isBroken: () => this.isBroken(),
+        decided: (error) => {
+          if (error.code !== 'aborted') this.breakForLoss(error);
+        },
+      },
+    );
+    const reduce = engineReduce({
+      setting: init.blas,
+      nativePath: this.native !== undefined,
+      koffiPath: init.nativeSockets,
+      counts: init.reduceCounts,
+    });
+    this.nativeReduce = reduce.reduce;
+    if (reduce.failure !== undefined) {
+      this.notify({ type: 'init-failed', message: reduce.failure });
       return;
     }
     if (init.nativeRequired === true && !init.secure && this.native === undefined) {
@@ -216,51 +217,9 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private peerLost(link: PeerLink, error: CollectiveError): void {
     // A peer that aborted wrote its notice, then closed: the notice may wait unread.
     const notice = abortMessageIn(link.unreadBytes());
-    if (notice !== undefined) this.settleLoss(this.peerAborted(link.peer, notice));
-    else if (!this.isBroken()) {
-      this.lossesSeen.push({ link, error });
-      this.attributeLoss();
-    }
+    if (notice !== undefined) this.blame.settle(this.peerAborted(link.peer, notice));
+    else if (!this.isBroken()) this.blame.report({ link, error });
     this.closeAfterLoss();
-  }
-
-  /**
-   * Decides which rank to blame for the losses seen so far, or, when the only evidence is the
-   * connection this rank receives from ending without a notice, keeps looking for
-   * LOSS_SETTLE_MS ([Note: blaming a lost peer]).
-   */
-  private attributeLoss(): void {
-    if (this.lossesSeen.length === 0) return;
-    if (this.isBroken()) {
-      // Broken some other way meanwhile: the running op already failed with that cause.
-      this.pendingLoss?.settle(this.lossesSeen[0]!.error);
-      this.pendingLoss = undefined;
-      return;
-    }
-    const verdict = attributeLoss(this.lossesSeen, this.links, this.native, {
-      rank: this.init.rank,
-      previous: (this.init.rank - 1 + this.init.size) % this.init.size,
-    });
-    if (verdict.settled) {
-      this.settleLoss(verdict.error);
-      return;
-    }
-    if (this.pendingLoss === undefined) {
-      let settle: (error: CollectiveError) => void = () => undefined;
-      const decided = new Promise<CollectiveError>((resolve) => {
-        settle = resolve;
-      });
-      this.pendingLoss = { decided, settle, deadline: performance.now() + LOSS_SETTLE_MS };
-    }
-    if (performance.now() >= this.pendingLoss.deadline) this.settleLoss(verdict.error);
-    else setTimeout(() => this.attributeLoss(), LOSS_SETTLE_POLL_MS).unref();
-  }
-
-  /** The blame is decided: the group breaks with `error`, and a running op fails with it. */
-  private settleLoss(error: CollectiveError): void {
-    if (error.code !== 'aborted') this.breakForLoss(error);
-    this.pendingLoss?.settle(error);
-    this.pendingLoss = undefined;
   }
 
   /** Breaks the group for a lost peer, and tells every other peer which one, once. */
@@ -299,7 +258,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
       await this.executeProfiled(op, seq);
     } catch (error) {
       // A lost connection failed the op while its blame is being decided: fail with the verdict.
-      if (this.pendingLoss !== undefined) throw await this.pendingLoss.decided;
+      const verdict = this.blame.deciding;
+      if (verdict !== undefined) throw await verdict;
       throw error;
     }
   }
@@ -389,13 +349,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
     }
   }
 
-  /** Loads OpenBLAS's add for the reduce steps of native runs. */
-  private loadBlas(): ReturnType<typeof loadNativeFloatAdd> {
-    const loaded = loadNativeFloatAdd(this.init.nativeSockets);
-    this.nativeReduce.add = loaded.add;
-    return loaded;
-  }
-
   /**
    * Writes this op's header and eager bytes to every peer, reads theirs and compares (see
    * [Note: eager first segment]). Eager bytes too many to announce wait for the check: they are
@@ -467,7 +420,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
         lost: loss.lost,
         message: message.toString('utf8', 0, loss.length),
       });
-      this.settleLoss(error);
+      this.blame.settle(error);
       this.closeAfterLoss();
       throw error;
     }
