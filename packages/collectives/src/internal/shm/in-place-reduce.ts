@@ -13,11 +13,13 @@ export const IN_PLACE_BLOCK = 32_768;
  * Reduces `sources` into every view of `targets` like reduceShared, in place in the arena
  * ([Note: in-place simd]): per block, the first target becomes the accumulator (the first
  * source copied in, unless it is that source), every other source is reduced into it in rank
- * order, avg divides once, and the block is copied into the other targets (bfloat16 sum and avg:
- * reduceBfloat16InArena). Returns false, having touched nothing, when it cannot: bfloat16 max or
- * min, a view outside the
- * arena, targets that overlap a source without being it (the accumulator must overlap no source
- * but the first), or no SIMD.
+ * order, avg divides once, and the block is copied into the other targets. When the first
+ * target is a later source (an in-place reduce-scatter on rank k > 0, whose output is its own
+ * block of its input), the block accumulates in this thread's scratch block of the arena instead
+ * and is copied into the targets once every source's block was read (reduceViaScratch).
+ * bfloat16 sum and avg: reduceBfloat16InArena. Returns false, having touched nothing, when it
+ * cannot: bfloat16 max or min, a view outside the arena, a target that overlaps a source without
+ * being it, or no SIMD.
  */
 export function reduceInArena(
   sources: readonly CollectiveBuffer[],
@@ -31,11 +33,15 @@ export function reduceInArena(
   if (dtype === 'bfloat16' && op !== 'sum' && op !== 'avg') return false;
   const views = [...sources, ...targets];
   if (!views.every((view) => isArenaBuffer(arena, view.buffer))) return false;
-  if (!safeAliasing(sources, targets)) return false;
+  // The accumulator is a later source: its block is read before anything is written into it.
+  const viaScratch =
+    dtype === 'bfloat16' || sources.some((source, index) => index > 0 && same(source, targets[0]!));
+  if (!safeAliasing(sources, targets, viaScratch)) return false;
   const kernels = inPlaceKernels(arena);
   if (kernels === null) return false;
   if (dtype === 'bfloat16')
     return reduceBfloat16InArena(sources as Uint16Array[], targets as Uint16Array[], op, size, arena);
+  if (viaScratch) return reduceViaScratch(sources, targets, dtype, op, size, arena);
   const floats = dtype === 'float32';
   const name = kernelName(floats, op);
   const average = floats && op === 'avg';
@@ -75,9 +81,66 @@ export function reduceInArena(
   return true;
 }
 
+/**
+ * float32 or int32, per block of IN_PLACE_BLOCK elements: the first source copied into this
+ * thread's scratch block (in L2), every other source reduced into it in rank order, avg divided
+ * once, and the block copied into every target. Every source's block is read before any target's
+ * is written, so a target may be any one source (the rank's own block, in place).
+ */
+function reduceViaScratch(
+  sources: readonly CollectiveBuffer[],
+  targets: readonly CollectiveBuffer[],
+  dtype: 'float32' | 'int32',
+  op: ReduceOp,
+  size: number,
+  arena: SharedMemory,
+): boolean {
+  const kernels = inPlaceKernels(arena);
+  const address = scratchBlock(arena, IN_PLACE_BLOCK * 4);
+  if (kernels === null || address === null) return false;
+  const floats = dtype === 'float32';
+  const reduce = kernels.reduce[kernelName(floats, op)];
+  const average = floats && op === 'avg';
+  const scratch = floats
+    ? new Float32Array(arena.buffer, address, IN_PLACE_BLOCK)
+    : new Int32Array(arena.buffer, address, IN_PLACE_BLOCK);
+  const first = sources[0] as Float32Array | Int32Array;
+  const length = first.length;
+  const vectorEnd = length - (length % 4);
+  for (let start = 0; start < length; start += IN_PLACE_BLOCK) {
+    const end = Math.min(length, start + IN_PLACE_BLOCK);
+    const count = end - start;
+    const block = scratch.subarray(0, count);
+    block.set(first.subarray(start, end) as never);
+    const vectors = Math.max(0, Math.min(end, vectorEnd) - start);
+    for (let index = 1; index < sources.length; index++) {
+      const source = sources[index]! as Float32Array | Int32Array;
+      if (vectors > 0) reduce(address, source.byteOffset + start * 4, vectors * 4);
+      if (vectors < count)
+        reduceInto(block.subarray(vectors), source.subarray(start + vectors, end) as never, op);
+    }
+    if (average) {
+      if (vectors > 0) kernels.divide(address, vectors * 4, size);
+      if (vectors < count) finishAverage(block.subarray(vectors) as Float32Array, size);
+    }
+    for (const target of targets) target.set(block as never, start);
+  }
+  return true;
+}
+
 /** Elements per bfloat16 step: the float32 scratch block (64 KiB) stays in L2. */
 const BFLOAT16_BLOCK = 16_384;
-let scratch: { arena: SharedMemory; address: number } | undefined;
+/** This thread's scratch block of the arena (the largest asked for so far), or null when it is full. */
+let scratch: { arena: SharedMemory; address: number; bytes: number } | undefined;
+
+function scratchBlock(arena: SharedMemory, bytes: number): number | null {
+  if (scratch?.arena !== arena || scratch.bytes < bytes) {
+    const address = reserve(arena, bytes);
+    if (address === null) return null;
+    scratch = { arena, address, bytes };
+  }
+  return scratch.address;
+}
 
 /**
  * bfloat16 sum or avg in the arena ([Note: in-place bfloat16]): per block, every source decoded
@@ -95,12 +158,8 @@ function reduceBfloat16InArena(
   const halves = inPlaceBfloat16Kernels(arena);
   const floats = inPlaceKernels(arena);
   if (halves === null || floats === null) return false;
-  if (scratch?.arena !== arena) {
-    const address = reserve(arena, BFLOAT16_BLOCK * 4);
-    if (address === null) return false;
-    scratch = { arena, address };
-  }
-  const block = scratch.address;
+  const block = scratchBlock(arena, BFLOAT16_BLOCK * 4);
+  if (block === null) return false;
   const first = targets[0]!;
   const length = sources[0]!.length;
   const vectorEnd = length - (length % 8);
@@ -126,12 +185,16 @@ function reduceBfloat16InArena(
 }
 
 /**
- * Whether blockwise in-place reduction reads every source before writing over it: the
- * accumulator (targets[0]) overlaps no source except by being sources[0] exactly, and every
- * other target overlaps no source or is exactly one (then its block is written after every
- * source's same block was read).
+ * Whether blockwise in-place reduction reads every source before writing over it: every target
+ * overlaps no source or is exactly one (then its block is written after every source's same
+ * block was read), and, unless the block accumulates in scratch (`viaScratch`), the accumulator
+ * (targets[0]) is no source but sources[0].
  */
-function safeAliasing(sources: readonly CollectiveBuffer[], targets: readonly CollectiveBuffer[]): boolean {
+function safeAliasing(
+  sources: readonly CollectiveBuffer[],
+  targets: readonly CollectiveBuffer[],
+  viaScratch: boolean,
+): boolean {
   const range = (view: CollectiveBuffer) => [view.byteOffset, view.byteOffset + view.byteLength] as const;
   const overlap = (a: CollectiveBuffer, b: CollectiveBuffer) => {
     const [aStart, aEnd] = range(a);
@@ -142,7 +205,8 @@ function safeAliasing(sources: readonly CollectiveBuffer[], targets: readonly Co
     (target, index) =>
       sources.every(
         (source, sourceIndex) =>
-          !overlap(target, source) || (same(target, source) && (index > 0 || sourceIndex === 0)),
+          !overlap(target, source) ||
+          (same(target, source) && (viaScratch || index > 0 || sourceIndex === 0)),
       ) && targets.every((other) => other === target || !overlap(target, other) || same(target, other)),
   );
 }
