@@ -138,15 +138,21 @@ export async function measureCopyPeer(threads: number, mode: 'copy' | 'fill' = '
  * Bus bandwidth an shm op reaches at world size `size` if each rank only moves its bytes at
  * `copyRate` (GB/s copied by each of the threads working at once; a copy reads and writes each
  * byte once). Per rank, for a full buffer of S bytes:
- *   all-reduce      reads S (its slice of every rank), writes S (its slice into every rank): time S / rate
- *   all-gather      reads S / n (its input, once per block), writes S (into every output)
- *   reduce-scatter  reads S (its slice of every input), writes S / n
- *   broadcast       one rank reads S and writes S (the others wait): time S / rate
+ *   all-reduce          reads S (its slice of every rank), writes S (its slice into every rank): time S / rate
+ *   all-gather          reads S / n (its input, once per block), writes S (into every output)
+ *   all-gather in place reads S / n, writes S (n - 1) / n (its own block is already there): time S / (2 rate)
+ *   reduce-scatter      reads S (its slice of every input), writes S / n (out of place or in place)
+ *   broadcast           one rank reads S and writes S (the others wait): time S / rate
  * with reads and writes counted as half a copied byte each; then the nccl-tests bus factor.
+ * This counts a written byte as half a copy; with write-allocate caches a write to a line not
+ * yet cached fetches it first, and the measured data floors (measureDataFloor) are the real
+ * bound: the benchmark prints both.
  */
-export function shmCeiling(op: BenchOp, size: number, copyRate: number): number {
+export function shmCeiling(op: BenchOp, size: number, copyRate: number, form: Form = 'out-of-place'): number {
   if (op === 'allReduce') return (copyRate * 2 * (size - 1)) / size;
   if (op === 'broadcast') return copyRate;
+  // (S/n + S(n-1)/n) / 2 = S/2 copied bytes in S / (2 rate) seconds, times (n - 1) / n.
+  if (op === 'allGather' && form === 'in-place') return (2 * copyRate * (size - 1)) / size;
   // (S + S/n) / 2 copied bytes in S(1 + 1/n) / (2 rate) seconds, times (n - 1) / n.
   return (2 * copyRate * (size - 1)) / (size + 1);
 }

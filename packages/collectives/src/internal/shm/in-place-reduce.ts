@@ -11,12 +11,16 @@ export const IN_PLACE_BLOCK = 32_768;
 
 /**
  * Reduces `sources` into every view of `targets` like reduceShared, in place in the arena
- * ([Note: in-place simd]): per block, the first target becomes the accumulator (the first
- * source copied in, unless it is that source), every other source is reduced into it in rank
- * order, avg divides once, and the block is copied into the other targets. When the first
- * target is a later source (an in-place reduce-scatter on rank k > 0, whose output is its own
- * block of its input), the block accumulates in this thread's scratch block of the arena instead
- * and is copied into the targets once every source's block was read (reduceViaScratch).
+ * ([Note: in-place simd]), per block of IN_PLACE_BLOCK elements, every source in rank order,
+ * avg dividing once:
+ *   - the first target is the first source (all-reduce; an in-place reduce-scatter on rank 0):
+ *     every other source is reduced into it, the last one storing into its own view as well
+ *     when that is a later target (all-reduce), then the block is copied into the other targets;
+ *   - otherwise (reduceChained): the first step stores first (op) second straight into the first
+ *     target, with no copy of the first source, and every later step reduces into it; when the
+ *     first target is a later source k (an in-place reduce-scatter on rank k > 0: its output is
+ *     its own block of its input), the steps before k store into this thread's scratch block and
+ *     step k stores into the target, each lane read before it is written.
  * bfloat16 sum and avg: reduceBfloat16InArena. Returns false, having touched nothing, when it
  * cannot: bfloat16 max or min, a view outside the arena, a target that overlaps a source without
  * being it, or no SIMD.
@@ -33,15 +37,16 @@ export function reduceInArena(
   if (dtype === 'bfloat16' && op !== 'sum' && op !== 'avg') return false;
   const views = [...sources, ...targets];
   if (!views.every((view) => isArenaBuffer(arena, view.buffer))) return false;
-  // The accumulator is a later source: its block is read before anything is written into it.
-  const viaScratch =
-    dtype === 'bfloat16' || sources.some((source, index) => index > 0 && same(source, targets[0]!));
-  if (!safeAliasing(sources, targets, viaScratch)) return false;
+  // Every source's lanes are read before the first target's are written, in both branches below
+  // and in the bfloat16 one, except when the first target is the first source (then it is the
+  // accumulator from the start, which is what it must be).
+  const chained = dtype === 'bfloat16' || !same(sources[0]!, targets[0]!);
+  if (!safeAliasing(sources, targets, chained)) return false;
   const kernels = inPlaceKernels(arena);
   if (kernels === null) return false;
   if (dtype === 'bfloat16')
     return reduceBfloat16InArena(sources as Uint16Array[], targets as Uint16Array[], op, size, arena);
-  if (viaScratch) return reduceViaScratch(sources, targets, dtype, op, size, arena);
+  if (chained) return reduceChained(sources, targets, dtype, op, size, arena);
   const floats = dtype === 'float32';
   const name = kernelName(floats, op);
   const average = floats && op === 'avg';
@@ -52,14 +57,11 @@ export function reduceInArena(
       ? -1
       : targets.findIndex((target, index) => index > 0 && same(target, sources[last]!));
   const accumulator = targets[0] as Float32Array | Int32Array;
-  const first = sources[0] as Float32Array | Int32Array;
-  const copyFirst = accumulator.byteOffset !== first.byteOffset;
-  const length = first.length;
+  const length = accumulator.length;
   const vectorEnd = length - (length % 4);
   for (let start = 0; start < length; start += IN_PLACE_BLOCK) {
     const end = Math.min(length, start + IN_PLACE_BLOCK);
     const block = accumulator.subarray(start, end);
-    if (copyFirst) block.set(first.subarray(start, end) as never);
     const vectors = Math.max(0, Math.min(end, vectorEnd) - start);
     const address = accumulator.byteOffset + start * 4;
     for (let index = 1; index < sources.length; index++) {
@@ -82,12 +84,13 @@ export function reduceInArena(
 }
 
 /**
- * float32 or int32, per block of IN_PLACE_BLOCK elements: the first source copied into this
- * thread's scratch block (in L2), every other source reduced into it in rank order, avg divided
- * once, and the block copied into every target. Every source's block is read before any target's
- * is written, so a target may be any one source (the rank's own block, in place).
+ * float32 or int32 whose first target is not the first source (see reduceInArena): per block,
+ * step i (i = 1 .. n-1) stores (the result so far, or the first source) (op) source i into the
+ * first target, or into the scratch block while i < k when the target is source k; avg divides
+ * the target's block; then the block is copied into the other targets. The last 0-3 elements go
+ * through the scalar kernels in a small array, in the same order.
  */
-function reduceViaScratch(
+function reduceChained(
   sources: readonly CollectiveBuffer[],
   targets: readonly CollectiveBuffer[],
   dtype: 'float32' | 'int32',
@@ -95,35 +98,41 @@ function reduceViaScratch(
   size: number,
   arena: SharedMemory,
 ): boolean {
-  const kernels = inPlaceKernels(arena);
-  const address = scratchBlock(arena, IN_PLACE_BLOCK * 4);
-  if (kernels === null || address === null) return false;
+  const kernels = inPlaceKernels(arena)!;
+  const target = targets[0] as Float32Array | Int32Array;
+  const later = sources.findIndex((source) => same(source, target));
+  const scratch = later > 1 ? scratchBlock(arena, IN_PLACE_BLOCK * 4) : 0;
+  if (scratch === null) return false;
   const floats = dtype === 'float32';
-  const reduce = kernels.reduce[kernelName(floats, op)];
+  const into = kernels.reduceInto[kernelName(floats, op)];
   const average = floats && op === 'avg';
-  const scratch = floats
-    ? new Float32Array(arena.buffer, address, IN_PLACE_BLOCK)
-    : new Int32Array(arena.buffer, address, IN_PLACE_BLOCK);
-  const first = sources[0] as Float32Array | Int32Array;
-  const length = first.length;
+  const length = target.length;
   const vectorEnd = length - (length % 4);
   for (let start = 0; start < length; start += IN_PLACE_BLOCK) {
     const end = Math.min(length, start + IN_PLACE_BLOCK);
-    const count = end - start;
-    const block = scratch.subarray(0, count);
-    block.set(first.subarray(start, end) as never);
     const vectors = Math.max(0, Math.min(end, vectorEnd) - start);
-    for (let index = 1; index < sources.length; index++) {
-      const source = sources[index]! as Float32Array | Int32Array;
-      if (vectors > 0) reduce(address, source.byteOffset + start * 4, vectors * 4);
-      if (vectors < count)
-        reduceInto(block.subarray(vectors), source.subarray(start + vectors, end) as never, op);
+    const address = target.byteOffset + start * 4;
+    if (vectors > 0) {
+      let current = sources[0]!.byteOffset + start * 4;
+      if (sources.length === 1) target.set(sources[0]!.subarray(start, start + vectors) as never, start);
+      for (let index = 1; index < sources.length; index++) {
+        const destination = index < later ? scratch : address;
+        into(current, sources[index]!.byteOffset + start * 4, vectors * 4, destination);
+        current = destination;
+      }
+      if (average) kernels.divide(address, vectors * 4, size);
     }
-    if (average) {
-      if (vectors > 0) kernels.divide(address, vectors * 4, size);
-      if (vectors < count) finishAverage(block.subarray(vectors) as Float32Array, size);
+    if (start + vectors < end) {
+      const tail = (floats ? Float32Array : Int32Array).from(
+        sources[0]!.subarray(start + vectors, end) as never,
+      );
+      for (let index = 1; index < sources.length; index++)
+        reduceInto(tail, sources[index]!.subarray(start + vectors, end) as never, op);
+      if (average) finishAverage(tail as Float32Array, size);
+      target.set(tail as never, start + vectors);
     }
-    for (const target of targets) target.set(block as never, start);
+    const block = target.subarray(start, end);
+    for (let index = 1; index < targets.length; index++) targets[index]!.set(block as never, start);
   }
   return true;
 }
@@ -187,13 +196,14 @@ function reduceBfloat16InArena(
 /**
  * Whether blockwise in-place reduction reads every source before writing over it: every target
  * overlaps no source or is exactly one (then its block is written after every source's same
- * block was read), and, unless the block accumulates in scratch (`viaScratch`), the accumulator
+ * block was read), and, unless every source's block is read before the first target's is written
+ * (`chained`), the accumulator
  * (targets[0]) is no source but sources[0].
  */
 function safeAliasing(
   sources: readonly CollectiveBuffer[],
   targets: readonly CollectiveBuffer[],
-  viaScratch: boolean,
+  chained: boolean,
 ): boolean {
   const range = (view: CollectiveBuffer) => [view.byteOffset, view.byteOffset + view.byteLength] as const;
   const overlap = (a: CollectiveBuffer, b: CollectiveBuffer) => {
@@ -205,8 +215,7 @@ function safeAliasing(
     (target, index) =>
       sources.every(
         (source, sourceIndex) =>
-          !overlap(target, source) ||
-          (same(target, source) && (viaScratch || index > 0 || sourceIndex === 0)),
+          !overlap(target, source) || (same(target, source) && (chained || index > 0 || sourceIndex === 0)),
       ) && targets.every((other) => other === target || !overlap(target, other) || same(target, other)),
   );
 }
