@@ -37,7 +37,7 @@ import {
 } from './memory-peer.js';
 import type { RawSocketResult } from './raw-socket.js';
 import { type LatencyFigure, measureRawPeers, type SmallOpRow } from './small-op.js';
-import { type BenchOp, busFactor, type SweepConfig, type SweepRow } from './sweep.js';
+import { busFactor, type SweepConfig, type SweepRow } from './sweep.js';
 import { bfloat16WirePhases, conversion, memcpy, stats } from './thread-probes.js';
 
 const argv = process.argv.slice(2);
