@@ -21,14 +21,23 @@ export interface SweepConfig {
    * 'plain' = an ordinary SharedArrayBuffer. Default ['plain'].
    */
   placements?: Placement[];
+  /**
+   * all-gather and reduce-scatter only: 'out-of-place' (separate input and output) and/or
+   * 'in-place' (the input is the rank's block of the output, or the output the rank's block of
+   * the input: nccl-tests' in-place columns), measured interleaved with each other like the
+   * placements. Default ['out-of-place']; the other ops are always out of place.
+   */
+  forms?: Form[];
 }
 
 export type Placement = 'arena' | 'plain';
+export type Form = 'out-of-place' | 'in-place';
 
 export interface SweepRow {
   op: BenchOp;
   variant: BenchVariant;
   placement: Placement;
+  form: Form;
   worldSize: number;
   bytes: number;
   /** Milliseconds per op: median, min, max over `iterations`. */
@@ -99,6 +108,7 @@ function allocate(variant: BenchVariant, elements: number, placement: Placement)
 interface SweepCase {
   variant: BenchVariant;
   placement: Placement;
+  form: Form;
   /** Bytes of the full buffer in its own element type. */
   bytes: number;
   issue: () => Work;
@@ -106,6 +116,8 @@ interface SweepCase {
   processCpuMs: number;
   mainCpuMs: number | undefined;
 }
+
+const OUT_OF_PLACE: readonly Form[] = ['out-of-place'];
 
 /** Ops per case in each interleaved block (see [Note: interleaved sweep]). */
 const OPS_PER_BLOCK = 2;
@@ -124,8 +136,12 @@ export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
   const threadClock = nativeThreadClock();
   for (const op of config.ops) {
     for (const bytes of config.sizes) {
+      const forms =
+        op === 'allGather' || op === 'reduceScatter' ? (config.forms ?? OUT_OF_PLACE) : OUT_OF_PLACE;
       const cases = config.variants.flatMap((variant) =>
-        (config.placements ?? ['plain']).map((placement) => sweepCase(group, op, variant, bytes, placement)),
+        (config.placements ?? ['plain']).flatMap((placement) =>
+          forms.map((form) => sweepCase(group, op, variant, bytes, placement, form)),
+        ),
       );
       for (const measured of cases)
         for (let iteration = 0; iteration < config.warmup; iteration++) {
@@ -155,12 +171,13 @@ export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
       for (const measured of cases) rows.push(sweepRow(group, op, measured, config.iterations));
     }
   }
-  // Rows in the order the tables read them: by op, variant, size, then placement.
+  // Rows in the order the tables read them: by op, variant, size, placement, then form.
   const order = (row: SweepRow) => [
     config.ops.indexOf(row.op),
     config.variants.indexOf(row.variant),
     config.sizes.findIndex((bytes) => caseBytes(row.variant, bytes, size) === row.bytes),
     (config.placements ?? ['plain']).indexOf(row.placement),
+    row.form === 'in-place' ? 1 : 0,
   ];
   return rows.sort((a, b) => {
     const [left, right] = [order(a), order(b)];
@@ -182,6 +199,7 @@ function sweepCase(
   variant: BenchVariant,
   bytes: number,
   placement: Placement,
+  form: Form,
 ): SweepCase {
   const elementBytes = variant === 'bfloat16' ? 2 : 4;
   const total = caseBytes(variant, bytes, group.size) / elementBytes;
@@ -196,17 +214,20 @@ function sweepCase(
     issue =
       op === 'allReduce' ? () => group.allReduce(buffer, options) : () => group.broadcast(buffer, options);
   } else if (op === 'allGather') {
-    const input = allocate(variant, shard, placement);
     const output = allocate(variant, total, placement);
+    const own = output.subarray(group.rank * shard, (group.rank + 1) * shard);
+    const input = form === 'in-place' ? own : allocate(variant, shard, placement);
     issue = () => group.allGather(output, input, options);
   } else {
     const input = allocate(variant, total, placement);
-    const output = allocate(variant, shard, placement);
+    const own = input.subarray(group.rank * shard, (group.rank + 1) * shard);
+    const output = form === 'in-place' ? own : allocate(variant, shard, placement);
     issue = () => group.reduceScatter(output, input, options);
   }
   return {
     variant,
     placement,
+    form,
     bytes: total * elementBytes,
     issue,
     times: [],
@@ -231,6 +252,7 @@ function sweepRow(group: ProcessGroup, op: BenchOp, measured: SweepCase, iterati
     op,
     variant: measured.variant,
     placement: measured.placement,
+    form: measured.form,
     worldSize: group.size,
     bytes: measured.bytes,
     medianMs,

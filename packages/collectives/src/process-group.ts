@@ -1,7 +1,9 @@
 import { CollectiveError } from './errors.js';
+import { checkAliasing } from './internal/aliasing.js';
 import type { BackendDefinition, GroupSetup, OwnedResource } from './internal/backend-definition.js';
 import type { CommunicationClient } from './internal/communication-client.js';
 import { describeOp, type OpMessage } from './internal/op-message.js';
+import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { stage } from './internal/staging.js';
 import { createStatusWord } from './internal/status-word.js';
 import {
@@ -75,7 +77,12 @@ export class ProcessGroup {
     );
   }
 
-  /** output = concatenation of every rank's input, rank-major (output.length = size x input.length). */
+  /**
+   * output = concatenation of every rank's input, rank-major (output.length = size x input.length).
+   * In place when `input` is this rank's block of `output`
+   * (`output.subarray(rank * n, (rank + 1) * n)`): the shm backend then skips copying it; any
+   * other overlap is refused ([Note: in-place all-gather and reduce-scatter]).
+   */
   allGather(output: CollectiveBuffer, input: CollectiveBuffer, options: OpOptions & WireOptions = {}): Work {
     const dtype = resolveDtype('allGather', this.rank, input, options.dtype);
     checkSameDtype('allGather', this.rank, output, input);
@@ -86,6 +93,7 @@ export class ProcessGroup {
       this.size * input.length,
       'output length must be size x input length',
     );
+    checkAliasing('allGather', this.rank, output, input, threadRankContext()?.arena ?? null);
     const stagedInput = stage(input, false);
     const stagedOutput = stage(output, true);
     return this.issue(
@@ -96,7 +104,13 @@ export class ProcessGroup {
     );
   }
 
-  /** output = block `rank` of the reduction of every rank's input (input.length = size x output.length). */
+  /**
+   * output = block `rank` of the reduction of every rank's input (input.length = size x
+   * output.length). In place when `output` is this rank's block of `input`
+   * (`input.subarray(rank * n, (rank + 1) * n)`): the shm backend then reduces into it where it
+   * lives on arena buffers; any other overlap is refused ([Note: in-place all-gather and
+   * reduce-scatter]).
+   */
   reduceScatter(output: CollectiveBuffer, input: CollectiveBuffer, options: ReduceOptions = {}): Work {
     const dtype = resolveDtype('reduceScatter', this.rank, input, options.dtype);
     checkSameDtype('reduceScatter', this.rank, output, input);
@@ -109,6 +123,7 @@ export class ProcessGroup {
       this.size * output.length,
       'input length must be size x output length',
     );
+    checkAliasing('reduceScatter', this.rank, output, input, threadRankContext()?.arena ?? null);
     const stagedInput = stage(input, false);
     const stagedOutput = stage(output, true);
     return this.issue(

@@ -10,7 +10,7 @@ const fixture = new URL('./fixtures/shm-arena-path-rank.ts', import.meta.url);
  */
 describe('shm engine: ops over arena buffers reduce in place ([Note: shm arena])', () => {
   for (const size of [2, 3]) {
-    it(`${size} thread ranks: all-arena float32 and bfloat16 sums run in place, mixed ones through the copy path, with equal results`, async () => {
+    it(`${size} thread ranks: all-arena float32 and bfloat16 sums run in place (reduce-scatter in place too, on every rank), mixed ones through the copy path, with equal results`, async () => {
       const outcomes = (await spawnThreadRanks(size, fixture, 'arenaPathRank', {
         timeoutMs: 60_000,
       })) as PathOutcome[][];
@@ -21,10 +21,14 @@ describe('shm engine: ops over arena buffers reduce in place ([Note: shm arena])
         'float32 allReduce mixed',
         'float32 reduceScatter arena',
         'float32 reduceScatter mixed',
+        'float32 reduceScatter in place arena',
+        'float32 reduceScatter in place mixed',
         'bfloat16 allReduce arena',
         'bfloat16 allReduce mixed',
         'bfloat16 reduceScatter arena',
         'bfloat16 reduceScatter mixed',
+        'bfloat16 reduceScatter in place arena',
+        'bfloat16 reduceScatter in place mixed',
       ]);
       for (const [rank, rankOutcomes] of outcomes.entries())
         for (const outcome of rankOutcomes) {

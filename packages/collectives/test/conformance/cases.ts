@@ -16,6 +16,18 @@ export interface ConformanceCase {
   arena: boolean;
   /** Await the Work instead of wait(). */
   awaitIt: boolean;
+  /**
+   * allGather / reduceScatter in place ([Note: in-place all-gather and reduce-scatter]): the
+   * input is this rank's block of the output (allGather), or the output this rank's block of
+   * the input (reduceScatter). The case also runs the op out of place on the same inputs and
+   * requires the two results to be equal byte for byte.
+   */
+  inPlace: boolean;
+  /**
+   * allGather / reduceScatter whose input and output overlap without being in place: every
+   * rank must refuse it with a typed 'invalid-argument' error before issuing anything.
+   */
+  overlap: boolean;
   seed: number;
 }
 
@@ -26,7 +38,8 @@ function elementsOf(bytes: number, dtype: CollectiveDtype): number {
 }
 
 /**
- * The suite for a world size: every op x dtype x size (0, 1, odd, 1 MiB), the other reductions
+ * The suite for a world size: every op x dtype x size (0, 1, odd, 1 MiB), all-gather and
+ * reduce-scatter in place too (and refused when input and output merely overlap), the other reductions
  * on the odd size (and a larger odd size for bfloat16 all-reduce), with `wire` every float32 op with bfloat16 on the wire (0, 1, odd, 1 MiB),
  * and, when `huge`, a 64 MiB float32 all-reduce (also with bfloat16 on the wire, with `wire`).
  */
@@ -44,10 +57,12 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
       unshared: false,
       arena: false,
       awaitIt: false,
+      inPlace: false,
+      overlap: false,
       seed: seed++,
       ...fields,
     };
-    full.name = `${full.kind} ${full.dtype}${full.wireDtype === 'bfloat16' ? ' wire bf16' : ''} n=${full.count} ${full.kind === 'allReduce' || full.kind === 'reduceScatter' ? full.reduceOp : ''}${full.kind === 'broadcast' ? ` root ${full.root}` : ''}${full.unshared ? ' unshared' : ''}${full.arena ? ' arena' : ''}${full.awaitIt ? ' await' : ''}`;
+    full.name = `${full.kind} ${full.dtype}${full.wireDtype === 'bfloat16' ? ' wire bf16' : ''} n=${full.count} ${full.kind === 'allReduce' || full.kind === 'reduceScatter' ? full.reduceOp : ''}${full.kind === 'broadcast' ? ` root ${full.root}` : ''}${full.unshared ? ' unshared' : ''}${full.arena ? ' arena' : ''}${full.awaitIt ? ' await' : ''}${full.inPlace ? ' in place' : ''}${full.overlap ? ' overlapping' : ''}`;
     cases.push(full);
   };
   const dtypes: CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
@@ -84,6 +99,29 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
       add({ kind: 'reduceScatter', dtype, count: 517, reduceOp, arena: true });
     }
   }
+  // In place ([Note: in-place all-gather and reduce-scatter]): every size, plain, unshared
+  // (staged) and arena buffers (across the in-place block), every reduction; each against the
+  // same op out of place on the same inputs, byte for byte.
+  for (const dtype of dtypes) {
+    for (const count of [0, 1, 1031, elementsOf(ONE_MIB, dtype)]) {
+      add({ kind: 'allGather', dtype, count, inPlace: true, unshared: count === 1031 });
+      add({ kind: 'reduceScatter', dtype, count, inPlace: true, unshared: count === 1031 });
+    }
+    for (const count of [1, 1031, 65_539]) {
+      add({ kind: 'allGather', dtype, count, inPlace: true, arena: true });
+      add({ kind: 'reduceScatter', dtype, count, inPlace: true, arena: true });
+    }
+    for (const reduceOp of dtype === 'int32' ? (['max', 'min'] as const) : (['avg', 'max', 'min'] as const)) {
+      add({ kind: 'reduceScatter', dtype, count: 517, reduceOp, inPlace: true });
+      add({ kind: 'reduceScatter', dtype, count: 65_539, reduceOp, inPlace: true, arena: true });
+    }
+  }
+  // Overlapping but not in place: refused on every rank, on shared and unshared buffers.
+  for (const kind of ['allGather', 'reduceScatter'] as const) {
+    add({ kind, dtype: 'float32', count: 1031, overlap: true });
+    add({ kind, dtype: 'int32', count: 7, overlap: true, unshared: true });
+    add({ kind, dtype: 'float32', count: 1031, overlap: true, arena: true });
+  }
   add({ kind: 'barrier', dtype: 'int32', count: 0 });
   if (options.wire) {
     for (const count of [0, 1, 1031, 1 << 18]) {
@@ -94,11 +132,19 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
       if (count === 1031)
         add({ kind: 'reduceScatter', dtype: 'float32', count, wireDtype: 'bfloat16', reduceOp: 'max' });
       add({ kind: 'broadcast', dtype: 'float32', count, wireDtype: 'bfloat16', root: size - 1 });
+      add({ kind: 'allGather', dtype: 'float32', count, wireDtype: 'bfloat16', inPlace: true });
+      add({ kind: 'reduceScatter', dtype: 'float32', count, wireDtype: 'bfloat16', inPlace: true });
     }
   }
   if (options.huge) {
     add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4 });
     add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4, arena: true });
+    // A large in-place pair (16 MiB per rank's full buffer at W=2), plain and arena.
+    for (const arena of [false, true]) {
+      const count = Math.floor((16 * ONE_MIB) / 4 / size);
+      add({ kind: 'allGather', dtype: 'float32', count, inPlace: true, arena });
+      add({ kind: 'reduceScatter', dtype: 'float32', count, inPlace: true, arena });
+    }
     if (options.wire)
       add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4, wireDtype: 'bfloat16' });
   }

@@ -1,4 +1,10 @@
-import { allocateShared, type CollectiveBuffer, type ProcessGroup, type Work } from '../../src/index.js';
+import {
+  allocateShared,
+  type CollectiveBuffer,
+  CollectiveError,
+  type ProcessGroup,
+  type Work,
+} from '../../src/index.js';
 import type { ConformanceCase } from './cases.js';
 import { decodeElement, expectedResult, fillInput } from './reference.js';
 
@@ -43,6 +49,13 @@ async function runCase(
       return buffer;
     }
     case 'allGather': {
+      if (testCase.inPlace) {
+        const output = allocate(testCase, count * size);
+        const input = output.subarray(rank * count, (rank + 1) * count);
+        fillInput(testCase, rank, input);
+        await finish(group.allGather(output, input, options), testCase);
+        return output;
+      }
       const input = allocate(testCase, count);
       fillInput(testCase, rank, input);
       const output = allocate(testCase, count * size);
@@ -52,7 +65,9 @@ async function runCase(
     case 'reduceScatter': {
       const input = allocate(testCase, count * size);
       fillInput(testCase, rank, input);
-      const output = allocate(testCase, count);
+      const output = testCase.inPlace
+        ? input.subarray(rank * count, (rank + 1) * count)
+        : allocate(testCase, count);
       await finish(group.reduceScatter(output, input, { ...options, op: testCase.reduceOp }), testCase);
       return output;
     }
@@ -87,6 +102,38 @@ async function runCase(
   }
 }
 
+/**
+ * An all-gather or reduce-scatter whose input and output overlap without being in place (both
+ * views over one buffer, one element apart): undefined when the API refused it with a typed
+ * error saying what it expected and how to fix it, else what went wrong.
+ */
+function refusedOverlap(group: ProcessGroup, testCase: ConformanceCase): string | undefined {
+  const { size } = group;
+  const count = testCase.count;
+  const base = allocate(testCase, count * size + 1);
+  const whole = base.subarray(0, count * size);
+  const part = base.subarray(1, 1 + count);
+  const options = { dtype: testCase.dtype };
+  try {
+    if (testCase.kind === 'allGather') group.allGather(whole, part, options).wait();
+    else group.reduceScatter(part, whole, options).wait();
+  } catch (error) {
+    if (!(error instanceof CollectiveError)) return `threw ${String(error)}`;
+    if (error.code !== 'invalid-argument') return `code ${error.code}, expected invalid-argument`;
+    const fix = `.subarray(${group.rank} * ${count}, ${group.rank + 1} * ${count})`;
+    if (!(error.fix ?? '').includes(fix)) return `fix ${error.fix} does not say ${fix}`;
+    if (!String(error.expected).includes('in place')) return `expected ${String(error.expected)}`;
+    if (!error.message.includes('overlaps')) return `message ${error.message}`;
+    return undefined;
+  }
+  return 'the overlapping op was accepted';
+}
+
+/** The bytes of a result buffer, to compare two results exactly. */
+function bytesOf(buffer: CollectiveBuffer): Uint8Array {
+  return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+}
+
 /** Runs every case in order on this rank and checks each result against the reference. */
 export async function runConformance(
   group: ProcessGroup,
@@ -96,7 +143,19 @@ export async function runConformance(
   for (const testCase of cases) {
     let failure: string | undefined;
     try {
+      if (testCase.overlap) {
+        outcomes.push({ name: testCase.name, ...failed(group, refusedOverlap(group, testCase)) });
+        continue;
+      }
       const result = await runCase(group, testCase);
+      if (testCase.inPlace && result !== undefined) {
+        // The same op out of place, on the same inputs: the two results must be the same bytes.
+        const outOfPlace = (await runCase(group, { ...testCase, inPlace: false }))!;
+        const [ours, theirs] = [bytesOf(result), bytesOf(outOfPlace)];
+        const differs = ours.findIndex((byte, index) => byte !== theirs[index]);
+        if (ours.length !== theirs.length || differs >= 0)
+          failure = `in place differs from out of place at byte ${differs} (lengths ${ours.length}, ${theirs.length})`;
+      }
       const expected = expectedResult(testCase, group.rank, group.size);
       if (result !== undefined) {
         if (result.length !== expected.length)
@@ -110,11 +169,11 @@ export async function runConformance(
     } catch (error) {
       failure = `threw ${error instanceof Error ? error.message : String(error)}`;
     }
-    outcomes.push(
-      failure === undefined
-        ? { name: testCase.name }
-        : { name: testCase.name, failure: `rank ${group.rank}: ${failure}` },
-    );
+    outcomes.push({ name: testCase.name, ...failed(group, failure) });
   }
   return outcomes;
+}
+
+function failed(group: ProcessGroup, failure: string | undefined): { failure?: string } {
+  return failure === undefined ? {} : { failure: `rank ${group.rank}: ${failure}` };
 }

@@ -7,7 +7,10 @@
  * accumulator[i] = accumulator[i] (op) source[i] over `bytes` (a multiple of 16: whole 4-lane
  * vectors; the caller does the last 0-3 elements with the scalar kernels, so nothing outside the
  * views is ever written); `reduceBoth` also stores the result into the source's lanes (the last
- * reduction of an all-reduce, whose last source is also a target: one pass instead of two). `divide(accumulator, bytes, divisor)` divides float32 lanes.
+ * reduction of an all-reduce, whose last source is also a target: one pass instead of two);
+ * `reduceInto(accumulator, source, bytes, target)` stores the result into a third view (a
+ * reduce-scatter's first step into its output, with no copy of the first source).
+ * `divide(accumulator, bytes, divisor)` divides float32 lanes.
  * The arithmetic is the same as reduce-simd.ts ([Note: reduce simd layout]): bit for bit the
  * scalar kernels' results, NaN payloads aside.
  */
@@ -51,6 +54,14 @@ export interface InPlaceKernels {
   readonly reduce: Record<ReduceKernelName, (accumulator: number, source: number, bytes: number) => void>;
   /** `reduce`, with the result also stored into the source's lanes. */
   readonly reduceBoth: Record<ReduceKernelName, (accumulator: number, source: number, bytes: number) => void>;
+  /**
+   * target[i] = accumulator[i] (op) source[i]: the result stored into a third view, which may be
+   * either operand exactly (each lane is loaded before it is stored) or overlap neither.
+   */
+  readonly reduceInto: Record<
+    ReduceKernelName,
+    (accumulator: number, source: number, bytes: number, target: number) => void
+  >;
   divide(accumulator: number, bytes: number, divisor: number): void;
 }
 
@@ -141,18 +152,85 @@ const REDUCERS = reducers(false);
 const REDUCERS_BOTH = reducers(true);
 const NAMES = Object.keys(REDUCERS) as ReduceKernelName[];
 
+// Reducers into a third view: (accumulator, source, bytes, target), locals 4 = end (i32), 5, 6 =
+// a, b (v128). Both operands are loaded before the result is stored.
+const TARGET = 3;
+const INTO_END = 4;
+const INTO_A = 5;
+const INTO_B = 6;
+const intoTarget = (body: number[]) => [
+  ...get(ACCUMULATOR),
+  ...get(2),
+  I32_ADD,
+  LOCAL_SET,
+  INTO_END,
+  ...loopWhileBelow(ACCUMULATOR, INTO_END, [
+    ...body,
+    ...increment(ACCUMULATOR, 16),
+    ...increment(SOURCE, 16),
+    ...increment(TARGET, 16),
+  ]),
+];
+const lanewiseInto = (instruction: number) =>
+  intoTarget([
+    ...get(TARGET),
+    ...get(ACCUMULATOR),
+    ...load(0),
+    ...get(SOURCE),
+    ...load(0),
+    ...simd(instruction),
+    ...store(0),
+  ]);
+/** As `selecting`: a (compare) b || a != a ? a : b, stored into the target. */
+const selectingInto = (compare: number) =>
+  intoTarget([
+    ...get(TARGET),
+    ...get(ACCUMULATOR),
+    ...load(0),
+    LOCAL_TEE,
+    INTO_A,
+    ...get(SOURCE),
+    ...load(0),
+    LOCAL_TEE,
+    INTO_B,
+    ...get(INTO_A),
+    ...get(INTO_B),
+    ...simd(compare),
+    ...get(INTO_A),
+    ...get(INTO_A),
+    ...simd(F32X4_NE),
+    ...simd(V128_OR),
+    ...simd(V128_BITSELECT),
+    ...store(0),
+  ]);
+const REDUCERS_INTO: Record<ReduceKernelName, number[]> = {
+  sumFloat: lanewiseInto(F32X4_ADD),
+  maxFloat: selectingInto(F32X4_GE),
+  minFloat: selectingInto(F32X4_LE),
+  sumInt: lanewiseInto(I32X4_ADD),
+  maxInt: lanewiseInto(I32X4_MAX_S),
+  minInt: lanewiseInto(I32X4_MIN_S),
+};
+
 function assemble(): Uint8Array {
   const bodies = [...NAMES.map((name) => REDUCERS[name]), ...NAMES.map((name) => REDUCERS_BOTH[name])];
   const reducerBodies = bodies.map((body) => functionBody([2, 1, I32, 2, V128], body));
   const divide = functionBody([1, 1, I32], divideBody);
-  const names = [...NAMES, ...NAMES.map((name) => `${name}Both`), 'divide'];
+  const intoBodies = NAMES.map((name) => functionBody([2, 1, I32, 2, V128], REDUCERS_INTO[name]));
+  const names = [
+    ...NAMES,
+    ...NAMES.map((name) => `${name}Both`),
+    'divide',
+    ...NAMES.map((name) => `${name}Into`),
+  ];
   const exports = names.flatMap((name, index) => [...text(name), 0x00, index]);
+  const functions = bodies.length + 1 + intoBodies.length;
   return wasmModule([
-    [1, [2, 0x60, 3, I32, I32, I32, 0, 0x60, 3, I32, I32, F32, 0]],
+    [1, [3, 0x60, 3, I32, I32, I32, 0, 0x60, 3, I32, I32, F32, 0, 0x60, 4, I32, I32, I32, I32, 0]],
     [2, sharedMemoryImport(ARENA_MAX_PAGES)],
-    [3, [bodies.length + 1, ...bodies.map(() => 0), 1]],
+    [3, [functions, ...bodies.map(() => 0), 1, ...intoBodies.map(() => 2)]],
     [7, [names.length, ...exports]],
-    [10, [bodies.length + 1, ...reducerBodies.flat(), ...divide]],
+    [10, [functions, ...reducerBodies.flat(), ...divide, ...intoBodies.flat()]],
   ]);
 }
 
@@ -173,6 +251,9 @@ export function inPlaceKernels(memory: SharedMemory): InPlaceKernels | null {
       NAMES.map((name) => [name, exported[`${name}Both`]]),
     ) as InPlaceKernels['reduceBoth'],
     divide: exported.divide as InPlaceKernels['divide'],
+    reduceInto: Object.fromEntries(
+      NAMES.map((name) => [name, exported[`${name}Into`]]),
+    ) as InPlaceKernels['reduceInto'],
   };
   return instance.kernels;
 }

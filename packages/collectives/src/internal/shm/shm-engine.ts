@@ -1,6 +1,7 @@
 import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
 import type { CollectiveError } from '../../errors.js';
 import type { CollectiveBuffer } from '../../types.js';
+import { blockAliasing } from '../aliasing.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
@@ -8,6 +9,7 @@ import { describeOp, type OpMessage } from '../op-message.js';
 import { segmentBounds } from '../segments.js';
 import type { SharedMemory } from './shm-arena.js';
 import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot, postedSlot } from './shm-control.js';
+import { pushGather } from './shm-gather.js';
 import { readContribution, readHeader, travelsInline, writeMailbox } from './shm-mailbox.js';
 import { reduceShared } from './shm-reduce.js';
 
@@ -30,8 +32,6 @@ type PeerMessage =
   | { type: 'ack'; seq: number; refusal?: string };
 
 const WAIT_SLICE_MS = 100;
-/** Elements per all-gather block: small enough to stay in L2 between its n copies. */
-const GATHER_BLOCK = 65_536;
 
 /**
  * The shm backend inside a rank's communication worker. Ranks exchange a message per op (the
@@ -164,13 +164,11 @@ export class ShmEngine extends EngineBase<ShmInit> {
       const sources = all.map((message) => message.input!.subarray(rank * count, (rank + 1) * count));
       reduceShared(sources, [op.output!], op.dtype, op.reduceOp, size, this.init.arena);
     } else if (op.kind === 'allGather') {
-      // Each rank pushes its own input into every rank's output, block by block, so the input is
-      // read from memory once and written n times (n + 1 passes, not 2n as pulling would take).
-      const input = op.input!;
-      for (let start = 0; start < count; start += GATHER_BLOCK) {
-        const block = input.subarray(start, Math.min(count, start + GATHER_BLOCK));
-        for (const message of all) message.output!.set(block as never, rank * count + start);
-      }
+      // Each rank pushes its own input into every rank's output; in place, the input already is
+      // this rank's block of its own output ([Note: in-place all-gather and reduce-scatter]).
+      const inPlace = blockAliasing(op.output!, op.input!, rank, this.init.arena) === 'in place';
+      const targets = all.filter((_, peer) => !(inPlace && peer === rank)).map((message) => message.output!);
+      pushGather(op.input!, targets, rank * count);
     } else if (op.kind === 'broadcast') {
       if (rank !== op.root) op.output!.set(all[op.root]!.output! as never);
     }

@@ -1,0 +1,80 @@
+import { CollectiveError } from '../errors.js';
+import type { CollectiveBuffer } from '../types.js';
+import { isArenaBuffer, type SharedMemory } from './shm/shm-arena.js';
+
+/**
+ * [Note: in-place all-gather and reduce-scatter] As in nccl-tests and PyTorch's
+ * `all_gather_into_tensor`, an all-gather is in place when its input is this rank's block of its
+ * output (`input = output.subarray(rank * n, (rank + 1) * n)`), and a reduce-scatter when its
+ * output is this rank's block of its input (`output = input.subarray(rank * n, (rank + 1) * n)`).
+ * Every backend computes the same bits for both forms; the shm backend also skips the copy of
+ * the rank's own block (all-gather) and reduces into the rank's own block where it lives
+ * (reduce-scatter on arena buffers). Any other overlap between input and output would make a
+ * rank read bytes a peer (or itself) already overwrote, so the API refuses it with a typed
+ * error ('invalid-argument'): the result would depend on timing.
+ *
+ * Two views share memory when they are over the same buffer object, or both over the thread
+ * ranks' arena ([Note: shm arena]; a growable memory hands out a new SharedArrayBuffer object
+ * after each growth, so arena views allocated at different times have different buffer
+ * objects, and byte offsets are arena addresses). Views over two different objects that a
+ * caller cloned from one SharedArrayBuffer are not detected; nothing in this package makes them.
+ */
+export type Aliasing = 'separate' | 'in place' | 'overlap';
+
+/** Whether two views are over the same memory, so that their byte offsets compare. */
+export function sameMemory(a: CollectiveBuffer, b: CollectiveBuffer, arena: SharedMemory | null): boolean {
+  if (a.buffer === b.buffer) return true;
+  return arena !== null && isArenaBuffer(arena, a.buffer) && isArenaBuffer(arena, b.buffer);
+}
+
+/**
+ * How `part` (all-gather's input, reduce-scatter's output: one block) relates to `whole` (the
+ * other buffer: `size` blocks): in place when it is exactly block `rank` of it, separate when the
+ * two share no byte, an overlap otherwise.
+ */
+export function blockAliasing(
+  whole: CollectiveBuffer,
+  part: CollectiveBuffer,
+  rank: number,
+  arena: SharedMemory | null,
+): Aliasing {
+  if (part.byteLength === 0 || whole.byteLength === 0 || !sameMemory(whole, part, arena)) return 'separate';
+  const partEnd = part.byteOffset + part.byteLength;
+  const wholeEnd = whole.byteOffset + whole.byteLength;
+  if (partEnd <= whole.byteOffset || wholeEnd <= part.byteOffset) return 'separate';
+  return part.byteOffset === whole.byteOffset + rank * part.byteLength ? 'in place' : 'overlap';
+}
+
+/**
+ * Refuses an all-gather or reduce-scatter whose input and output overlap without the op being
+ * exactly in place ([Note: in-place all-gather and reduce-scatter]); returns the aliasing.
+ */
+export function checkAliasing(
+  kind: 'allGather' | 'reduceScatter',
+  rank: number,
+  output: CollectiveBuffer,
+  input: CollectiveBuffer,
+  arena: SharedMemory | null,
+): Aliasing {
+  const gather = kind === 'allGather';
+  const whole = gather ? output : input;
+  const part = gather ? input : output;
+  const aliasing = blockAliasing(whole, part, rank, arena);
+  if (aliasing !== 'overlap') return aliasing;
+  const [wholeName, partName] = gather ? ['output', 'input'] : ['input', 'output'];
+  const count = part.length;
+  const element = part.BYTES_PER_ELEMENT;
+  const at = (view: CollectiveBuffer) => `bytes ${view.byteOffset}..${view.byteOffset + view.byteLength}`;
+  const inPlaceStart = whole.byteOffset + rank * part.byteLength;
+  throw new CollectiveError(
+    `${kind} on rank ${rank}: the ${partName} overlaps the ${wholeName} without being this rank's block of it (${partName} at ${at(part)}, ${wholeName} at ${at(whole)} of the same memory); the result would depend on the order ranks write in.`,
+    {
+      code: 'invalid-argument',
+      op: kind,
+      rank,
+      expected: `an ${partName} sharing no byte with the ${wholeName}, or exactly its block ${rank}: bytes ${inPlaceStart}..${inPlaceStart + count * element} (in place)`,
+      actual: `${partName} at ${at(part)}, ${wholeName} at ${at(whole)}`,
+      fix: `for an in-place ${kind}, pass ${wholeName}.subarray(${rank} * ${count}, ${rank + 1} * ${count}) as the ${partName}; otherwise give the ${partName} its own buffer.`,
+    },
+  );
+}
