@@ -10,6 +10,10 @@ import type { NativeSockets } from './native-sockets.js';
 export type ProfilePhase =
   | 'op'
   | 'header exchange'
+  | 'header send'
+  | 'header recv'
+  | 'header poll wait'
+  | 'mismatch (node:net)'
   | 'flush before native'
   | 'slice yield'
   | 'poll wait'

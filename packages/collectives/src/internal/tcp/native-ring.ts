@@ -250,13 +250,13 @@ export class NativeRingRun {
 }
 
 /**
- * Runs `run` in slices of NATIVE_SLICE_MS until the op is done, yielding to the event loop between
+ * Runs `run` (a ring run, or a header exchange: [Note: native header exchange]) in slices of NATIVE_SLICE_MS until the op is done, yielding to the event loop between
  * slices (timers, the main thread's messages and the links' own events run there). Throws a
  * link's failure, or when `groupBroke()` says the group broke (the running op has then already
  * failed with the cause): no byte moves after that.
  */
 export async function driveNativeRun(
-  run: NativeRingRun,
+  run: { run(sliceMs: number): 'done' | 'yield' },
   links: readonly (PeerLink | null)[],
   groupBroke: () => boolean,
   profile?: NativeProfile,

@@ -6,6 +6,7 @@ import type { Store } from '../../store/store.js';
 import type { BackendDefinition, GroupSetup } from '../backend-definition.js';
 import { CommunicationClient } from '../communication-client.js';
 import { blasReduceCountBuffer, blasSetting } from './native-blas.js';
+import { nativeHeaderCountBuffer } from './native-header-counts.js';
 import { nativeSetting, resolveNativeSocketsModule } from './native-sockets.js';
 import type { TcpInit } from './tcp-engine.js';
 
@@ -97,6 +98,7 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       init.nativeRequired = nativeSetting(setup.rank) === 'required';
       init.blas = blasSetting(setup.rank);
       init.reduceCounts = blasReduceCountBuffer();
+      init.headerCounts = nativeHeaderCountBuffer();
     }
     const { client, reply } = await CommunicationClient.start(
       tcpBackend,

@@ -18,6 +18,8 @@ import {
 import { noticeError } from './loss-attribution.js';
 import { LossBlame } from './loss-blame.js';
 import { type BlasSetting, engineReduce, type NativeReduce } from './native-blas.js';
+import { countNativeHeaders } from './native-header-counts.js';
+import { NativeHeaderExchange } from './native-header-exchange.js';
 import { type NativeProfile, nativeProfile } from './native-profile.js';
 import { driveNativeRun, NativeRingRun } from './native-ring.js';
 import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
@@ -49,6 +51,8 @@ export interface TcpInit extends EngineInit {
   blas?: BlasSetting;
   /** Reduce steps by path, shared with the main thread (blasReduceCounts). */
   reduceCounts?: Int32Array;
+  /** Native header exchanges and their mismatches, shared with the main thread (nativeHeaderCounts). */
+  headerCounts?: Int32Array;
 }
 
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */
@@ -85,6 +89,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly native: NativeSockets | undefined;
   private nativeReceive: Uint8Array | undefined;
   private nativeRun: NativeRingRun | undefined;
+  private nativeExchange: NativeHeaderExchange | undefined;
   /** OpenBLAS's in-place add for reduce steps, and the path counts ([Note: blas reduce steps]). */
   private readonly nativeReduce: NativeReduce;
   /** Per-phase totals when FSDP_TCP_PROFILE=1 ([Note: native profile]). */
@@ -201,7 +206,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
   }
 
   protected override waitingOn(): number | undefined {
-    const native = this.nativeRun?.waitingOn();
+    const native = this.nativeExchange?.waitingOn() ?? this.nativeRun?.waitingOn();
     if (native !== undefined) return native;
     const peer = this.links.findIndex((link) => link?.isReading() === true);
     return peer >= 0 ? peer : undefined;
@@ -287,33 +292,100 @@ export class TcpEngine extends EngineBase<TcpInit> {
     const bfloat16Wire = op.wireDtype === 'bfloat16' || op.dtype === 'bfloat16';
     this.scratch.resetStaging(bfloat16Wire ? op.count * Math.max(2, size) : 0);
     const prepared = this.preparation.prepare(op);
-    const native = prepared.ring !== undefined && previous !== null && this.nativeUsable(previous, next);
-    const eagerLimit = native ? NATIVE_EAGER_BYTES : MAX_EAGER_BYTES;
-    if (native) {
-      // Cleared before the links are released, so a header read still pending when the exchange
-      // failed cannot hold a link afterwards.
-      const hold = { active: true };
-      try {
-        const exchangeStart = this.profile?.mark();
-        const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit, hold);
-        if (exchangeStart !== undefined) this.profile!.add('header exchange', exchangeStart);
-        await this.runNative(prepared.ring!.plan, previous!, next, late);
-      } finally {
-        hold.active = false;
-        for (const link of this.links) link?.releaseReading();
-      }
-      prepared.ring!.after?.();
-      return;
-    }
-    const late = await this.exchangeHeaders(op, header, prepared.eager, next, eagerLimit, { active: false });
+    if ((prepared.ring !== undefined || op.kind === 'barrier') && this.nativeUsable())
+      return this.executeNative(op, header, prepared, previous!, next!);
+    const late = await this.exchangeHeaders(op, header, prepared.eager, next, MAX_EAGER_BYTES);
     for (const [link, bytes] of late) link.write(bytes);
     await prepared.rest(previous, next);
   }
 
-  private nativeUsable(previous: PeerLink, next: PeerLink | null): boolean {
-    return (
-      this.native !== undefined && previous.fd() !== undefined && (next === null || next.fd() !== undefined)
-    );
+  /** Whether this op can run on the native data path: koffi loaded and every link is a plain socket. */
+  private nativeUsable(): boolean {
+    if (this.native === undefined || this.init.size < 2) return false;
+    return this.links.every((link, peer) => peer === this.init.rank || link?.fd() !== undefined);
+  }
+
+  /**
+   * A ring op or a barrier on the native data path: headers and eager bytes through libc
+   * ([Note: native header exchange]), then the ring plan's bytes ([Note: native data path]).
+   * Every link's node:net reading is held for the whole op ([Note: held reading]).
+   */
+  private async executeNative(
+    op: OpMessage,
+    header: OpHeader,
+    prepared: PreparedOp,
+    previous: PeerLink,
+    next: PeerLink,
+  ): Promise<void> {
+    const { links, profile } = this;
+    for (const link of links) link?.holdReading();
+    try {
+      const exchangeStart = profile?.mark();
+      // node:net's writes of earlier ops (a mismatch's eager bytes, say) reach the kernel first.
+      for (const link of links) if (link !== null) await link.flushed();
+      const eager = prepared.eager.toNext;
+      const announced = Math.min(eager?.length ?? 0, NATIVE_EAGER_BYTES);
+      const frames = new Map<PeerLink, Uint8Array[]>();
+      for (const link of links) {
+        if (link === null) continue;
+        const frame: Uint8Array[] = [encodeHeader(header, link === next ? announced : 0)];
+        if (link === next && eager !== null) frame.push(eager.subarray(0, announced));
+        frames.set(link, frame);
+      }
+      const exchange = new NativeHeaderExchange(links, next, this.native!, frames, this.init.abort, profile);
+      this.nativeExchange = exchange;
+      try {
+        await driveNativeRun(exchange, links, () => this.isBroken() || this.state === 'closed', profile);
+      } finally {
+        this.nativeExchange = undefined;
+      }
+      if (exchange.notice !== undefined) {
+        for (const link of links) link?.releaseReading();
+        // Throws the notice's error (an abort, or a peer's loss).
+        await this.readFrame(exchange.notice);
+      }
+      const received = exchange
+        .headers()
+        .map((bytes, peer) =>
+          bytes === null ? null : { header: decodeHeader(bytes, peer), eagerBytes: eagerBytesIn(bytes) },
+        );
+      const headers = received.map((frame) => frame?.header ?? null);
+      const mismatched = headers.some((theirs) => theirs !== null && !sameOp(header, theirs));
+      countNativeHeaders(this.init.headerCounts, mismatched);
+      if (exchangeStart !== undefined) profile!.add('header exchange', exchangeStart);
+      if (mismatched) {
+        const mismatchStart = profile?.mark();
+        // Every byte a header announced must arrive, and every announced byte is skipped.
+        this.writeUnsent(exchange);
+        for (const link of links) link?.releaseReading();
+        await Promise.all(
+          received.map((frame, peer) =>
+            frame === null || frame.eagerBytes === 0
+              ? undefined
+              : this.links[peer]!.read(frame.eagerBytes, () => undefined),
+          ),
+        );
+        if (mismatchStart !== undefined) profile!.add('mismatch (node:net)', mismatchStart);
+        this.checkHeaders(op, header, headers);
+      }
+      if (prepared.ring === undefined) {
+        // A barrier: a header the kernel did not take yet goes out through node:net.
+        this.writeUnsent(exchange);
+        return;
+      }
+      const late = exchange.takeUnsent(next);
+      if (eager !== null && announced < eager.length) late.push(eager.subarray(announced));
+      await this.runNative(prepared.ring.plan, previous, next, late);
+    } finally {
+      for (const link of links) link?.releaseReading();
+    }
+    prepared.ring?.after?.();
+  }
+
+  /** What a header exchange did not hand to the kernel, through node:net (after the kernel's bytes). */
+  private writeUnsent(exchange: NativeHeaderExchange): void {
+    for (const link of this.links)
+      if (link !== null) for (const bytes of exchange.takeUnsent(link)) link.write(bytes);
   }
 
   /** A ring plan's bytes through libc ([Note: native data path]); `late` goes out first. */
@@ -321,12 +393,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
     plan: RingPlan,
     previous: PeerLink,
     next: PeerLink | null,
-    late: [PeerLink, Uint8Array][],
+    late: Uint8Array[],
   ): Promise<void> {
-    // node:net's writes (this op's header and eager bytes) reach the kernel first.
-    const flushStart = this.profile?.mark();
-    await next?.flushed();
-    if (flushStart !== undefined) this.profile!.add('flush before native', flushStart);
     this.nativeReceive ??= new Uint8Array(1 << 20);
     const run = new NativeRingRun(
       plan,
@@ -340,7 +408,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
       this.profile,
       this.nativeReduce,
     );
-    for (const [, bytes] of late) run.queueSend(bytes);
+    for (const bytes of late) run.queueSend(bytes);
     this.nativeRun = run;
     try {
       await driveNativeRun(run, this.links, () => this.isBroken() || this.state === 'closed', this.profile);
@@ -360,7 +428,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
     eager: PreparedOp['eager'],
     next: PeerLink | null,
     eagerLimit: number,
-    hold: { active: boolean },
   ): Promise<[PeerLink, Uint8Array][]> {
     const late: [PeerLink, Uint8Array][] = [];
     for (const link of this.links) {
@@ -372,21 +439,11 @@ export class TcpEngine extends EngineBase<TcpInit> {
       link.write(bytes.subarray(0, announced));
       if (announced < bytes.length) late.push([link, bytes.subarray(announced)]);
     }
-    // A native op holds each link's reading once its header is in ([Note: held reading]).
     const received = await Promise.all(
-      this.links.map((link) =>
-        link === null
-          ? Promise.resolve(null)
-          : this.readFrame(link).then((frame) => {
-              if (hold.active) link.holdReading();
-              return frame;
-            }),
-      ),
+      this.links.map((link) => (link === null ? Promise.resolve(null) : this.readFrame(link))),
     );
     const headers = received.map((frame) => frame?.header ?? null);
     if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
-      hold.active = false;
-      for (const link of this.links) link?.releaseReading();
       // Skip what each peer sent ahead of its check, so the streams stay aligned.
       await Promise.all(
         received.map((frame, peer) =>
