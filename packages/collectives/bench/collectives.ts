@@ -26,18 +26,18 @@ import { blasSetting, loadNativeFloatAdd } from '../src/internal/tcp/native-blas
 import { resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
 import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
 import { type GlooRow, glooUnavailable, runGloo } from './gloo.js';
-import {
-  type CopyPeer,
-  type FloorCase,
-  type InPlaceFloor,
-  measureCopyPeer,
-  measureDataFloor,
-  measureInPlaceFloor,
-  shmCeiling,
-} from './memory-peer.js';
+import { measureCopyPeer, shmCeiling } from './memory-peer.js';
 import type { RawSocketResult } from './raw-socket.js';
+import {
+  combineShmPeers,
+  copyPeerRate,
+  floorBusbw,
+  measureShmPeers,
+  printShmPeers,
+  type ShmPeers,
+} from './shm-peers.js';
 import { type LatencyFigure, measureRawPeers, type SmallOpRow } from './small-op.js';
-import { busFactor, type SweepConfig, type SweepRow } from './sweep.js';
+import type { SweepConfig, SweepRow } from './sweep.js';
 import { bfloat16WirePhases, conversion, memcpy, stats } from './thread-probes.js';
 
 const argv = process.argv.slice(2);
@@ -68,34 +68,12 @@ interface BackendRows {
   worldSize: number;
   rows: SweepRow[];
   rawSocket?: RawSocketResult | undefined;
-  /** shm: `worldSize` threads copying 16 MiB each at once, before and after the sweep. */
-  copyPeer?: { before: CopyPeer; after: CopyPeer } | undefined;
-  /** shm: the data part alone of a 16 MiB in-place all-reduce, before and after the sweep. */
-  inPlaceFloor?: { before: InPlaceFloor; after: InPlaceFloor } | undefined;
-  /** shm: `worldSize` threads filling 16 MiB each at once (writes only), before and after the sweep. */
-  fillPeer?: { before: CopyPeer; after: CopyPeer } | undefined;
-  /** shm: each 16 MiB float32 op's data work alone (measureDataFloor), before and after the sweep. */
-  dataFloors?: { floor: FloorCase; before: InPlaceFloor; after: InPlaceFloor }[] | undefined;
-}
-
-/** The ops, forms and placements whose 16 MiB float32 data floor the shm sweep measures. */
-const FLOOR_CASES: FloorCase[] = (['allReduce', 'allGather', 'reduceScatter'] as const).flatMap((op) =>
-  (op === 'allReduce' ? (['out-of-place'] as const) : (['out-of-place', 'in-place'] as const)).flatMap(
-    (form) => (['arena', 'plain'] as const).map((placement) => ({ op, form, placement })),
-  ),
-);
-
-async function measureFloors(worldSize: number): Promise<{ floor: FloorCase; result: InPlaceFloor }[]> {
-  const floors: { floor: FloorCase; result: InPlaceFloor }[] = [];
-  for (const floor of FLOOR_CASES) floors.push({ floor, result: await measureDataFloor(worldSize, floor) });
-  return floors;
+  /** shm: the hardware's peers and the ops' data floors, before and after the sweep. */
+  peers?: ShmPeers | undefined;
 }
 
 async function shm(worldSize: number): Promise<BackendRows> {
-  const before = await measureCopyPeer(worldSize);
-  const fillBefore = await measureCopyPeer(worldSize, 'fill');
-  const floorBefore = await measureInPlaceFloor(worldSize);
-  const floorsBefore = await measureFloors(worldSize);
+  const before = await measureShmPeers(worldSize);
   const results = (await spawnThreadRanks(
     worldSize,
     new URL('./shm-rank.ts', import.meta.url),
@@ -110,22 +88,11 @@ async function shm(worldSize: number): Promise<BackendRows> {
       timeoutMs: 1_800_000,
     },
   )) as SweepRow[][];
-  const after = await measureCopyPeer(worldSize);
-  const fillAfter = await measureCopyPeer(worldSize, 'fill');
-  const floorAfter = await measureInPlaceFloor(worldSize);
-  const floorsAfter = await measureFloors(worldSize);
   return {
     backend: 'shm',
     worldSize,
     rows: results[0]!,
-    copyPeer: { before, after },
-    fillPeer: { before: fillBefore, after: fillAfter },
-    inPlaceFloor: { before: floorBefore, after: floorAfter },
-    dataFloors: floorsBefore.map(({ floor, result }, index) => ({
-      floor,
-      before: result,
-      after: floorsAfter[index]!.result,
-    })),
+    peers: combineShmPeers(before, await measureShmPeers(worldSize)),
   };
 }
 
@@ -146,34 +113,9 @@ async function tcp(
   return { backend: 'tcp', worldSize, rows: result.rows, rawSocket: result.rawSocket };
 }
 
-/**
- * The busbw of a 16 MiB float32 shm row's data floor (its data work alone, the mean of the
- * medians before and after the sweep), or undefined when none was measured for it.
- */
-function floorBusbw(result: BackendRows, row: SweepRow): number | undefined {
-  if (row.variant !== 'float32' || row.bytes !== floorBytes(result.worldSize)) return undefined;
-  const measured = result.dataFloors?.find(
-    ({ floor }) => floor.op === row.op && floor.form === row.form && floor.placement === row.placement,
-  );
-  if (measured === undefined) return undefined;
-  const ms = (measured.before.medianMs + measured.after.medianMs) / 2;
-  return (row.bytes / (ms / 1000) / 1e9) * busFactor(row.op, result.worldSize);
-}
-
-/** Bytes of a 16 MiB float32 case at `worldSize` (rounded down to whole blocks, as the sweep does). */
-function floorBytes(worldSize: number): number {
-  return Math.floor((16 * MiB) / 4 / worldSize) * worldSize * 4;
-}
-
 /** A row's variant, placement and form, as the tables print them. */
 function caseLabel(row: SweepRow): string {
   return `${row.variant}${row.placement === 'arena' ? '/arena' : ''}${row.form === 'in-place' ? '/in-place' : ''}`;
-}
-
-/** The shm ranks' copy rate: the median of the rates measured before and after their sweep. */
-function copyPeerRate(result: BackendRows): number | undefined {
-  if (result.copyPeer === undefined) return undefined;
-  return (result.copyPeer.before.median + result.copyPeer.after.median) / 2;
 }
 
 function formatBytes(bytes: number): string {
@@ -219,39 +161,8 @@ for (const backend of backends) {
         `raw node:net, 16 MiB each way at once, per direction: median ${raw.median.toFixed(2)} GB/s [${raw.worst.toFixed(2)} .. ${raw.best.toFixed(2)}]`,
       );
     }
-    const copyRate = copyPeerRate(result);
-    if (result.copyPeer !== undefined) {
-      const { before, after } = result.copyPeer;
-      console.log(
-        `${worldSize} threads copying 16 MiB each at once, per thread: median ${before.median.toFixed(2)} GB/s before the sweep, ${after.median.toFixed(2)} after (${uptime()}); ceiling = the busbw of an op that only moves its bytes at that rate`,
-      );
-    }
-    if (result.fillPeer !== undefined) {
-      const { before, after } = result.fillPeer;
-      console.log(
-        `${worldSize} threads filling 16 MiB each at once (Float32Array.fill: writes only), per thread: median ${before.median.toFixed(2)} GB/s before the sweep, ${after.median.toFixed(2)} after (${uptime()}); a written line is fetched first (write-allocate), so a fill costs about what a copy does`,
-      );
-    }
-    if (result.dataFloors !== undefined) {
-      console.log(
-        `${worldSize} threads each doing its rank's data work of a 16 MiB float32 op at once, with the engine's own functions and buffers shared as the op shares them (no messages, wake-ups or finish phase): ms median [min .. max] before the sweep, after; the busbw that is (${uptime()})`,
-      );
-      for (const { floor, before, after } of result.dataFloors) {
-        const bytes = floorBytes(worldSize);
-        const busbw =
-          (bytes / ((before.medianMs + after.medianMs) / 2 / 1000) / 1e9) * busFactor(floor.op, worldSize);
-        console.log(
-          `  ${floor.op.padEnd(14)}${`${floor.form}, ${floor.placement}`.padEnd(20)}${before.medianMs.toFixed(2)} [${before.bestMs.toFixed(2)} .. ${before.worstMs.toFixed(2)}], ${after.medianMs.toFixed(2)} [${after.bestMs.toFixed(2)} .. ${after.worstMs.toFixed(2)}] ms: floor busbw ${busbw.toFixed(2)} GB/s`,
-        );
-      }
-    }
-    if (result.inPlaceFloor !== undefined) {
-      const { before, after } = result.inPlaceFloor;
-      const busbw = (ms: number) => ((16 * MiB) / (ms / 1000) / 1e9) * ((2 * (worldSize - 1)) / worldSize);
-      console.log(
-        `${worldSize} threads each reducing its part of a 16 MiB float32 all-reduce in the arena at once (the data alone, no messages or wake-ups): median ${before.medianMs.toFixed(2)} ms [${before.bestMs.toFixed(2)} .. ${before.worstMs.toFixed(2)}] before the sweep, ${after.medianMs.toFixed(2)} after: an all-reduce busbw of ${busbw((before.medianMs + after.medianMs) / 2).toFixed(2)} GB/s with no fixed cost (${uptime()})`,
-      );
-    }
+    const copyRate = result.peers === undefined ? undefined : copyPeerRate(result.peers);
+    if (result.peers !== undefined) printShmPeers(result.peers, worldSize, uptime);
     console.log(`\n${backend} world size ${worldSize}: busbw GB/s (median [min .. max]), ms per op (median)`);
     console.log(
       `${'op'.padEnd(14)}${'variant'.padEnd(26)}${'size'.padStart(8)}${'ms'.padStart(10)}  ${'busbw'.padEnd(24)}${copyRate === undefined ? 'worker CPU / op time' : 'ceiling  busbw/ceiling   floor  busbw/floor'}`,
@@ -260,7 +171,7 @@ for (const backend of backends) {
       const busbw = `${row.busbw.toFixed(2)} [${row.busbwWorst.toFixed(2)} .. ${row.busbwBest.toFixed(2)}]`;
       const share = row.workerCpuShare === undefined ? '' : `${(row.workerCpuShare * 100).toFixed(0)}%`;
       const ceiling = copyRate === undefined ? undefined : shmCeiling(row.op, worldSize, copyRate, row.form);
-      const floor = floorBusbw(result, row);
+      const floor = result.peers === undefined ? undefined : floorBusbw(result.peers, row, worldSize);
       const floorText =
         floor === undefined ? '' : `${floor.toFixed(2).padStart(7)}  ${(row.busbw / floor).toFixed(2)}`;
       const peer =
@@ -492,7 +403,7 @@ for (const [name, rate] of [
 // in-place path); the plain SharedArrayBuffer figure of the same run, the copy path FSDP and
 // layers use over shm today, is printed next to it.
 const shmResult = measured.find((result) => result.backend === 'shm' && result.worldSize === 2);
-const shmCopyRate = shmResult === undefined ? undefined : copyPeerRate(shmResult);
+const shmCopyRate = shmResult?.peers === undefined ? undefined : copyPeerRate(shmResult.peers);
 const shmForms = [
   ['allReduce', 'out-of-place'],
   ['allGather', 'out-of-place'],
@@ -504,9 +415,14 @@ for (const [op, form] of shmForms) {
   const shmRow = pick('shm', op, 'float32', 'arena', form) ?? pick('shm', op, 'float32', 'plain', form);
   const plainRow = pick('shm', op, 'float32', 'plain', form);
   const ceiling = shmCopyRate === undefined ? undefined : shmCeiling(op, 2, shmCopyRate, form);
-  const floor = shmRow === undefined || shmResult === undefined ? undefined : floorBusbw(shmResult, shmRow);
+  const floor =
+    shmRow === undefined || shmResult?.peers === undefined
+      ? undefined
+      : floorBusbw(shmResult.peers, shmRow, 2);
   const plainFloor =
-    plainRow === undefined || shmResult === undefined ? undefined : floorBusbw(shmResult, plainRow);
+    plainRow === undefined || shmResult?.peers === undefined
+      ? undefined
+      : floorBusbw(shmResult.peers, plainRow, 2);
   const plain =
     plainRow === undefined || plainRow === shmRow
       ? ''
@@ -532,8 +448,9 @@ for (const [op, form] of shmForms) {
 // threads at once, no messages or wake-ups) against the op.
 const floorResult = measured.find((result) => result.backend === 'shm' && result.worldSize === 2);
 const arenaAllReduce = pick('shm', 'allReduce', 'float32', 'arena');
-if (floorResult?.inPlaceFloor !== undefined && arenaAllReduce !== undefined) {
-  const floorMs = (floorResult.inPlaceFloor.before.medianMs + floorResult.inPlaceFloor.after.medianMs) / 2;
+if (floorResult?.peers !== undefined && arenaAllReduce !== undefined) {
+  const { before, after } = floorResult.peers.inPlaceFloor;
+  const floorMs = (before.medianMs + after.medianMs) / 2;
   targets.push({
     target: 'shm allReduce 16 MiB W=2 arena: op time against its data floor (reported, no target)',
     figure: `${arenaAllReduce.medianMs.toFixed(2)} ms per op, of which the in-place reduction on both threads takes ${floorMs.toFixed(2)} ms; the other ${(arenaAllReduce.medianMs - floorMs).toFixed(2)} ms are the op's message exchange, wake-ups and finish phase`,

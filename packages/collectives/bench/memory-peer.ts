@@ -19,6 +19,13 @@ import type { BenchOp, Form, Placement } from './sweep.js';
 const ELEMENTS = 4 << 20; // 16 MiB of float32
 const ROUNDS = 15;
 const WARMUP = 3;
+/**
+ * 32 MiB written by each thread of a data floor before each round: together they evict the
+ * 32 MiB last-level cache, so a round starts with its buffers in memory, as an op of the sweep
+ * does (its cases alternate over buffers far larger than the cache). Without it, the same op
+ * repeated on 32 MiB of buffers runs from the cache, two to three times faster than any op.
+ */
+const EVICT_ELEMENTS = 8 << 20;
 
 export interface CopyPeer {
   /** GB/s of bytes copied (each read once and written once), median [min .. max]. */
@@ -64,7 +71,8 @@ export function copyRank({ args }: ThreadRankArguments<CopyArguments>): number[]
  * An in-place reducing thread: ROUNDS times, started together with the other threads, the part
  * one rank computes of a 16 MiB float32 sum all-reduce over arena buffers at world size
  * `threads` (its 1/n slice of n buffers, reduced and written back into all of them, with the shm
- * engine's own kernels), with no message, wake-up or finish phase: the data floor of the op.
+ * engine's own kernels), with no message, wake-up or finish phase, its buffers out of the cache
+ * first (EVICT_ELEMENTS): the data floor of the op.
  */
 export function inPlaceRank({ args }: ThreadRankArguments<CopyArguments>): number[] {
   const { control, threads } = args;
@@ -72,8 +80,10 @@ export function inPlaceRank({ args }: ThreadRankArguments<CopyArguments>): numbe
   const slices = Array.from({ length: threads }, (_, index) =>
     allocateShared(Float32Array, ELEMENTS / threads, { arena: true }).fill(index + 1),
   );
+  const evict = sharedFloats(EVICT_ELEMENTS);
   const ms: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
+    evict.fill(round);
     barrier(control, threads, round);
     const start = performance.now();
     if (arena === null || !reduceInArena(slices, slices, 'float32', 'sum', threads, arena))
@@ -207,7 +217,8 @@ function floorBuffers(
  * A thread of a data floor: ROUNDS times, started together with the other threads, the shm
  * engine's own data work for its rank of one 16 MiB float32 op (the same functions, the same
  * buffers shared between the threads as the op shares them), with no message, wake-up or finish
- * phase: what the op would cost if its fixed cost were zero.
+ * phase, its buffers out of the cache first (EVICT_ELEMENTS): what the op would cost if its
+ * fixed cost were zero.
  */
 export function floorRank({ rank, args }: ThreadRankArguments<FloorArguments>): number[] {
   const { control, threads, op } = args;
@@ -228,8 +239,10 @@ export function floorRank({ rank, args }: ThreadRankArguments<FloorArguments>): 
   own.whole.fill(rank + 1);
   if (args.form === 'out-of-place') own.part.fill(rank + 1);
   const reduceArena = args.placement === 'arena' ? arena : null;
+  const evict = sharedFloats(EVICT_ELEMENTS);
   const ms: number[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
+    evict.fill(round);
     barrier(control, threads, round);
     const start = performance.now();
     if (op === 'allReduce') {

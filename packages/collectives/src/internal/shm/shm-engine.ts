@@ -7,10 +7,11 @@ import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import { describeOp, type OpMessage } from '../op-message.js';
 import { segmentBounds } from '../segments.js';
-import type { SharedMemory } from './shm-arena.js';
+import { isArenaBuffer, type SharedMemory } from './shm-arena.js';
 import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot, postedSlot } from './shm-control.js';
 import { pushGather } from './shm-gather.js';
 import { readContribution, readHeader, travelsInline, writeMailbox } from './shm-mailbox.js';
+import { shmProfile } from './shm-profile.js';
 import { reduceShared } from './shm-reduce.js';
 
 export interface ShmInit extends EngineInit {
@@ -41,6 +42,9 @@ const WAIT_SLICE_MS = 100;
  * The transport blocks the thread (Atomics.wait), so it checks each op's deadline itself.
  */
 export class ShmEngine extends EngineBase<ShmInit> {
+  /** Per-phase wall times when FSDP_SHM_PROFILE=1 ([Note: shm profile]). */
+  private readonly profile = shmProfile();
+
   protected override execute(op: OpMessage, seq: number): void {
     const deadline = Date.now() + op.timeoutMs;
     // shm has no wire: wireDtype is ignored, so it is not part of what ranks must agree on.
@@ -77,7 +81,9 @@ export class ShmEngine extends EngineBase<ShmInit> {
   /** Nothing to close: peers blocked on this rank wake up on their own deadlines. */
   protected override closeTransport(): void {}
 
-  override close(): void {}
+  override close(): void {
+    this.profile?.write(this.init.rank);
+  }
 
   /**
    * Every rank posts its header in its mailbox ([Note: shm mailbox]) and, for an op too large to
@@ -90,15 +96,20 @@ export class ShmEngine extends EngineBase<ShmInit> {
   private collective(op: OpMessage, header: OpHeader, deadline: number): void {
     const { rank, size, control } = this.init;
     const inline = travelsInline(header, size);
+    const profile = inline ? undefined : this.profile;
+    let mark = profile === undefined ? 0 : performance.now();
     writeMailbox(control, rank, size, header, op);
     const mine = { type: 'op' as const, header, input: op.input, output: op.output };
     if (!inline)
       for (let peer = 0; peer < size; peer++) if (peer !== rank) this.init.ports[peer]!.postMessage(mine);
     Atomics.store(control, postedSlot(rank, size), header.seq);
     for (let peer = 0; peer < size; peer++) if (peer !== rank) this.ring(peer);
+    const kind = profile === undefined ? '' : profiledKind(op, rank, this.init.arena);
+    if (profile !== undefined) mark = profile.add(kind, 'post', mark);
     const headers: (OpHeader | null)[] = [];
     for (let peer = 0; peer < size; peer++)
       headers.push(peer === rank ? null : this.receiveHeader(peer, deadline, op, header.seq));
+    if (profile !== undefined) mark = profile.add(kind, 'wait for headers', mark);
     if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
       // Nobody goes on with this op: drop the buffers peers posted for it, so the port holds
       // nothing stale for the next one.
@@ -119,8 +130,14 @@ export class ShmEngine extends EngineBase<ShmInit> {
     const all: OpPost[] = [];
     for (let peer = 0; peer < size; peer++)
       all.push(peer === rank ? mine : this.receiveOp(peer, deadline, op, header));
+    if (profile !== undefined) mark = profile.add(kind, 'receive buffers', mark);
     this.compute(op, all);
+    if (profile !== undefined) mark = profile.add(kind, 'data', mark);
     this.finish(op, header.seq, deadline);
+    if (profile !== undefined) {
+      profile.add(kind, 'wait for finish', mark);
+      profile.opEnded(kind);
+    }
   }
 
   /** The header `peer` posted for op `seq`, once it is in (see [Note: shm mailbox]). */
@@ -272,6 +289,18 @@ export class ShmEngine extends EngineBase<ShmInit> {
 }
 
 type OpPost = Extract<PeerMessage, { type: 'op' }>;
+
+/** An op's kind for the profile ([Note: shm profile]): in place or not, arena or not, its size. */
+function profiledKind(op: OpMessage, rank: number, arena: ShmInit['arena']): string {
+  const buffer = op.output ?? op.input!;
+  const onArena = arena !== null && isArenaBuffer(arena, buffer.buffer) ? ' arena' : '';
+  let form = '';
+  if (op.kind === 'allGather' || op.kind === 'reduceScatter') {
+    const [whole, part] = op.kind === 'allGather' ? [op.output!, op.input!] : [op.input!, op.output!];
+    form = blockAliasing(whole, part, rank, arena) === 'in place' ? ' in place' : '';
+  }
+  return `${op.kind}${form}${onArena} ${op.dtype} ${op.count} per rank`;
+}
 
 /** The shm backend's engine module entry (see engine.ts): ready as soon as it exists. */
 export function createEngine(init: EngineInit, context: EngineContext): ShmEngine {
