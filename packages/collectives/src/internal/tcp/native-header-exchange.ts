@@ -35,9 +35,10 @@ interface Outgoing {
  * not yet handed to the kernel go out through node:net (a peer skips every byte its header
  * announced, so they must all arrive), and every peer's announced eager bytes are skipped through
  * node:net, so the streams stay aligned. Before the check nothing but the header and the
- * announced eager bytes is sent. What this saves per op, against node:net: an event-loop turn per
- * peer, a Buffer and the stream machinery per chunk of header and eager bytes, and the socket
- * writes' completion callbacks.
+ * announced eager bytes is sent. Only ring ops exchange headers this way (their bytes move
+ * natively anyway); a barrier, a direct all-reduce and send/recv keep node:net: a header-only
+ * exchange measured no cheaper through libc (koffi calls, poll, pausing and resuming every link
+ * cost what node:net's event-loop turn does).
  * Every link's node:net reading is held for the whole op ([Note: held reading]), so only the
  * bytes node:net read between ops come through its queue. The first 32 bytes from a peer may be
  * an abort or a loss notice instead of a header: they go back to the link's queue and the engine

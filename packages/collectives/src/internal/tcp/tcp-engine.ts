@@ -292,8 +292,10 @@ export class TcpEngine extends EngineBase<TcpInit> {
     const bfloat16Wire = op.wireDtype === 'bfloat16' || op.dtype === 'bfloat16';
     this.scratch.resetStaging(bfloat16Wire ? op.count * Math.max(2, size) : 0);
     const prepared = this.preparation.prepare(op);
-    if ((prepared.ring !== undefined || op.kind === 'barrier') && this.nativeUsable())
-      return this.executeNative(op, header, prepared, previous!, next!);
+    // A barrier stays on node:net: a header-only exchange measured no cheaper through libc
+    // ([Note: native header exchange]).
+    if (prepared.ring !== undefined && this.nativeUsable())
+      return this.executeNative(op, header, prepared.ring, prepared.eager.toNext, previous!, next!);
     const late = await this.exchangeHeaders(op, header, prepared.eager, next, MAX_EAGER_BYTES);
     for (const [link, bytes] of late) link.write(bytes);
     await prepared.rest(previous, next);
@@ -306,14 +308,15 @@ export class TcpEngine extends EngineBase<TcpInit> {
   }
 
   /**
-   * A ring op or a barrier on the native data path: headers and eager bytes through libc
-   * ([Note: native header exchange]), then the ring plan's bytes ([Note: native data path]).
-   * Every link's node:net reading is held for the whole op ([Note: held reading]).
+   * A ring op on the native data path: headers and eager bytes through libc ([Note: native
+   * header exchange]), then the ring plan's bytes ([Note: native data path]). Every link's
+   * node:net reading is held for the whole op ([Note: held reading]).
    */
   private async executeNative(
     op: OpMessage,
     header: OpHeader,
-    prepared: PreparedOp,
+    ring: { plan: RingPlan; after?: () => void },
+    eager: Uint8Array | null,
     previous: PeerLink,
     next: PeerLink,
   ): Promise<void> {
@@ -323,7 +326,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
       const exchangeStart = profile?.mark();
       // node:net's writes of earlier ops (a mismatch's eager bytes, say) reach the kernel first.
       for (const link of links) if (link !== null) await link.flushed();
-      const eager = prepared.eager.toNext;
       const announced = Math.min(eager?.length ?? 0, NATIVE_EAGER_BYTES);
       const frames = new Map<PeerLink, Uint8Array[]>();
       for (const link of links) {
@@ -368,18 +370,13 @@ export class TcpEngine extends EngineBase<TcpInit> {
         if (mismatchStart !== undefined) profile!.add('mismatch (node:net)', mismatchStart);
         this.checkHeaders(op, header, headers);
       }
-      if (prepared.ring === undefined) {
-        // A barrier: a header the kernel did not take yet goes out through node:net.
-        this.writeUnsent(exchange);
-        return;
-      }
       const late = exchange.takeUnsent(next);
       if (eager !== null && announced < eager.length) late.push(eager.subarray(announced));
-      await this.runNative(prepared.ring.plan, previous, next, late);
+      await this.runNative(ring.plan, previous, next, late);
     } finally {
       for (const link of links) link?.releaseReading();
     }
-    prepared.ring?.after?.();
+    ring.after?.();
   }
 
   /** What a header exchange did not hand to the kernel, through node:net (after the kernel's bytes). */
