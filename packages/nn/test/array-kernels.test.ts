@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { crossEntropy, crossEntropyWithOps } from '../src/functional/cross-entropy';
 import { causalAttention } from '../src/internal/causal-attention';
 import { causalAttentionReference } from '../src/internal/causal-attention-reference';
+import { embeddingGatherKernel } from '../src/internal/embedding-gather-kernel';
 import { linearKernel, linearWithMatMuls } from '../src/internal/linear-kernel';
 import { gelu, geluTanhWithOps } from '../src/layers/gelu';
 import { layerNorm, layerNormWithOps } from '../src/layers/layer-norm';
@@ -74,6 +75,14 @@ const cases: Case[] = [
     kernel: ([x, w]) => linearKernel(x!, w!, null),
     oracle: ([x, w]) => linearWithMatMuls(x!, w!, null),
     needsBlas: true,
+  },
+  {
+    // Repeated ids: the gradient sums their rows. The oracle is tfjs's gather (its own gradient).
+    name: 'embedding gather [7, 5] by 6 ids',
+    shapes: [[7, 5]],
+    kernel: ([weight, ids]) => embeddingGatherKernel(weight!, ids!),
+    oracle: ([weight, ids]) => tf.gather(weight!, ids!),
+    extra: () => [tf.tensor([3, 0, 6, 3, 3, 1], [6], 'int32')],
   },
   {
     name: 'causal attention [2, 4, 3·8], 2 heads',
@@ -168,6 +177,16 @@ describe.each(backendSettings)('array kernels on $backend, native matMul $native
       }
     });
     tf.dispose([...inputs, ...extra]);
+  });
+});
+
+describe('embedding gather kernel input checks', () => {
+  it('names an id outside the table and how to fix it', async () => {
+    await useBackend('wasm', true);
+    const weight = tf.zeros([4, 3]);
+    const ids = tf.tensor([1, 4], [2], 'int32');
+    expect(() => tf.tidy(() => embeddingGatherKernel(weight, ids))).toThrow(/id 4 at position 1 .*\[0, 4\)/);
+    tf.dispose([weight, ids]);
   });
 });
 

@@ -15,10 +15,13 @@ import { sumRows } from './sum-rows';
  * With OpenBLAS loaded, a Linear is one array kernel forward and one backward (see [Note: array
  * kernels]) instead of reshapes, a customGrad, a matMul, a bias add and, backward, two matMuls, a
  * ones-row matMul and more reshapes. x [..., in] is read as [rows, in] in place:
- *   forward   y = x · Wᵀ (+ b)     one sgemm (W transposed by flag), the bias added per row
+ *   forward   y = x · Wᵀ (+ b)     the bias copied into every row of y, then one sgemm (W
+ *                                  transposed by flag) adding into it (beta = 1), as PyTorch's addmm
  *   backward  dx = dy · W          one sgemm
  *             dW = dyᵀ · x         one sgemm (dy transposed by flag)
- *             db = Σ_rows dy       float64 column sums
+ *             db = 1ᵀ · dy         one sgemm with a row of ones (float32 sums, as PyTorch's)
+ * A JavaScript pass over y for the bias and float64 column sums for db cost 55 ms of a 540 ms
+ * step of the reference GPT at 8 × 128 (architecture/decisions/2026-12-01-gpt-step-kernels.md).
  * If the BLAS kernel was switched off between a forward and its backward, the backward runs
  * as tfjs matMuls instead.
  */
@@ -53,6 +56,7 @@ const forwardKernel = (withBias: boolean): ArrayKernel => ({
       return;
     }
     const sgemm = sgemmOrFail();
+    if (bias !== undefined) for (let row = 0; row < rows; row++) output.set(bias, row * out);
     sgemm(
       ROW_MAJOR,
       N,
@@ -65,15 +69,10 @@ const forwardKernel = (withBias: boolean): ArrayKernel => ({
       inFeatures,
       weightValues as Float32Array,
       inFeatures,
-      0,
+      bias === undefined ? 0 : 1,
       output,
       out,
     );
-    if (bias === undefined) return;
-    for (let row = 0; row < rows; row++) {
-      const base = row * out;
-      for (let column = 0; column < out; column++) output[base + column]! += bias[column]!;
-    }
   },
 });
 const forwardWithBias = forwardKernel(true);
@@ -87,11 +86,18 @@ const backwardKernel: ArrayKernel = {
     const [out, inFeatures] = shapes[2] as [number, number];
     const dy = dyValues as Float32Array;
     const rows = out === 0 ? 0 : dy.length / out;
-    if (rows === 0 || out === 0 || inFeatures === 0) {
+    if (rows === 0 || out === 0) {
+      dx!.fill(0);
+      dWeight!.fill(0);
+      dBias!.fill(0);
+      return;
+    }
+    const sgemm = sgemmOrFail();
+    sgemm(ROW_MAJOR, N, N, 1, out, rows, 1, onesRow(rows), rows, dy, out, 0, dBias!, out);
+    if (inFeatures === 0) {
       dx!.fill(0);
       dWeight!.fill(0);
     } else {
-      const sgemm = sgemmOrFail();
       sgemm(
         ROW_MAJOR,
         N,
@@ -125,14 +131,15 @@ const backwardKernel: ArrayKernel = {
         inFeatures,
       );
     }
-    const sums = new Float64Array(out);
-    for (let row = 0; row < rows; row++) {
-      const base = row * out;
-      for (let column = 0; column < out; column++) sums[column]! += dy[base + column]!;
-    }
-    dBias!.set(sums);
   },
 };
+
+let ones = new Float32Array(0);
+/** A row of `length` ones (kept between calls; grown on demand) for the bias gradient's sgemm. */
+function onesRow(length: number): Float32Array {
+  if (ones.length < length) ones = new Float32Array(Math.max(length, 2 * ones.length)).fill(1);
+  return ones;
+}
 
 /** The backward as tfjs matMuls, for a BLAS kernel switched off after the forward. */
 function backwardWithTfjs(dy: tf.Tensor, x: tf.Tensor, weight: tf.Tensor): tf.Tensor[] {

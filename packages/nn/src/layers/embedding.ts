@@ -1,6 +1,7 @@
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { GPT2_INIT_STD, normalParameter } from '../init';
+import { embeddingGatherKernel, embeddingGatherKernelRuns } from '../internal/embedding-gather-kernel';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
 
@@ -13,7 +14,8 @@ export interface EmbeddingOptions {
 /**
  * A lookup table: int32 ids of any shape [...] give rows of `weight` [count, dimension], shape
  * [..., dimension]. The gradient is a scatter-add (UnsortedSegmentSum), which tensor's bridge
- * registers for wasm.
+ * registers for wasm. On wasm and cpu the lookup is one kernel of row copies ([Note: embedding
+ * gather as one kernel]); elsewhere tfjs's gather.
  */
 export class Embedding extends Module {
   readonly count: number;
@@ -32,7 +34,10 @@ export class Embedding extends Module {
 
   forward(ids: tf.Tensor): tf.Tensor {
     const flat = tf.reshape(ids, [-1]);
-    const rows = tf.gather(this.tensor(this.weight), flat);
+    const weight = this.tensor(this.weight);
+    const rows = embeddingGatherKernelRuns(weight, flat)
+      ? embeddingGatherKernel(weight, flat)
+      : tf.gather(weight, flat);
     return tf.reshape(rows, [...ids.shape, this.dimension]);
   }
 }
