@@ -46,7 +46,7 @@ const gradient: tf.GradConfig = {
   gradFunc: (dy, saved) => {
     const [weight, ids] = saved as [tf.Tensor, tf.Tensor];
     return {
-      weight: () => tf.unsortedSegmentSum(dy as tf.Tensor, ids, weight.shape[0]!),
+      weight: () => tf.unsortedSegmentSum(dy as tf.Tensor, ids as tf.Tensor1D, weight.shape[0]!),
       ids: () => tf.zerosLike(ids),
     };
   },
