@@ -60,6 +60,14 @@ const cases: Case[] = [
     extra: targets,
   },
   {
+    // Wide logits: targets' probabilities down to e^-80 (the loss from p_argmax, not from p_target).
+    name: 'cross-entropy [2, 3, 8], logits in ±40',
+    shapes: [[2, 3, 8]],
+    kernel: ([logits, ids]) => crossEntropy(tf.mul(logits!, 40), ids!),
+    oracle: ([logits, ids]) => crossEntropyWithOps(tf.mul(logits!, 40), ids!),
+    extra: targets,
+  },
+  {
     name: 'linear with bias [2, 3, 5] -> 4',
     shapes: [[2, 3, 5], [4, 5], [4]],
     kernel: ([x, w, b]) => linearKernel(x!, w!, b!),

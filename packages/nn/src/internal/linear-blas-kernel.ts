@@ -8,6 +8,7 @@ import {
 import * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
 import { type ArrayKernel, arrayKernelsRun, runArrayKernel } from './array-kernel';
+import { onesRow } from './ones-row';
 import { sumRows } from './sum-rows';
 
 /**
@@ -133,13 +134,6 @@ const backwardKernel: ArrayKernel = {
     }
   },
 };
-
-let ones = new Float32Array(0);
-/** A row of `length` ones (kept between calls; grown on demand) for the bias gradient's sgemm. */
-function onesRow(length: number): Float32Array {
-  if (ones.length < length) ones = new Float32Array(Math.max(length, 2 * ones.length)).fill(1);
-  return ones;
-}
 
 /** The backward as tfjs matMuls, for a BLAS kernel switched off after the forward. */
 function backwardWithTfjs(dy: tf.Tensor, x: tf.Tensor, weight: tf.Tensor): tf.Tensor[] {
