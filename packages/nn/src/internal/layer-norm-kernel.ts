@@ -1,7 +1,6 @@
-import { CBLAS_NO_TRANSPOSE as N, nativeSgemm, CBLAS_ROW_MAJOR as ROW_MAJOR } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import { type ArrayKernel, runArrayKernel, runArrayKernelSavingSecondOutput } from './array-kernel';
-import { onesRow } from './ones-row';
+import { addColumnSums } from './column-sums';
 
 /**
  * Layer norm over the last dimension as two array kernels (see [Note: array kernels]):
@@ -10,9 +9,9 @@ import { onesRow } from './ones-row';
  *             dγ = Σ_rows dy · x̂,  dβ = Σ_rows dy
  * The forward also computes each row's mean and rstd ([rows, 2], saved for the backward, see
  * [Note: saved second outputs]), so the backward makes two passes over a row, not three. Row
- * statistics accumulate in float64. With OpenBLAS loaded the column sums dγ and dβ are sgemms with
- * a row of ones (float32 sums, as PyTorch's; dy · x̂ is staged in dx before dx is written), else
- * float64 loops: the float64 read-modify-writes were half of the backward's time.
+ * statistics accumulate in float64. The column sums dγ and dβ are float64 sums four rows per pass
+ * ([Note: float64 column sums]; dy · x̂ is staged in dx before dx is written): one-row-per-pass
+ * read-modify-writes of the sums were about half of the backward's time.
  */
 const FORWARD = 'FsdpLayerNorm';
 const BACKWARD = 'FsdpLayerNormGrad';
@@ -67,11 +66,9 @@ const backwardKernel: ArrayKernel = {
     const output = dx!;
     const width = gamma.length;
     const rows = width === 0 ? 0 : x.length / width;
-    const sgemm = rows === 0 ? null : nativeSgemm();
-    const gammaSums = sgemm === null ? new Float64Array(width) : null;
-    const betaSums = sgemm === null ? new Float64Array(width) : null;
-    if (sgemm !== null)
-      sgemm(ROW_MAJOR, N, N, 1, width, rows, 1, onesRow(rows), rows, dy, width, 0, dBeta!, width);
+    const sums = new Float64Array(width);
+    addColumnSums(dy, 0, rows, width, sums);
+    dBeta!.set(sums);
     const means = new Float64Array(rows);
     const projections = new Float64Array(rows);
     for (let row = 0; row < rows; row++) {
@@ -90,19 +87,10 @@ const backwardKernel: ArrayKernel = {
       }
       means[row] = scaledSum / width;
       projections[row] = projectionSum / width;
-      if (gammaSums !== null && betaSums !== null) {
-        for (let column = 0; column < width; column++) {
-          gammaSums[column]! += output[base + column]!;
-          betaSums[column]! += dy[base + column]!;
-        }
-      }
     }
-    if (sgemm !== null)
-      sgemm(ROW_MAJOR, N, N, 1, width, rows, 1, onesRow(rows), rows, output, width, 0, dGamma!, width);
-    else {
-      dGamma!.set(gammaSums ?? []);
-      dBeta!.set(betaSums ?? []);
-    }
+    sums.fill(0);
+    addColumnSums(output, 0, rows, width, sums);
+    dGamma!.set(sums);
     for (let row = 0; row < rows; row++) {
       const base = row * width;
       const mean = stats[2 * row]!;

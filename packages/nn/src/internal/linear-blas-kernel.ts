@@ -8,7 +8,7 @@ import {
 import * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
 import { type ArrayKernel, arrayKernelsRun, runArrayKernel } from './array-kernel';
-import { onesRow } from './ones-row';
+import { addColumnSums } from './column-sums';
 import { sumRows } from './sum-rows';
 
 /**
@@ -20,9 +20,9 @@ import { sumRows } from './sum-rows';
  *                                  transposed by flag) adding into it (beta = 1), as PyTorch's addmm
  *   backward  dx = dy · W          one sgemm
  *             dW = dyᵀ · x         one sgemm (dy transposed by flag)
- *             db = 1ᵀ · dy         one sgemm with a row of ones (float32 sums, as PyTorch's)
- * A JavaScript pass over y for the bias and float64 column sums for db cost 55 ms of a 540 ms
- * step of the reference GPT at 8 × 128 (architecture/decisions/2026-12-01-gpt-step-kernels.md).
+ *             db = Σ_rows dy       float64 column sums, four rows per pass ([Note: float64 column sums])
+ * A JavaScript pass over y for the bias and one-row-per-pass column sums for db cost ~45 ms of a
+ * 540 ms step of the reference GPT at 8 × 128 (architecture/decisions/2026-12-01-gpt-step-kernels.md).
  * If the BLAS kernel was switched off between a forward and its backward, the backward runs
  * as tfjs matMuls instead.
  */
@@ -94,7 +94,9 @@ const backwardKernel: ArrayKernel = {
       return;
     }
     const sgemm = sgemmOrFail();
-    sgemm(ROW_MAJOR, N, N, 1, out, rows, 1, onesRow(rows), rows, dy, out, 0, dBias!, out);
+    const sums = new Float64Array(out);
+    addColumnSums(dy, 0, rows, out, sums);
+    dBias!.set(sums);
     if (inFeatures === 0) {
       dx!.fill(0);
       dWeight!.fill(0);
