@@ -1,6 +1,6 @@
 /**
  * A rank of the tcp profile (run through fsdp-run, see [Note: native profile]): float32
- * all-reduces of FSDP_PROFILE_BYTES, FSDP_PROFILE_ITERATIONS timed after 2 warm-ups, a barrier
+ * all-reduces of FSDP_PROFILE_BYTES, FSDP_PROFILE_ITERATIONS timed after FSDP_PROFILE_WARMUP (2), a barrier
  * before each unless FSDP_PROFILE_BARRIER=0 (then back to back). Rank 0 prints `RESULT
  * {medianMs, processCpuMs, ...}` (process CPU per op, all threads, barriers included) and every
  * rank `THREADS {...}`: per op, CPU ms and voluntary (blocking wake-ups) / involuntary context
@@ -14,6 +14,7 @@ import { perOpByRole, readThreadCounters } from './internal/thread-counters.js';
 const bytes = Number(process.env.FSDP_PROFILE_BYTES ?? 16 << 20);
 const iterations = Number(process.env.FSDP_PROFILE_ITERATIONS ?? 10);
 const barrier = process.env.FSDP_PROFILE_BARRIER !== '0';
+const warmup = Number(process.env.FSDP_PROFILE_WARMUP ?? 2);
 const group = await initProcessGroup({ backend: 'tcp', timeoutMs: 120_000 });
 try {
   const buffer = allocateShared(Float32Array, Math.floor(bytes / 4 / group.size) * group.size);
@@ -23,9 +24,9 @@ try {
   let userStart = 0;
   let systemStart = 0;
   let threadsStart = readThreadCounters();
-  for (let iteration = 0; iteration < iterations + 2; iteration++) {
+  for (let iteration = 0; iteration < iterations + warmup; iteration++) {
     if (barrier) group.barrier().wait();
-    if (iteration === 2) {
+    if (iteration === warmup) {
       const usage = process.cpuUsage();
       cpuStart = usage.user + usage.system;
       userStart = usage.user;
@@ -34,7 +35,7 @@ try {
     }
     const start = performance.now();
     group.allReduce(buffer).wait();
-    if (iteration >= 2) times.push(performance.now() - start);
+    if (iteration >= warmup) times.push(performance.now() - start);
   }
   const threads = perOpByRole(threadsStart, readThreadCounters(), iterations);
   const usage = process.cpuUsage();

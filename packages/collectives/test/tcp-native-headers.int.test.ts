@@ -61,5 +61,18 @@ describe.runIf(process.platform === 'linux' && koffiInstalled())(
         }
       }, 120_000);
     }
+
+    it('W=3: a stalled rank makes the others time out while they wait for its header, naming the op and the peer', async () => {
+      const run = await runWithLauncher(3, tcpScript, ['stall'], {
+        timeoutMs: 90_000,
+        env: { FSDP_TCP_NATIVE: '1' },
+      });
+      for (const rank of [0, 2]) {
+        const outcome = run.results.get(rank) as { code: string; elapsedMs: number };
+        expect(outcome, run.output).toMatchObject({ code: 'timeout', op: 'allReduce', rank, peer: 1 });
+        expect(outcome.elapsedMs).toBeGreaterThanOrEqual(900);
+        expect(outcome.elapsedMs).toBeLessThan(6_000);
+      }
+    }, 120_000);
   },
 );
