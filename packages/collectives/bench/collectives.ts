@@ -189,11 +189,15 @@ for (const backend of backends) {
 const glooSizes = quick || glooOnly ? [MiB, 16 * MiB, 64 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
 const glooRounds = glooOnly ? 3 : 2;
 /**
- * Timed ops per size per round, after warm-ups, on both sides. With --gloo-only, 15 after 5:
- * each tcp round is a fresh Node process whose first ops still run while V8 compiles the data
- * path's loops (gloo is compiled C++), and 5 ops at 16 MiB are ~100 ms of a rank's life.
+ * Timed ops per size per round, after warm-ups, on both sides. With --gloo-only, 15 after at
+ * least 5 and 2 GiB of warm-up ops per size (2048 at 1 MiB, 32 at 64 MiB), the same on both
+ * sides: each tcp round is a fresh Node process whose first ~2000 ops at 1 MiB still run while V8
+ * compiles the data path's loops ([Note: warm-up by volume]; gloo is compiled C++). --quick
+ * keeps 5 after 2 and 256 MiB.
  */
-const glooIterations = glooOnly ? { iterations: 15, warmup: 5 } : { iterations: 5, warmup: 2 };
+const glooIterations = glooOnly
+  ? { iterations: 15, warmup: 5, warmupBytes: 2 * 1024 * MiB }
+  : { iterations: 5, warmup: 2, warmupBytes: 256 * MiB };
 const glooWhyNot =
   flag('--no-gloo') || secureOnly || smallOpsOnly ? 'skipped (--no-gloo)' : glooUnavailable();
 interface GlooComparison {
@@ -270,6 +274,7 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
         glooSizes,
         glooIterations.iterations,
         glooIterations.warmup,
+        glooIterations.warmupBytes,
       );
       for (const [index, row] of theirs.entries()) {
         const comparison = byBytes.get(glooSizes[index]!);
@@ -280,7 +285,7 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
     comparisons.push(...byBytes.values());
   }
   console.log(
-    `\ntcp vs gloo float32 all-reduce (ms per op, median of ${glooIterations.iterations} after ${glooIterations.warmup} warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
+    `\ntcp vs gloo float32 all-reduce (ms per op, median of ${glooIterations.iterations} after max(${glooIterations.warmup}, ${glooIterations.warmupBytes / MiB} MiB / size) warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
   );
   console.log(
     `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(20)}${'BLAS=0 ms'.padStart(20)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(20)}  gloo/tcp  gloo/BLAS=0  node:net/tcp  CPU tcp / BLAS=0 / gloo`,

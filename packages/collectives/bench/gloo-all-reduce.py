@@ -73,14 +73,17 @@ def rank_main(rank: int, world_size: int, port: int, iterations: int, warmup: in
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
     rows = []
+    warmup_bytes = int(os.environ.get("WARMUP_BYTES", "0"))
     for size_bytes in sizes:
         tensor = torch.arange(size_bytes // 4, dtype=torch.float32).remainder_(13).sub_(6)
         times = []
         cpu_start = 0.0
         threads_start = {}
         barrier = os.environ.get("GLOO_BARRIER") != "0"
-        for iteration in range(warmup + iterations):
-            if iteration == warmup:
+        # The same rule as bench/sweep.ts's warmupOps ([Note: warm-up by volume]).
+        warmups = max(warmup, -(-warmup_bytes // size_bytes) if size_bytes > 0 else 0)
+        for iteration in range(warmups + iterations):
+            if iteration == warmups:
                 cpu_start = time.process_time()
                 threads_start = thread_counters()
             if barrier:
@@ -88,7 +91,7 @@ def rank_main(rank: int, world_size: int, port: int, iterations: int, warmup: in
             start = time.perf_counter()
             dist.all_reduce(tensor)
             elapsed = (time.perf_counter() - start) * 1000
-            if iteration >= warmup:
+            if iteration >= warmups:
                 times.append(elapsed)
         cpu_ms = (time.process_time() - cpu_start) * 1000 / max(1, iterations)
         threads = per_op_by_role(threads_start, thread_counters(), max(1, iterations))

@@ -25,12 +25,25 @@ export function glooUnavailable(): string | undefined {
     : `${PYTHON} cannot import torch with gloo (${probe.stderr.trim().split('\n').at(-1)})`;
 }
 
-/** Runs the gloo float32 all-reduce sweep on `worldSize` local processes. */
-export function runGloo(worldSize: number, sizes: number[], iterations: number, warmup: number): GlooRow[] {
+/**
+ * Runs the gloo float32 all-reduce sweep on `worldSize` local processes: `iterations` timed ops
+ * per size after `warmupOps(warmup, warmupBytes, size)` untimed ones ([Note: warm-up by volume]).
+ */
+export function runGloo(
+  worldSize: number,
+  sizes: number[],
+  iterations: number,
+  warmup: number,
+  warmupBytes = 0,
+): GlooRow[] {
   const run = spawnSync(
     PYTHON,
     [script, String(worldSize), String(iterations), String(warmup), ...sizes.map(String)],
-    { encoding: 'utf8', timeout: 900_000, env: { ...process.env, OMP_NUM_THREADS: '1' } },
+    {
+      encoding: 'utf8',
+      timeout: 900_000,
+      env: { ...process.env, OMP_NUM_THREADS: '1', WARMUP_BYTES: String(warmupBytes) },
+    },
   );
   if (run.status !== 0) throw new Error(`gloo benchmark failed (${run.status}):\n${run.stderr}`);
   const line = run.stdout.trim().split('\n').at(-1) ?? '';

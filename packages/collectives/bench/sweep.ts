@@ -16,6 +16,11 @@ export interface SweepConfig {
   iterations: number;
   warmup: number;
   /**
+   * Untimed ops per case are at least `warmupBytes / size` as well as `warmup` ([Note: warm-up by
+   * volume]). Default 0: `warmup` alone.
+   */
+  warmupBytes?: number;
+  /**
    * Where the buffers live, each placement measured right after the other for every op and size:
    * 'arena' = allocateShared(..., { arena: true }) (shm reduces in place, [Note: shm arena]),
    * 'plain' = an ordinary SharedArrayBuffer. Default ['plain'].
@@ -119,6 +124,19 @@ interface SweepCase {
 
 const OUT_OF_PLACE: readonly Form[] = ['out-of-place'];
 
+/**
+ * [Note: warm-up by volume] A fresh Node process runs its first ops while V8 still compiles the
+ * data path's loops: at 1 MiB, W=3, ops 6-20 of a fresh tcp group took 2.4-2.8 ms of CPU and the
+ * same ops after 2000 warm-ups 1.2-2.0 (2026-12-01, tcp-native-headers record). A training run
+ * issues thousands of ops, so the steady state is what a comparison with compiled gloo should
+ * time. Warm-ups are counted in bytes moved (`warmupBytes / size` ops, at least `warmup`), the
+ * same rule on both sides of a comparison (gloo-all-reduce.py's WARMUP_BYTES), and every rank
+ * computes the same count from the config, so the ranks issue the same ops.
+ */
+export function warmupOps(warmup: number, warmupBytes: number, bytes: number): number {
+  return Math.max(warmup, bytes > 0 ? Math.ceil(warmupBytes / bytes) : 0);
+}
+
 /** Ops per case in each interleaved block (see [Note: interleaved sweep]). */
 const OPS_PER_BLOCK = 2;
 
@@ -143,8 +161,9 @@ export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
           forms.map((form) => sweepCase(group, op, variant, bytes, placement, form)),
         ),
       );
+      const warmups = warmupOps(config.warmup, config.warmupBytes ?? 0, bytes);
       for (const measured of cases)
-        for (let iteration = 0; iteration < config.warmup; iteration++) {
+        for (let iteration = 0; iteration < warmups; iteration++) {
           group.barrier().wait();
           measured.issue().wait();
         }
