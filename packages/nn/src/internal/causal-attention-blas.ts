@@ -35,10 +35,23 @@ export function forwardHeadBlas(
   probabilities: Float32Array,
   output: Float32Array,
 ): void {
+  headScoresBlas(sgemm, values, shape, b, head, probabilities);
+  // The causal softmax in place (float64 accumulators).
+  causalSoftmaxRows(probabilities, probabilities, shape.time);
+  headOutputBlas(sgemm, values, shape, b, head, probabilities, output);
+}
+
+/** S = q·kᵀ / √headSize of one (batch, head) into `scores` [T, T] (every element written). */
+export function headScoresBlas(
+  sgemm: Sgemm,
+  values: Float32Array,
+  shape: AttentionShape,
+  b: number,
+  head: number,
+  scores: Float32Array,
+): void {
   const { time, headSize, dModel } = shape;
   const at = offsets(shape, b, head);
-  const scale = 1 / Math.sqrt(headSize);
-  // S = s · q·kᵀ into probabilities, then the causal softmax in place (float64 accumulators).
   sgemm(
     ROW_MAJOR,
     N,
@@ -46,17 +59,29 @@ export function forwardHeadBlas(
     time,
     time,
     headSize,
-    scale,
+    1 / Math.sqrt(headSize),
     values.subarray(at.query),
     3 * dModel,
     values.subarray(at.key),
     3 * dModel,
     0,
-    probabilities,
+    scores,
     time,
   );
-  causalSoftmaxRows(probabilities, probabilities, time);
-  // O = P·v
+}
+
+/** O = P·v of one (batch, head) into its block of `output` [B, T, D]. */
+export function headOutputBlas(
+  sgemm: Sgemm,
+  values: Float32Array,
+  shape: AttentionShape,
+  b: number,
+  head: number,
+  probabilities: Float32Array,
+  output: Float32Array,
+): void {
+  const { time, headSize, dModel } = shape;
+  const at = offsets(shape, b, head);
   sgemm(
     ROW_MAJOR,
     N,

@@ -1,8 +1,13 @@
 import { nativeSgemm, type Sgemm } from '@fsdp-ts/tensor';
-import type * as tf from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
-import { type ArrayKernel, runArrayKernel, runArrayKernelSavingSecondOutput } from './array-kernel';
-import { backwardHeadBlas, forwardHeadBlas } from './causal-attention-blas';
+import {
+  type ArrayKernel,
+  runArrayKernel,
+  runArrayKernelSavingSecondOutput,
+  type WasmBackendLike,
+} from './array-kernel';
+import { backwardHeadBlas, forwardHeadBlas, headOutputBlas, headScoresBlas } from './causal-attention-blas';
 import type { AttentionShape } from './head-layout';
 
 /**
@@ -51,7 +56,60 @@ const forwardKernel: ArrayKernel = {
       }
     }
   },
+  wasm: wasmForward,
 };
+
+/**
+ * [Note: causal softmax by wasm's Softmax]
+ * On wasm the forward writes every head's scores S = q·kᵀ/√h into one [B·H·T, T] tensor, sets the
+ * entries above each diagonal to -∞, runs wasm's own (XNNPACK, vectorised) Softmax kernel function
+ * over its rows on the heap (e^-∞ = 0: masked entries come out exactly 0, as P·v and the
+ * backward need), then O = P·v per head. A JavaScript Math.exp per unmasked score (1 M per step
+ * for the reference GPT at 8 × 128) made the causal softmax most of the forward's non-sgemm time.
+ */
+function wasmForward(
+  backend: WasmBackendLike,
+  [qkv]: readonly tf.TensorInfo[],
+  attrs: tf.NamedAttrMap,
+): tf.TensorInfo[] {
+  const shape = attentionShape(qkv!.shape, attrs.heads as number);
+  const { batch, heads, time, dModel } = shape;
+  const output = backend.makeOutput([batch, time, dModel], 'float32');
+  const scores = backend.makeOutput([batch * heads * time, time], 'float32');
+  if (batch * heads * time * dModel === 0) return [output, scores];
+  const sgemm = sgemmOrFail();
+  {
+    // [Note: array kernels]: views taken after the last allocation.
+    const values = backend.typedArrayFromHeap(qkv!) as Float32Array;
+    const all = backend.typedArrayFromHeap(scores) as Float32Array;
+    for (let b = 0; b < batch; b++) {
+      for (let head = 0; head < heads; head++) {
+        const slot = (b * heads + head) * time * time;
+        const headScores = all.subarray(slot, slot + time * time);
+        headScoresBlas(sgemm, values, shape, b, head, headScores);
+        for (let row = 0; row < time - 1; row++)
+          headScores.fill(Number.NEGATIVE_INFINITY, row * time + row + 1, (row + 1) * time);
+      }
+    }
+  }
+  const softmax = tf.getKernel('Softmax', 'wasm')!.kernelFunc;
+  const probabilities = softmax({
+    inputs: { logits: scores },
+    backend: backend as never,
+    attrs: { dim: 1 },
+  }) as tf.TensorInfo;
+  backend.disposeData(scores.dataId);
+  const values = backend.typedArrayFromHeap(qkv!) as Float32Array;
+  const all = backend.typedArrayFromHeap(probabilities) as Float32Array;
+  const out = backend.typedArrayFromHeap(output) as Float32Array;
+  for (let b = 0; b < batch; b++) {
+    for (let head = 0; head < heads; head++) {
+      const slot = (b * heads + head) * time * time;
+      headOutputBlas(sgemm, values, shape, b, head, all.subarray(slot, slot + time * time), out);
+    }
+  }
+  return [output, probabilities];
+}
 
 const backwardKernel: ArrayKernel = {
   name: BACKWARD,

@@ -40,12 +40,15 @@ const forwardKernel: ArrayKernel = {
   wasm: wasmForward,
 };
 
-/** The forward on wasm: u in JavaScript, s = wasm's Sigmoid(u), y = x · s in JavaScript. */
+/**
+ * The forward on wasm: u in JavaScript, then s = Sigmoid(u) and y = x · s by wasm's own
+ * (vectorised) Sigmoid and Multiply kernel functions on the heap, without dispatch.
+ */
 function wasmForward(backend: WasmBackendLike, [x]: readonly tf.TensorInfo[]): tf.TensorInfo[] {
   const shape = [...x!.shape];
-  const output = backend.makeOutput(shape, 'float32');
   const inner = backend.makeOutput(shape, 'float32');
   {
+    // [Note: array kernels]: views taken after the last allocation.
     const input = backend.typedArrayFromHeap(x!) as Float32Array;
     const u = backend.typedArrayFromHeap(inner) as Float32Array;
     for (let index = 0; index < input.length; index++) {
@@ -53,18 +56,17 @@ function wasmForward(backend: WasmBackendLike, [x]: readonly tf.TensorInfo[]): t
       u[index] = TWO_SQRT_2_OVER_PI * (value + CUBIC * value * value * value);
     }
   }
-  const sigmoidKernel = tf.getKernel('Sigmoid', 'wasm')!.kernelFunc;
-  const sigmoid = sigmoidKernel({
+  const sigmoid = tf.getKernel('Sigmoid', 'wasm')!.kernelFunc({
     inputs: { x: inner },
     backend: backend as never,
     attrs: {},
   }) as tf.TensorInfo;
   backend.disposeData(inner.dataId);
-  // [Note: array kernels]: views taken after the last allocation.
-  const input = backend.typedArrayFromHeap(x!) as Float32Array;
-  const s = backend.typedArrayFromHeap(sigmoid) as Float32Array;
-  const y = backend.typedArrayFromHeap(output) as Float32Array;
-  for (let index = 0; index < input.length; index++) y[index] = input[index]! * s[index]!;
+  const output = tf.getKernel('Multiply', 'wasm')!.kernelFunc({
+    inputs: { a: x!, b: sigmoid },
+    backend: backend as never,
+    attrs: {},
+  }) as tf.TensorInfo;
   return [output, sigmoid];
 }
 
