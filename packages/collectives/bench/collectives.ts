@@ -189,15 +189,15 @@ for (const backend of backends) {
 const glooSizes = quick || glooOnly ? [MiB, 16 * MiB, 64 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
 const glooRounds = glooOnly ? 3 : 2;
 /**
- * Timed ops per size per round, after warm-ups, on both sides. With --gloo-only, 15 after at
- * least 5 and 2 GiB of warm-up ops per size (2048 at 1 MiB, 32 at 64 MiB), the same on both
- * sides: each tcp round is a fresh Node process whose first ~2000 ops at 1 MiB still run while V8
- * compiles the data path's loops ([Note: warm-up by volume]; gloo is compiled C++). --quick
- * keeps 5 after 2 and 256 MiB.
+ * Timed ops per size per round, after warm-ups, on both sides ([Note: warm-up by volume]). With
+ * --gloo-only: at least 2 GiB of untimed ops per size (2048 at 1 MiB, 32 at 64 MiB; at least 5),
+ * then at least 256 MiB of timed ones (256 at 1 MiB; at least 15): each tcp round is a fresh Node
+ * process whose first ~2000 ops at 1 MiB still run while V8 compiles the data path's loops (gloo
+ * is compiled C++). --quick: 256 MiB (at least 2) untimed, then 64 MiB (at least 5) timed.
  */
 const glooIterations = glooOnly
-  ? { iterations: 15, warmup: 5, warmupBytes: 2 * 1024 * MiB }
-  : { iterations: 5, warmup: 2, warmupBytes: 256 * MiB };
+  ? { iterations: 15, warmup: 5, warmupBytes: 2 * 1024 * MiB, timedBytes: 256 * MiB }
+  : { iterations: 5, warmup: 2, warmupBytes: 256 * MiB, timedBytes: 64 * MiB };
 const glooWhyNot =
   flag('--no-gloo') || secureOnly || smallOpsOnly ? 'skipped (--no-gloo)' : glooUnavailable();
 interface GlooComparison {
@@ -275,6 +275,7 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
         glooIterations.iterations,
         glooIterations.warmup,
         glooIterations.warmupBytes,
+        glooIterations.timedBytes,
       );
       for (const [index, row] of theirs.entries()) {
         const comparison = byBytes.get(glooSizes[index]!);
@@ -285,7 +286,7 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
     comparisons.push(...byBytes.values());
   }
   console.log(
-    `\ntcp vs gloo float32 all-reduce (ms per op, median of ${glooIterations.iterations} after max(${glooIterations.warmup}, ${glooIterations.warmupBytes / MiB} MiB / size) warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
+    `\ntcp vs gloo float32 all-reduce (ms per op, median of max(${glooIterations.iterations}, ${glooIterations.timedBytes / MiB} MiB / size) after max(${glooIterations.warmup}, ${glooIterations.warmupBytes / MiB} MiB / size) warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
   );
   console.log(
     `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(20)}${'BLAS=0 ms'.padStart(20)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(20)}  gloo/tcp  gloo/BLAS=0  node:net/tcp  CPU tcp / BLAS=0 / gloo`,

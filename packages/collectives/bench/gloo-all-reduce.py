@@ -74,15 +74,17 @@ def rank_main(rank: int, world_size: int, port: int, iterations: int, warmup: in
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
     rows = []
     warmup_bytes = int(os.environ.get("WARMUP_BYTES", "0"))
+    timed_bytes = int(os.environ.get("TIMED_BYTES", "0"))
     for size_bytes in sizes:
         tensor = torch.arange(size_bytes // 4, dtype=torch.float32).remainder_(13).sub_(6)
         times = []
         cpu_start = 0.0
         threads_start = {}
         barrier = os.environ.get("GLOO_BARRIER") != "0"
-        # The same rule as bench/sweep.ts's warmupOps ([Note: warm-up by volume]).
+        # The same rule as bench/sweep.ts's opsByVolume ([Note: warm-up by volume]).
         warmups = max(warmup, -(-warmup_bytes // size_bytes) if size_bytes > 0 else 0)
-        for iteration in range(warmups + iterations):
+        timed = max(iterations, -(-timed_bytes // size_bytes) if size_bytes > 0 else 0)
+        for iteration in range(warmups + timed):
             if iteration == warmups:
                 cpu_start = time.process_time()
                 threads_start = thread_counters()
@@ -93,8 +95,8 @@ def rank_main(rank: int, world_size: int, port: int, iterations: int, warmup: in
             elapsed = (time.perf_counter() - start) * 1000
             if iteration >= warmups:
                 times.append(elapsed)
-        cpu_ms = (time.process_time() - cpu_start) * 1000 / max(1, iterations)
-        threads = per_op_by_role(threads_start, thread_counters(), max(1, iterations))
+        cpu_ms = (time.process_time() - cpu_start) * 1000 / max(1, timed)
+        threads = per_op_by_role(threads_start, thread_counters(), max(1, timed))
         rows.append({"bytes": size_bytes, "ms": times, "cpuMs": cpu_ms, "threads": threads})
     if rank == 0:
         queue.put(rows)

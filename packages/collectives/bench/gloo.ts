@@ -26,8 +26,9 @@ export function glooUnavailable(): string | undefined {
 }
 
 /**
- * Runs the gloo float32 all-reduce sweep on `worldSize` local processes: `iterations` timed ops
- * per size after `warmupOps(warmup, warmupBytes, size)` untimed ones ([Note: warm-up by volume]).
+ * Runs the gloo float32 all-reduce sweep on `worldSize` local processes: `opsByVolume(iterations,
+ * timedBytes, size)` timed ops per size after `opsByVolume(warmup, warmupBytes, size)` untimed
+ * ones ([Note: warm-up by volume]).
  */
 export function runGloo(
   worldSize: number,
@@ -35,6 +36,7 @@ export function runGloo(
   iterations: number,
   warmup: number,
   warmupBytes = 0,
+  timedBytes = 0,
 ): GlooRow[] {
   const run = spawnSync(
     PYTHON,
@@ -42,7 +44,12 @@ export function runGloo(
     {
       encoding: 'utf8',
       timeout: 900_000,
-      env: { ...process.env, OMP_NUM_THREADS: '1', WARMUP_BYTES: String(warmupBytes) },
+      env: {
+        ...process.env,
+        OMP_NUM_THREADS: '1',
+        WARMUP_BYTES: String(warmupBytes),
+        TIMED_BYTES: String(timedBytes),
+      },
     },
   );
   if (run.status !== 0) throw new Error(`gloo benchmark failed (${run.status}):\n${run.stderr}`);

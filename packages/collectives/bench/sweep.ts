@@ -20,6 +20,8 @@ export interface SweepConfig {
    * volume]). Default 0: `warmup` alone.
    */
   warmupBytes?: number;
+  /** Timed ops per case are at least `timedBytes / size` as well as `iterations`. Default 0. */
+  timedBytes?: number;
   /**
    * Where the buffers live, each placement measured right after the other for every op and size:
    * 'arena' = allocateShared(..., { arena: true }) (shm reduces in place, [Note: shm arena]),
@@ -129,12 +131,14 @@ const OUT_OF_PLACE: readonly Form[] = ['out-of-place'];
  * data path's loops: at 1 MiB, W=3, ops 6-20 of a fresh tcp group took 2.4-2.8 ms of CPU and the
  * same ops after 2000 warm-ups 1.2-2.0 (2026-12-01, tcp-native-headers record). A training run
  * issues thousands of ops, so the steady state is what a comparison with compiled gloo should
- * time. Warm-ups are counted in bytes moved (`warmupBytes / size` ops, at least `warmup`), the
- * same rule on both sides of a comparison (gloo-all-reduce.py's WARMUP_BYTES), and every rank
- * computes the same count from the config, so the ranks issue the same ops.
+ * time. Warm-ups are counted in bytes moved (`warmupBytes / size` ops, at least `warmup`), and
+ * so are timed ops (`timedBytes / size`, at least `iterations`: a 1 MiB op lasts ~1 ms, and 15
+ * of them give a median one scheduling hiccup can move), the same rule on both sides of a
+ * comparison (gloo-all-reduce.py's WARMUP_BYTES and TIMED_BYTES). Every rank computes the same
+ * counts from the config, so the ranks issue the same ops.
  */
-export function warmupOps(warmup: number, warmupBytes: number, bytes: number): number {
-  return Math.max(warmup, bytes > 0 ? Math.ceil(warmupBytes / bytes) : 0);
+export function opsByVolume(minimum: number, totalBytes: number, bytes: number): number {
+  return Math.max(minimum, bytes > 0 ? Math.ceil(totalBytes / bytes) : 0);
 }
 
 /** Ops per case in each interleaved block (see [Note: interleaved sweep]). */
@@ -161,14 +165,15 @@ export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
           forms.map((form) => sweepCase(group, op, variant, bytes, placement, form)),
         ),
       );
-      const warmups = warmupOps(config.warmup, config.warmupBytes ?? 0, bytes);
+      const warmups = opsByVolume(config.warmup, config.warmupBytes ?? 0, bytes);
+      const timed = opsByVolume(config.iterations, config.timedBytes ?? 0, bytes);
       for (const measured of cases)
         for (let iteration = 0; iteration < warmups; iteration++) {
           group.barrier().wait();
           measured.issue().wait();
         }
-      for (let done = 0; done < config.iterations; done += OPS_PER_BLOCK) {
-        const count = Math.min(OPS_PER_BLOCK, config.iterations - done);
+      for (let done = 0; done < timed; done += OPS_PER_BLOCK) {
+        const count = Math.min(OPS_PER_BLOCK, timed - done);
         for (const measured of cases) {
           const processStart = processCpuMs();
           const mainStart = threadClock();
@@ -187,7 +192,7 @@ export function runSweep(group: ProcessGroup, config: SweepConfig): SweepRow[] {
               : measured.mainCpuMs + (mainEnd - mainStart);
         }
       }
-      for (const measured of cases) rows.push(sweepRow(group, op, measured, config.iterations));
+      for (const measured of cases) rows.push(sweepRow(group, op, measured, timed));
     }
   }
   // Rows in the order the tables read them: by op, variant, size, placement, then form.
