@@ -11,6 +11,8 @@ type ClientState = 'starting' | 'ready' | 'destroying' | 'destroyed';
 interface WorkerReply {
   type: string;
   port?: number;
+  /** tcp: the abstract socket name the worker also listens on ([Note: local peer sockets]). */
+  localName?: string;
   message?: string;
 }
 

@@ -6,6 +6,14 @@ import type { Store } from '../../store/store.js';
 import type { BackendDefinition, GroupSetup } from '../backend-definition.js';
 import { CommunicationClient } from '../communication-client.js';
 import { blasReduceCountBuffer, blasSetting } from './native-blas.js';
+import {
+  formatEndpoint,
+  localHostIdentity,
+  localLinkCountBuffer,
+  localPublishing,
+  localTransportSetting,
+  newLocalName,
+} from './local-peers.js';
 import { nativeHeaderCountBuffer } from './native-header-counts.js';
 import { nativeSetting, resolveNativeSocketsModule } from './native-sockets.js';
 import type { TcpInit } from './tcp-engine.js';
@@ -91,7 +99,14 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       timeoutMs: setup.timeoutMs,
       secure: setup.config.secure,
       abort,
+      linkCounts: localLinkCountBuffer(),
     };
+    // [Note: local peer sockets]: ranks on this host and network namespace connect locally.
+    const localIdentity = localTransportSetting(setup.rank) === 'unix' ? localHostIdentity() : undefined;
+    if (localIdentity !== undefined && setup.size > 1) {
+      init.localIdentity = localIdentity;
+      init.localName = newLocalName();
+    }
     const nativeSockets = resolveNativeSocketsModule(setup.rank);
     if (nativeSockets !== undefined) {
       init.nativeSockets = nativeSockets;
@@ -108,7 +123,14 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       setup.timeoutMs,
     );
     try {
-      const endpoints = await exchangeEndpoints(setup, `${setup.config.host}:${reply.port}`);
+      const localName = localPublishing.unreachableName ?? reply.localName;
+      const endpoints = await exchangeEndpoints(
+        setup,
+        formatEndpoint(
+          `${setup.config.host}:${reply.port}`,
+          localName === undefined || localIdentity === undefined ? undefined : { name: localName, identity: localIdentity },
+        ),
+      );
       const ready = client.expect('ready', setup.timeoutMs);
       client.post({ type: 'connect', endpoints });
       await ready;

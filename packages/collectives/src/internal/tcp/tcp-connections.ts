@@ -3,6 +3,7 @@ import { authenticateSocket, type SessionKeys } from '../../auth/authenticate-so
 import { readExactly } from '../../auth/internal/read-exactly.js';
 import { secureSocket } from '../../auth/secure-socket.js';
 import { CollectiveError } from '../../errors.js';
+import { abstractPath, countLink, type LocalTransport, parseEndpoint } from './local-peers.js';
 
 /**
  * [Note: tcp mesh] One TCP connection per pair of ranks, carrying both directions: rank i
@@ -15,6 +16,8 @@ import { CollectiveError } from '../../errors.js';
  * and a plain one refuse each other), the accepting side answers it with one byte, and only then
  * do both wrap the socket in TLS: the answer keeps the client's first TLS bytes from arriving
  * while the plain socket still owns its read buffer.
+ * Ranks on one host connect over a Unix-domain socket instead, with the same handshake
+ * ([Note: local peer sockets]).
  */
 const IDENTITY_MAGIC = 0x44495346;
 const SECURE_IDENTITY_MAGIC = 0x53495346;
@@ -37,6 +40,12 @@ export interface MeshOptions {
   timeoutMs: number;
   /** Seal every data byte with TLS ([Note: secure data links]). */
   secure: boolean;
+  /** The abstract socket name this rank also listens on ([Note: local peer sockets]); none for TCP only. */
+  localName?: string;
+  /** This host's identity; peers publishing the same one are tried over their local socket. */
+  localIdentity?: string;
+  /** Connections by transport, shared with the main thread (localLinkCounts). */
+  linkCounts?: Int32Array;
 }
 
 function identityMagic(options: MeshOptions): number {
@@ -82,24 +91,45 @@ export class PeerAcceptor {
   private waiter: (() => void) | undefined;
 
   private constructor(
-    readonly server: Server,
+    private readonly server: Server,
+    /** The abstract-socket server ([Note: local peer sockets]), when this rank listens locally. */
+    private readonly localServer: Server | undefined,
     private readonly options: MeshOptions,
   ) {
     this.expected = options.size - 1 - options.rank;
-    server.on('connection', (socket) => this.admit(socket));
+    server.on('connection', (socket) => this.admit(socket, 'tcp'));
+    localServer?.on('connection', (socket) => this.admit(socket, 'unix'));
   }
 
-  static listen(options: MeshOptions): Promise<PeerAcceptor> {
-    return new Promise((resolve, reject) => {
-      const server = createServer({ noDelay: true });
-      server.once('error', reject);
-      server.listen(0, options.host, () => resolve(new PeerAcceptor(server, options)));
-    });
+  /**
+   * Listens on TCP at `options.host` and, with `options.localName`, on that abstract socket too;
+   * a local socket that cannot listen is left out (`localName()` is then undefined).
+   */
+  static async listen(options: MeshOptions): Promise<PeerAcceptor> {
+    const server = await listening(createServer({ noDelay: true }), (server) => server.listen(0, options.host));
+    let localServer: Server | undefined;
+    if (options.localName !== undefined) {
+      localServer = await listening(createServer(), (server) =>
+        server.listen(abstractPath(options.localName!)),
+      ).catch(() => undefined);
+    }
+    return new PeerAcceptor(server, localServer, options);
   }
 
   port(): number {
     const address = this.server.address();
     return typeof address === 'object' && address !== null ? address.port : 0;
+  }
+
+  /** The abstract name peers on this host may connect to, if this rank listens on one. */
+  localName(): string | undefined {
+    return this.localServer === undefined ? undefined : this.options.localName;
+  }
+
+  /** Stops listening (every peer is in, or the engine closes). */
+  close(): void {
+    this.server.close();
+    this.localServer?.close();
   }
 
   /** Resolves with every higher rank's authenticated socket, by rank. */
@@ -127,7 +157,7 @@ export class PeerAcceptor {
     });
   }
 
-  private admit(socket: Socket): void {
+  private admit(socket: Socket, transport: LocalTransport): void {
     const options = this.options;
     const deadline = Date.now() + options.timeoutMs;
     socket.on('error', () => undefined);
@@ -157,6 +187,7 @@ export class PeerAcceptor {
         }
         if (this.accepted.has(peer)) throw new Error('duplicate peer');
         this.accepted.set(peer, link);
+        countLink(options.linkCounts, transport);
         if (this.accepted.size === this.expected) this.waiter?.();
       } catch {
         socket.destroy();
@@ -174,27 +205,27 @@ export async function connectPeers(
   const deadline = Date.now() + options.timeoutMs;
   await Promise.all(
     endpoints.slice(0, options.rank).map(async (endpoint, peer) => {
-      const separator = endpoint.lastIndexOf(':');
-      const host = endpoint.slice(0, separator).replace(/^\[|\]$/g, '');
-      const port = Number(endpoint.slice(separator + 1));
-      const socket = await new Promise<Socket>((resolve, reject) => {
-        const attempt = connect({ host, port, noDelay: true });
-        attempt.once('connect', () => resolve(attempt));
-        attempt.once('error', (cause) =>
-          reject(
-            new CollectiveError(
-              `Rank ${options.rank} cannot connect to rank ${peer} at ${endpoint}: ${cause.message}`,
-              {
-                code: 'peer-lost',
-                rank: options.rank,
-                peer,
-                cause,
-                fix: 'check that the peer is alive and its data address is reachable.',
-              },
-            ),
-          ),
-        );
-      });
+      const target = parseEndpoint(endpoint);
+      let socket: Socket | undefined;
+      if (target.local !== undefined && target.local.identity === options.localIdentity) {
+        // Same host and network namespace: the peer's abstract socket; TCP if that fails.
+        socket = await connected(connect({ path: abstractPath(target.local.name) })).catch(() => undefined);
+      }
+      const transport: LocalTransport = socket === undefined ? 'tcp' : 'unix';
+      socket ??= await connected(connect({ host: target.host, port: target.port, noDelay: true })).catch(
+        (cause: Error) => {
+          throw new CollectiveError(
+            `Rank ${options.rank} cannot connect to rank ${peer} at ${target.host}:${target.port}: ${cause.message}`,
+            {
+              code: 'peer-lost',
+              rank: options.rank,
+              peer,
+              cause,
+              fix: 'check that the peer is alive and its data address is reachable.',
+            },
+          );
+        },
+      );
       const keys = await authenticateSocket(socket, options.secret, 'client', {
         timeoutMs: Math.max(1, deadline - Date.now()),
       });
@@ -204,9 +235,33 @@ export async function connectPeers(
       identity.writeUInt32LE(groupKeyHash(options.key), 8);
       socket.write(identity);
       sockets.set(peer, options.secure ? await secureClient(socket, keys, options, peer, deadline) : socket);
+      countLink(options.linkCounts, transport);
     }),
   );
   return sockets;
+}
+
+/**
+ * Resolves with `socket` once it connected, or rejects with its first error (the listener stays,
+ * as before: an error during the handshake fails that step, not the process).
+ */
+function connected(socket: Socket): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    socket.once('error', reject);
+    socket.once('connect', () => resolve(socket));
+  });
+}
+
+/** Resolves with `server` once `listen` made it listen, or rejects with its error. */
+function listening(server: Server, listen: (server: Server) => void): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.once('listening', () => {
+      server.off('error', reject);
+      resolve(server);
+    });
+    listen(server);
+  });
 }
 
 /** The client half of [Note: secure data links]: waits for the identity's answer, then TLS. */

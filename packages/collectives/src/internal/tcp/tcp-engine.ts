@@ -53,6 +53,12 @@ export interface TcpInit extends EngineInit {
   reduceCounts?: Int32Array;
   /** Native header exchanges and their mismatches, shared with the main thread (nativeHeaderCounts). */
   headerCounts?: Int32Array;
+  /** The abstract socket name to listen on too ([Note: local peer sockets]); none for TCP only. */
+  localName?: string;
+  /** This host's identity, matched against the peers' published ones. */
+  localIdentity?: string;
+  /** Connections by transport, shared with the main thread (localLinkCounts). */
+  linkCounts?: Int32Array;
 }
 
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */
@@ -139,7 +145,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     void PeerAcceptor.listen(init).then(
       (acceptor) => {
         this.acceptor = acceptor;
-        this.notify({ type: 'listening', port: acceptor.port() });
+        this.notify({ type: 'listening', port: acceptor.port(), localName: acceptor.localName() });
       },
       (error: unknown) =>
         this.notify({ type: 'init-failed', message: `cannot listen on ${init.host}: ${String(error)}` }),
@@ -168,7 +174,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
         );
       }
       // Every peer is in: stop listening, so nothing else can even attempt the handshake.
-      this.acceptor!.server.close();
+      this.acceptor!.close();
       this.state = 'ready';
       this.notify({ type: 'ready' });
     } catch (error) {
@@ -182,7 +188,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
 
     this.state = 'closed';
     for (const link of this.links) link?.close();
-    this.acceptor?.server.close();
+    this.acceptor?.close();
   }
 
   protected override closeTransport(): void {
