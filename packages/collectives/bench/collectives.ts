@@ -68,6 +68,8 @@ interface BackendRows {
   worldSize: number;
   rows: SweepRow[];
   rawSocket?: RawSocketResult | undefined;
+  /** tcp: rank 0's connections by transport ([Note: local peer sockets]). */
+  links?: { unix: number; tcp: number } | undefined;
   /** shm: the hardware's peers and the ops' data floors, before and after the sweep. */
   peers?: ShmPeers | undefined;
 }
@@ -107,11 +109,24 @@ async function tcp(
     env: { FSDP_BENCH_CONFIG: JSON.stringify(sweep), ...env },
     launcherArgs: secure ? ['--secure'] : [],
   });
-  const result = run.results.get(0) as { rows: SweepRow[]; rawSocket?: RawSocketResult } | undefined;
+  const result = run.results.get(0) as
+    | { rows: SweepRow[]; rawSocket?: RawSocketResult; links?: { unix: number; tcp: number } }
+    | undefined;
   if (run.code !== 0 || result === undefined)
     throw new Error(`tcp benchmark with ${worldSize} ranks failed:\n${run.output}`);
-  return { backend: 'tcp', worldSize, rows: result.rows, rawSocket: result.rawSocket };
+  if (result.links !== undefined) tcpTransports.add(transportLabel(result.links));
+  return { backend: 'tcp', worldSize, rows: result.rows, rawSocket: result.rawSocket, links: result.links };
 }
+
+/** How rank 0's connections ran: 'unix', 'tcp', or both with counts. */
+function transportLabel(links: { unix: number; tcp: number }): string {
+  if (links.tcp === 0) return 'Unix-domain sockets';
+  if (links.unix === 0) return 'TCP loopback';
+  return `${links.unix} Unix-domain and ${links.tcp} TCP connections`;
+}
+/** Every transport the tcp runs of this benchmark used (FSDP_TCP_LOCAL; [Note: local peer sockets]). */
+const tcpTransports = new Set<string>();
+const describeTransports = () => (tcpTransports.size === 0 ? 'unknown' : [...tcpTransports].join(' / '));
 
 /** A row's variant, placement and form, as the tables print them. */
 function caseLabel(row: SweepRow): string {
@@ -158,7 +173,7 @@ for (const backend of backends) {
     if (result.rawSocket !== undefined) {
       const raw = result.rawSocket.perDirection;
       console.log(
-        `raw node:net, 16 MiB each way at once, per direction: median ${raw.median.toFixed(2)} GB/s [${raw.worst.toFixed(2)} .. ${raw.best.toFixed(2)}]`,
+        `raw node:net over ${result.rawSocket.transport === 'unix' ? 'a Unix-domain socket' : 'TCP loopback'} (the transport of the tcp rows: ${describeTransports()}), 16 MiB each way at once, per direction: median ${raw.median.toFixed(2)} GB/s [${raw.worst.toFixed(2)} .. ${raw.best.toFixed(2)}]`,
       );
     }
     const copyRate = result.peers === undefined ? undefined : copyPeerRate(result.peers);
@@ -286,7 +301,7 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
     comparisons.push(...byBytes.values());
   }
   console.log(
-    `\ntcp vs gloo float32 all-reduce (ms per op, median of max(${glooIterations.iterations}, ${glooIterations.timedBytes / MiB} MiB / size) after max(${glooIterations.warmup}, ${glooIterations.warmupBytes / MiB} MiB / size) warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
+    `\ntcp vs gloo float32 all-reduce (tcp between ranks over ${describeTransports()}, FSDP_TCP_LOCAL=${process.env.FSDP_TCP_LOCAL ?? 'unset'}; gloo over TCP loopback; ms per op, median of max(${glooIterations.iterations}, ${glooIterations.timedBytes / MiB} MiB / size) after max(${glooIterations.warmup}, ${glooIterations.warmupBytes / MiB} MiB / size) warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
   );
   console.log(
     `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(20)}${'BLAS=0 ms'.padStart(20)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(20)}  gloo/tcp  gloo/BLAS=0  node:net/tcp  CPU tcp / BLAS=0 / gloo`,

@@ -1,5 +1,6 @@
 /** A rank process of the tcp benchmark (under fsdp-run); rank 0 prints `RESULT <json>`. */
 import { initProcessGroup } from '../src/index.js';
+import { localLinkCounts } from '../src/internal/tcp/local-peers.js';
 import { measureRawSocket } from './raw-socket.js';
 import { measureSmallOps } from './small-op.js';
 import { runSweep, type SweepConfig } from './sweep.js';
@@ -15,7 +16,9 @@ try {
     const rawSocket =
       group.size === 2 ? await measureRawSocket(group, 16 << 20, config.iterations) : undefined;
     const rows = runSweep(group, config);
-    if (group.rank === 0) process.stdout.write(`RESULT ${JSON.stringify({ rows, rawSocket })}\n`);
+    // Which transport rank 0's connections took ([Note: local peer sockets]).
+    if (group.rank === 0)
+      process.stdout.write(`RESULT ${JSON.stringify({ rows, rawSocket, links: localLinkCounts() })}\n`);
   }
 } finally {
   await group.destroy();

@@ -26,6 +26,17 @@ describe('conformance: every registered backend', () => {
     }
   }
 
+  // The tcp suite above runs over Unix-domain sockets ([Note: local peer sockets]); this is the
+  // same native path over TCP loopback, as between hosts.
+  for (const size of [2, 3]) {
+    it(`tcp over TCP (FSDP_TCP_LOCAL=tcp): every op x dtype x size matches the reference on ${size} processes`, async () => {
+      const results = await tcpLauncher(process.platform === 'linux' ? '1' : undefined, 'tcp').run(size);
+      expect(results).toHaveLength(size);
+      expect(results.flat().filter((outcome) => outcome.failure !== undefined)).toEqual([]);
+      expect(results[0]!.length).toBeGreaterThan(50);
+    }, 180_000);
+  }
+
   // The tcp suite above runs on the native data path (koffi); this is the node:net fallback.
   for (const size of [2, 3]) {
     it(`tcp on node:net (FSDP_TCP_NATIVE=0): every op x dtype x size matches the reference on ${size} processes`, async () => {

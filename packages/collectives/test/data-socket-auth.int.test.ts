@@ -2,7 +2,12 @@ import { connect } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { authenticateSocket } from '../src/index.js';
-import { abstractPath, formatEndpoint, localHostIdentity, newLocalName } from '../src/internal/tcp/local-peers.js';
+import {
+  abstractPath,
+  formatEndpoint,
+  localHostIdentity,
+  newLocalName,
+} from '../src/internal/tcp/local-peers.js';
 import { connectPeers, PeerAcceptor } from '../src/internal/tcp/tcp-connections.js';
 
 const secret = 'a'.repeat(64);
@@ -105,7 +110,10 @@ describe('tcp data sockets', () => {
       const localName = newLocalName();
       const acceptor = await PeerAcceptor.listen(options(0, { secure: true, localName, localIdentity }));
       expect(acceptor.localName()).toBe(localName);
-      const endpoint = formatEndpoint(`127.0.0.1:${acceptor.port()}`, { name: localName, identity: localIdentity });
+      const endpoint = formatEndpoint(`127.0.0.1:${acceptor.port()}`, {
+        name: localName,
+        identity: localIdentity,
+      });
       try {
         // A rogue process without the secret, on the abstract socket: refused.
         const rogue = connect({ path: abstractPath(localName) });
@@ -132,7 +140,12 @@ describe('tcp data sockets', () => {
       try {
         const accepted = second.all();
         const connected = await connectPeers(
-          [formatEndpoint(`127.0.0.1:${second.port()}`, { name: second.localName()!, identity: localIdentity })],
+          [
+            formatEndpoint(`127.0.0.1:${second.port()}`, {
+              name: second.localName()!,
+              identity: localIdentity,
+            }),
+          ],
           options(1, { secure: true, localIdentity }),
         );
         const server = (await accepted).get(1)! as TLSSocket;

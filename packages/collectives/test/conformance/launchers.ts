@@ -41,9 +41,11 @@ function threads(
  * tcp ranks under fsdp-run. `FSDP_TCP_NATIVE`: '1' requires the native data path (koffi, Linux;
  * a rank fails to start without it, so the suite cannot pass on node:net by accident), '0' forces
  * node:net (the fallback when koffi is missing). The native suite adds float32 sums with OpenBLAS
- * when it loads (the default); tcp-blas-path.int.test.ts proves which path ran.
+ * when it loads (the default); tcp-blas-path.int.test.ts proves which path ran. `FSDP_TCP_LOCAL`
+ * ([Note: local peer sockets]): unset, the ranks (one host) connect over Unix-domain sockets;
+ * 'tcp' keeps them on TCP loopback (local-peer-sockets.int.test.ts proves which ran).
  */
-export function tcpLauncher(native: '0' | '1' | undefined): ConformanceLauncher {
+export function tcpLauncher(native: '0' | '1' | undefined, local?: 'tcp'): ConformanceLauncher {
   return {
     ranks: 'process(es) under fsdp-run',
     minimumCases: 50,
@@ -53,7 +55,10 @@ export function tcpLauncher(native: '0' | '1' | undefined): ConformanceLauncher 
       const blas = native === '1' && process.env.FSDP_EXPECT_BLAS === '1' ? { FSDP_TCP_BLAS: '1' } : {};
       const run = await runWithLauncher(size, tcpScript, ['conformance'], {
         timeoutMs,
-        ...(native === undefined ? {} : { env: { FSDP_TCP_NATIVE: native, ...blas } }),
+        env: {
+          ...(native === undefined ? {} : { FSDP_TCP_NATIVE: native, ...blas }),
+          ...(local === undefined ? {} : { FSDP_TCP_LOCAL: local }),
+        },
       });
       if (run.code !== 0 || run.results.size !== size) {
         throw new Error(`fsdp-run exited with ${run.code} and ${run.results.size} results:\n${run.output}`);

@@ -74,7 +74,10 @@ export interface PeerEndpoint {
 }
 
 /** `host:port`, then ` unix=<name>@<identity>` when the rank listens locally too. */
-export function formatEndpoint(hostPort: string, local: { name: string; identity: string } | undefined): string {
+export function formatEndpoint(
+  hostPort: string,
+  local: { name: string; identity: string } | undefined,
+): string {
   return local === undefined ? hostPort : `${hostPort} unix=${local.name}@${local.identity}`;
 }
 

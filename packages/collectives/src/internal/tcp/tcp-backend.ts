@@ -5,7 +5,6 @@ import { openRendezvousStore } from '../../store/open-rendezvous-store.js';
 import type { Store } from '../../store/store.js';
 import type { BackendDefinition, GroupSetup } from '../backend-definition.js';
 import { CommunicationClient } from '../communication-client.js';
-import { blasReduceCountBuffer, blasSetting } from './native-blas.js';
 import {
   formatEndpoint,
   localHostIdentity,
@@ -14,6 +13,7 @@ import {
   localTransportSetting,
   newLocalName,
 } from './local-peers.js';
+import { blasReduceCountBuffer, blasSetting } from './native-blas.js';
 import { nativeHeaderCountBuffer } from './native-header-counts.js';
 import { nativeSetting, resolveNativeSocketsModule } from './native-sockets.js';
 import type { TcpInit } from './tcp-engine.js';
@@ -128,7 +128,9 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
         setup,
         formatEndpoint(
           `${setup.config.host}:${reply.port}`,
-          localName === undefined || localIdentity === undefined ? undefined : { name: localName, identity: localIdentity },
+          localName === undefined || localIdentity === undefined
+            ? undefined
+            : { name: localName, identity: localIdentity },
         ),
       );
       const ready = client.expect('ready', setup.timeoutMs);

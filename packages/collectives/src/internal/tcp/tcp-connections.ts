@@ -106,7 +106,9 @@ export class PeerAcceptor {
    * a local socket that cannot listen is left out (`localName()` is then undefined).
    */
   static async listen(options: MeshOptions): Promise<PeerAcceptor> {
-    const server = await listening(createServer({ noDelay: true }), (server) => server.listen(0, options.host));
+    const server = await listening(createServer({ noDelay: true }), (server) =>
+      server.listen(0, options.host),
+    );
     let localServer: Server | undefined;
     if (options.localName !== undefined) {
       localServer = await listening(createServer(), (server) =>
