@@ -1,6 +1,5 @@
 import type * as tf from '@tensorflow/tfjs-core';
 import { type ArrayKernel, runArrayKernel, runArrayKernelSavingSecondOutput } from './array-kernel';
-import { addColumnSums } from './column-sums';
 
 /**
  * Layer norm over the last dimension as two array kernels (see [Note: array kernels]):
@@ -9,9 +8,8 @@ import { addColumnSums } from './column-sums';
  *             dγ = Σ_rows dy · x̂,  dβ = Σ_rows dy
  * The forward also computes each row's mean and rstd ([rows, 2], saved for the backward, see
  * [Note: saved second outputs]), so the backward makes two passes over a row, not three. Row
- * statistics accumulate in float64. The column sums dγ and dβ are float64 sums four rows per pass
- * ([Note: float64 column sums]; dy · x̂ is staged in dx before dx is written): one-row-per-pass
- * read-modify-writes of the sums were about half of the backward's time.
+ * statistics accumulate in float64. The row reductions and the column sums dγ, dβ (float64, [Note:
+ * float64 column sums]) are one pass over four rows at a time (`reduceRows`), then dx one more.
  */
 const FORWARD = 'FsdpLayerNorm';
 const BACKWARD = 'FsdpLayerNormGrad';
@@ -54,6 +52,96 @@ const forwardKernel: ArrayKernel = {
   },
 };
 
+/**
+ * The backward's reductions in one pass over dy and x: per row mean(g) and mean(g · x̂) (g = dy · γ)
+ * into `means` and `projections`, and the column sums dγ = Σ dy · x̂, dβ = Σ dy, all float64
+ * ([Note: float64 column sums]). Four rows per pass, so the column sums are read and written once
+ * per four rows.
+ */
+function reduceRows(
+  dy: Float32Array,
+  x: Float32Array,
+  gamma: Float32Array,
+  stats: Float32Array,
+  rows: number,
+  means: Float64Array,
+  projections: Float64Array,
+  gammaSums: Float64Array,
+  betaSums: Float64Array,
+): void {
+  const width = gamma.length;
+  let row = 0;
+  for (; row + 4 <= rows; row += 4) {
+    const b0 = row * width;
+    const b1 = b0 + width;
+    const b2 = b1 + width;
+    const b3 = b2 + width;
+    const m0 = stats[2 * row]!;
+    const s0 = stats[2 * row + 1]!;
+    const m1 = stats[2 * row + 2]!;
+    const s1 = stats[2 * row + 3]!;
+    const m2 = stats[2 * row + 4]!;
+    const s2 = stats[2 * row + 5]!;
+    const m3 = stats[2 * row + 6]!;
+    const s3 = stats[2 * row + 7]!;
+    let g0 = 0;
+    let g1 = 0;
+    let g2 = 0;
+    let g3 = 0;
+    let p0 = 0;
+    let p1 = 0;
+    let p2 = 0;
+    let p3 = 0;
+    for (let column = 0; column < width; column++) {
+      const weight = gamma[column]!;
+      const d0 = dy[b0 + column]!;
+      const d1 = dy[b1 + column]!;
+      const d2 = dy[b2 + column]!;
+      const d3 = dy[b3 + column]!;
+      const n0 = (x[b0 + column]! - m0) * s0;
+      const n1 = (x[b1 + column]! - m1) * s1;
+      const n2 = (x[b2 + column]! - m2) * s2;
+      const n3 = (x[b3 + column]! - m3) * s3;
+      g0 += d0 * weight;
+      g1 += d1 * weight;
+      g2 += d2 * weight;
+      g3 += d3 * weight;
+      p0 += d0 * weight * n0;
+      p1 += d1 * weight * n1;
+      p2 += d2 * weight * n2;
+      p3 += d3 * weight * n3;
+      gammaSums[column]! += d0 * n0 + d1 * n1 + (d2 * n2 + d3 * n3);
+      betaSums[column]! += d0 + d1 + (d2 + d3);
+    }
+    means[row] = g0 / width;
+    means[row + 1] = g1 / width;
+    means[row + 2] = g2 / width;
+    means[row + 3] = g3 / width;
+    projections[row] = p0 / width;
+    projections[row + 1] = p1 / width;
+    projections[row + 2] = p2 / width;
+    projections[row + 3] = p3 / width;
+  }
+  for (; row < rows; row++) {
+    const base = row * width;
+    const mean = stats[2 * row]!;
+    const inverseStd = stats[2 * row + 1]!;
+    let scaledSum = 0;
+    let projectionSum = 0;
+    for (let column = 0; column < width; column++) {
+      const gradient = dy[base + column]!;
+      const normalised = (x[base + column]! - mean) * inverseStd;
+      const scaled = gradient * gamma[column]!;
+      scaledSum += scaled;
+      projectionSum += scaled * normalised;
+      gammaSums[column]! += gradient * normalised;
+      betaSums[column]! += gradient;
+    }
+    means[row] = scaledSum / width;
+    projections[row] = projectionSum / width;
+  }
+}
+
 const backwardKernel: ArrayKernel = {
   name: BACKWARD,
   inputs: ['dy', 'x', 'gamma', 'statistics'],
@@ -66,31 +154,13 @@ const backwardKernel: ArrayKernel = {
     const output = dx!;
     const width = gamma.length;
     const rows = width === 0 ? 0 : x.length / width;
-    const sums = new Float64Array(width);
-    addColumnSums(dy, 0, rows, width, sums);
-    dBeta!.set(sums);
     const means = new Float64Array(rows);
     const projections = new Float64Array(rows);
-    for (let row = 0; row < rows; row++) {
-      const base = row * width;
-      const mean = stats[2 * row]!;
-      const inverseStd = stats[2 * row + 1]!;
-      let scaledSum = 0;
-      let projectionSum = 0;
-      for (let column = 0; column < width; column++) {
-        const gradient = dy[base + column]!;
-        const normalised = (x[base + column]! - mean) * inverseStd;
-        const scaled = gradient * gamma[column]!;
-        scaledSum += scaled;
-        projectionSum += scaled * normalised;
-        output[base + column] = gradient * normalised; // staged for dγ (overwritten below)
-      }
-      means[row] = scaledSum / width;
-      projections[row] = projectionSum / width;
-    }
-    sums.fill(0);
-    addColumnSums(output, 0, rows, width, sums);
-    dGamma!.set(sums);
+    const gammaSums = new Float64Array(width);
+    const betaSums = new Float64Array(width);
+    reduceRows(dy, x, gamma, stats, rows, means, projections, gammaSums, betaSums);
+    dGamma!.set(gammaSums);
+    dBeta!.set(betaSums);
     for (let row = 0; row < rows; row++) {
       const base = row * width;
       const mean = stats[2 * row]!;
