@@ -7,6 +7,7 @@ import {
   encodeHeader,
   encodeLossNotice,
   HEADER_BYTES,
+  lossNoticeHeader,
   lossNoticeIn,
   MAX_EAGER_BYTES,
   type OpHeader,
@@ -87,7 +88,11 @@ describe('op header decoding', () => {
 });
 
 describe('loss notice ([Note: blaming a lost peer])', () => {
-  const notice = fc.record({ lost: fc.integer({ min: 0, max: 1 << 20 }), message: fc.string() });
+  const notice = fc.record({
+    lost: fc.integer({ min: 0, max: 1 << 20 }),
+    message: fc.string(),
+    reason: fc.constantFrom('lost' as const, 'timeout' as const),
+  });
 
   it('is found where a header is expected and at the end of any bytes a closed connection left', () => {
     fc.assert(
@@ -97,6 +102,16 @@ describe('loss notice ([Note: blaming a lost peer])', () => {
         expect(lossNoticeIn(Buffer.concat([Buffer.from(before), frame]))).toEqual(value);
       }),
     );
+  });
+
+  it("reads a notice without a reason byte as 'lost' (the blamed rank is the same either way)", () => {
+    const frame = encodeLossNotice({ lost: 2, message: 'gone', reason: 'timeout' });
+    expect(lossNoticeIn(frame)?.reason).toBe('timeout');
+    frame.writeUInt8(0, 16);
+    frame.writeUInt8(0, frame.length - HEADER_BYTES + 16);
+    expect(lossNoticeIn(frame)).toEqual({ lost: 2, message: 'gone', reason: 'lost' });
+    frame.writeUInt8(9, 16);
+    expect(lossNoticeHeader(frame)?.reason).toBe('lost');
   });
 
   it('is not found when bytes follow it, when it is cut short, or in payload that ends like its trailer', () => {

@@ -74,5 +74,19 @@ describe.runIf(process.platform === 'linux' && koffiInstalled())(
         expect(outcome.elapsedMs).toBeLessThan(6_000);
       }
     }, 120_000);
+
+    it('W=3: a rank that times out on a stalled peer tells the others, who fail naming the stalled rank, not it', async () => {
+      const run = await runWithLauncher(3, tcpScript, ['stall-uneven'], {
+        timeoutMs: 90_000,
+        env: { FSDP_TCP_NATIVE: '1' },
+      });
+      const first = run.results.get(0) as { code: string; elapsedMs: number };
+      expect(first, run.output).toMatchObject({ code: 'timeout', op: 'allReduce', rank: 0, peer: 1 });
+      const third = run.results.get(2) as { code: string; elapsedMs: number; message: string };
+      // Rank 2's own timeout is 20 s: it learnt of the stall from rank 0, well before.
+      expect(third, run.output).toMatchObject({ code: 'timeout', op: 'allReduce', rank: 2, peer: 1 });
+      expect(third.message).toMatch(/rank 0 timed out waiting for rank 1/);
+      expect(third.elapsedMs).toBeLessThan(10_000);
+    }, 120_000);
   },
 );

@@ -22,7 +22,8 @@ import type { OpHeader } from '../engine/op-header.js';
  * byte length of the UTF-8 message that follows it; every other field is 0.
  *
  * A loss notice ([Note: blaming a lost peer]) is a header with kind byte 254, the message length
- * at offset 8 and the lost rank (i32) at offset 12, the UTF-8 message, then the same 32-byte
+ * at offset 8 and the rank it blames (i32) at offset 12, why (u8 at offset 16: 0 the sender lost
+ * that rank, 1 the sender timed out waiting for it), the UTF-8 message, then the same 32-byte
  * header again as a trailer, so it is found where a header is expected and at the end of
  * whatever a closed connection left unread.
  */
@@ -60,10 +61,18 @@ export function encodeAbortFrame(message: string): Buffer {
 
 const LOSS_KIND = 254;
 
-/** What a loss notice says: which rank its sender lost, in its sender's words. */
+/** Why a notice's sender gave up on the rank it names. */
+export type LossReason = 'lost' | 'timeout';
+const REASONS: readonly LossReason[] = ['lost', 'timeout'];
+
+/**
+ * What a loss notice says: which rank its sender gave up on, why (it lost the connection, or its
+ * op timed out waiting for that rank; 'lost' when absent), in its sender's words.
+ */
 export interface LossNotice {
   lost: number;
   message: string;
+  reason?: LossReason;
 }
 
 /** The loss notice: its header, the message, the header again ([Note: blaming a lost peer]). */
@@ -74,17 +83,22 @@ export function encodeLossNotice(notice: LossNotice): Buffer {
   bytes.writeUInt8(LOSS_KIND, 4);
   bytes.writeUInt32LE(text.length, 8);
   bytes.writeInt32LE(notice.lost, 12);
+  bytes.writeUInt8(REASONS.indexOf(notice.reason ?? 'lost'), 16);
   text.copy(bytes, HEADER_BYTES);
   bytes.copy(bytes, HEADER_BYTES + text.length, 0, HEADER_BYTES);
   return bytes;
 }
 
-/** The message length and lost rank if these 32 bytes are a loss notice's header. */
-export function lossNoticeHeader(bytes: Uint8Array): { length: number; lost: number } | undefined {
+/** The message length, blamed rank and reason if these 32 bytes are a loss notice's header. */
+export function lossNoticeHeader(
+  bytes: Uint8Array,
+): { length: number; lost: number; reason: LossReason } | undefined {
   if (bytes.length < HEADER_BYTES) return undefined;
   const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
   if (view.readUInt32LE(0) !== MAGIC || view.readUInt8(4) !== LOSS_KIND) return undefined;
-  return { length: view.readUInt32LE(8), lost: view.readInt32LE(12) };
+  // An unknown reason reads as 'lost': the rank is blamed either way.
+  const reason = REASONS[view.readUInt8(16)] ?? 'lost';
+  return { length: view.readUInt32LE(8), lost: view.readInt32LE(12), reason };
 }
 
 /**
@@ -97,6 +111,7 @@ export function lossNoticeIn(bytes: Buffer): LossNotice | undefined {
     return {
       lost: atStart.lost,
       message: bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + atStart.length),
+      reason: atStart.reason,
     };
   if (bytes.length < 2 * HEADER_BYTES) return undefined;
   const trailer = bytes.subarray(bytes.length - HEADER_BYTES);
@@ -109,6 +124,7 @@ export function lossNoticeIn(bytes: Buffer): LossNotice | undefined {
   return {
     lost: atEnd.lost,
     message: bytes.toString('utf8', start + HEADER_BYTES, start + HEADER_BYTES + atEnd.length),
+    reason: atEnd.reason,
   };
 }
 

@@ -89,8 +89,21 @@ export function attributeLoss(
   return { error, settled };
 }
 
-/** The error a loss notice from `from` stands for: the rank it names was lost. */
+/**
+ * The error a loss notice from `from` stands for: the rank it names was lost ('peer-lost'), or
+ * `from` timed out waiting for it ('timeout', [Note: timing out tells the others]).
+ */
 export function noticeError(from: number, notice: LossNotice, cause?: unknown): CollectiveError {
+  if (notice.reason === 'timeout')
+    return new CollectiveError(
+      `rank ${from} timed out waiting for rank ${notice.lost} (${notice.message}) and closed its connections`,
+      {
+        code: 'timeout',
+        peer: notice.lost,
+        cause,
+        fix: `check whether rank ${notice.lost} died, stalled or issued a different sequence of ops; raise timeoutMs if it is just slow.`,
+      },
+    );
   return new CollectiveError(
     `rank ${notice.lost} was lost: rank ${from} saw it first (${notice.message}) and closed its connections`,
     { code: 'peer-lost', peer: notice.lost, cause },

@@ -12,6 +12,7 @@ import {
   encodeHeader,
   encodeLossNotice,
   HEADER_BYTES,
+  type LossReason,
   lossNoticeHeader,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
@@ -236,9 +237,33 @@ export class TcpEngine extends EngineBase<TcpInit> {
   /** Breaks the group for a lost peer, and tells every other peer which one, once. */
   private breakForLoss(error: CollectiveError): void {
     this.markBroken(error);
+    this.sendLossNotice(error, 'lost');
+  }
+
+  /**
+   * [Note: timing out tells the others] An op that times out waiting for a peer breaks the group,
+   * and this rank's connections close, while the other ranks may still wait for the same peer: a
+   * third rank whose own timer has not fired yet would see this rank's connection end and blame
+   * this rank ('peer-lost'), though the stalled rank is the one it waits for too (measured: W=3,
+   * rank 1 stalled, rank 2 named rank 0 once in a loaded full-suite run). So before closing, a
+   * rank that timed out waiting for a named peer writes a loss notice with the reason 'timeout'
+   * on every other connection, and closes after the same delay as for a lost peer (so the notice
+   * is sent, not dropped from a congested socket); a rank that reads it fails with 'timeout'
+   * naming the stalled rank ([Note: blaming a lost peer], rule 1).
+   */
+  protected override breakGroup(error: CollectiveError): void {
+    if (error.code === 'timeout' && error.peer !== undefined && !this.isBroken()) {
+      this.sendLossNotice(error, 'timeout');
+      this.closeAfterLoss();
+    }
+    super.breakGroup(error);
+  }
+
+  /** Tells every peer but the blamed one which rank this rank gave up on, and why; once. */
+  private sendLossNotice(error: CollectiveError, reason: LossReason): void {
     if (this.lossNoticeSent || error.peer === undefined) return;
     this.lossNoticeSent = true;
-    const frame = encodeLossNotice({ lost: error.peer, message: error.message });
+    const frame = encodeLossNotice({ lost: error.peer, message: error.message, reason });
     for (const link of this.links) if (link !== null && link.peer !== error.peer) link.write(frame);
   }
 
@@ -479,6 +504,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
       const error = noticeError(link.peer, {
         lost: loss.lost,
         message: message.toString('utf8', 0, loss.length),
+        reason: loss.reason,
       });
       this.blame.settle(error);
       this.closeAfterLoss();
