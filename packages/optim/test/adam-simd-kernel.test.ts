@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type AdamCoefficients, adamKernel } from '../src/internal/kernels/adam-kernel';
-import { adamSimdAvailable, adamSimdKernel } from '../src/internal/kernels/adam-simd-kernel';
+import { adamSimdAvailable, adamSimdKernel, scratchShift } from '../src/internal/kernels/adam-simd-kernel';
 import { worstViolation } from './support/torch-fixtures';
 
 const numel = 9001; // two full 4096-element chunks and a tail that is not a multiple of 4
@@ -74,5 +74,27 @@ describe('the WebAssembly SIMD Adam kernel', () => {
     }
     expect(Array.from(pieces[0])).toEqual(Array.from(whole[0]));
     expect(Array.from(pieces[4])).toEqual(Array.from(whole[4]));
+  });
+
+  it('places its scratch at least 256 bytes from every array\'s page offset ([Note: scratch off the arrays\' page offsets])', () => {
+    const buffer = new ArrayBuffer(1 << 20);
+    const at = (byteOffset: number) => new Float32Array(buffer, byteOffset, 16);
+    const pageOffset = (byteOffset: number) => byteOffset % 4096;
+    const cases = [
+      [0, 0, 0, 0, null],
+      [0, 4096, 8192, 12288, 16384],
+      [2048, 2048, 6144, 0, null],
+      [512, 1024, 1536, 2048, 2560],
+      [3072, 3584, 4, 508, null],
+    ];
+    for (const offsets of cases) {
+      const chosen = scratchShift(offsets.map((offset) => (offset === null ? null : at(offset))));
+      expect(chosen % 64).toBe(0);
+      for (const offset of offsets) {
+        if (offset === null) continue;
+        const apart = Math.abs(chosen - pageOffset(offset));
+        expect(Math.min(apart, 4096 - apart), `shift ${chosen} against offset ${offset}`).toBeGreaterThanOrEqual(256);
+      }
+    }
   });
 });

@@ -11,7 +11,9 @@
  *   [amsgrad: v = vmax = max(vmax, v)];  p = p − stepSize·(m / (√v·inverseCorrection2Sqrt + eps))
  */
 export const ADAM_SIMD_CHUNK = 4096; // elements per scratch array
-const BYTES = ADAM_SIMD_CHUNK * 4;
+/** The largest byteStart a caller passes: each scratch array has this much room before its chunk. */
+export const ADAM_SIMD_MAXIMUM_SHIFT = 4096;
+const BYTES = ADAM_SIMD_CHUNK * 4 + ADAM_SIMD_MAXIMUM_SHIFT;
 export const ADAM_SIMD_OFFSETS = {
   param: 0,
   grad: BYTES,
@@ -69,11 +71,13 @@ function name(text: string): number[] {
   return vector([...text].map((character) => character.charCodeAt(0)));
 }
 
-// Parameters 0..10: byteCount (i32) then 10 f32 scalars; locals: index, then splats and temporaries.
+// Parameters 0..11: byteEnd (i32), 10 f32 scalars, byteStart (i32); locals: index, then splats
+// and temporaries.
 const SCALARS = 10;
-const INDEX = 11;
-const splatOf = (scalar: number) => 12 + scalar; // v128 splat of parameter 1 + scalar
-const [P, G, M, V] = [22, 23, 24, 25];
+const BYTE_START = 11;
+const INDEX = 12;
+const splatOf = (scalar: number) => 13 + scalar; // v128 splat of parameter 1 + scalar
+const [P, G, M, V] = [23, 24, 25, 26];
 const [STEP_SIZE, INVERSE_CORRECTION, EPS, BETA1, ONE_MINUS_BETA1, BETA2, ONE_MINUS_BETA2, DECAY, L2, SIGN] =
   [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(splatOf) as [
     number,
@@ -93,7 +97,7 @@ function body(amsgrad: boolean): number[] {
   const code: number[] = [];
   for (let scalar = 0; scalar < SCALARS; scalar++)
     code.push(...get(1 + scalar), ...f32x4.splat, op.localSet, splatOf(scalar));
-  code.push(op.i32Const, 0, op.localSet, INDEX);
+  code.push(...get(BYTE_START), op.localSet, INDEX);
   code.push(op.block, 0x40, op.loop, 0x40);
   code.push(...get(INDEX), ...get(0), op.i32GeU, op.brIf, 1);
   const o = ADAM_SIMD_OFFSETS;
@@ -133,7 +137,7 @@ function body(amsgrad: boolean): number[] {
 }
 
 export function adamSimdModuleBytes(): Uint8Array {
-  const type = [0x60, ...vector([0x7f, ...new Array<number>(SCALARS).fill(0x7d)]), 0];
+  const type = [0x60, ...vector([0x7f, ...new Array<number>(SCALARS).fill(0x7d), 0x7f]), 0];
   return Uint8Array.from([
     ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
     ...section(1, [1, ...type]),
