@@ -1,8 +1,9 @@
 import type { ReduceOp } from '../../types.js';
 import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
-import { bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
+import { BFLOAT16_REGIONS, bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
 import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
-import { REDUCE_BLOCK, reduceKernels } from '../shm/reduce-simd.js';
+import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
+import { REDUCE_BLOCK, REDUCE_REGIONS, reduceKernels } from '../shm/reduce-simd.js';
 import { countReduceStep, type NativeReduce } from './native-blas.js';
 import type { PeerLink } from './peer-link.js';
 
@@ -226,11 +227,26 @@ export function stepConsumer(
     const kernels = bfloat16;
     const own = (plan.base ?? work) as Float32Array;
     const copy = step.mode === 'copy';
-    const inputBytes = new Uint8Array(
-      kernels.inputHalves.buffer,
-      kernels.inputHalves.byteOffset,
-      SIMD_BLOCK * 2,
-    );
+    const encoded = forwardWire === 'bfloat16' ? scratch.takeStaging(step.end - step.start) : null;
+    // [Note: scratch placement]: blocks of whole regions keep the arrays' page offsets, so the
+    // regions move off them for the step, as placed at its first element.
+    const bitsRegion = copy ? BFLOAT16_REGIONS.input : BFLOAT16_REGIONS.encoded;
+    const finalStart = final === undefined ? 0 : step.start - final.offset;
+    const pairs: [number, ArrayBufferView][] = [];
+    if (!copy) pairs.push([BFLOAT16_REGIONS.output, own.subarray(step.start)]);
+    if (encoded !== null) pairs.push([bitsRegion, encoded]);
+    if (final?.array instanceof Uint16Array) pairs.push([bitsRegion, final.array.subarray(finalStart)]);
+    else if (final !== undefined) pairs.push([BFLOAT16_REGIONS.output, final.array.subarray(finalStart)]);
+    else pairs.push([BFLOAT16_REGIONS.output, work.subarray(step.start)]);
+    const shift =
+      step.end - step.start < PLACEMENT_MINIMUM
+        ? 0
+        : placementShift(
+            pairs.map(([region]) => region),
+            pairs.map(([, array]) => array),
+          );
+    const views = kernels.at(shift);
+    const inputBytes = new Uint8Array(views.inputHalves.buffer, views.inputHalves.byteOffset, SIMD_BLOCK * 2);
     // [Note: fast bfloat16 steps forward bfloat16] `flushEncoded` falls back to `flush`, which
     // encodes from the work array; when results land in the caller's buffer (`final`) this path
     // does not write the work array, so such a step may forward only bfloat16 (from `encoded`)
@@ -240,7 +256,6 @@ export function stepConsumer(
         `ring step [${step.start}, ${step.end}): a bfloat16 step with results in place forwards ${forwardWire}, breaking [Note: fast bfloat16 steps forward bfloat16]`,
       );
     }
-    const encoded = forwardWire === 'bfloat16' ? scratch.takeStaging(step.end - step.start) : null;
     const flushEncoded = (): void => {
       if (encoded === null) {
         flush();
@@ -257,15 +272,15 @@ export function stepConsumer(
       const whole = Math.floor(pending / 2);
       if (whole === 0) return;
       if (!copy) {
-        kernels.outputFloats.set(own.subarray(position, position + whole));
-        kernels.addRound(whole);
+        views.outputFloats.set(own.subarray(position, position + whole));
+        kernels.addRound(whole, shift);
       }
-      const bits = (copy ? kernels.inputHalves : kernels.encodedHalves).subarray(0, whole);
+      const bits = (copy ? views.inputHalves : views.encodedHalves).subarray(0, whole);
       encoded?.set(bits, position - step.start);
       if (final?.array instanceof Uint16Array) final.array.set(bits, position - final.offset);
       else {
-        if (copy) kernels.decode(whole);
-        const floats = kernels.outputFloats.subarray(0, whole);
+        if (copy) kernels.decode(whole, shift);
+        const floats = views.outputFloats.subarray(0, whole);
         if (final !== undefined) final.array.set(floats, position - final.offset);
         else work.subarray(position, position + whole).set(floats);
       }
@@ -298,14 +313,23 @@ export function stepConsumer(
     // copied into the accumulator, reduced, and copied into the work array. A partial element
     // waits at the front of the region for its other bytes.
     const floats = work instanceof Float32Array;
-    const input = floats ? kernels.inputFloats : kernels.inputInts;
-    const accumulator = floats ? kernels.accumulatorFloats : kernels.accumulatorInts;
+    const own = plan.base ?? work;
+    // [Note: scratch placement], as in the bfloat16 steps above.
+    const shift =
+      step.end - step.start < PLACEMENT_MINIMUM
+        ? 0
+        : placementShift(
+            [REDUCE_REGIONS.accumulator, REDUCE_REGIONS.accumulator, REDUCE_REGIONS.input],
+            [own.subarray(step.start), work.subarray(step.start), work.subarray(step.start)],
+          );
+    const views = kernels.at(shift);
+    const input = floats ? views.inputFloats : views.inputInts;
+    const accumulator = floats ? views.accumulatorFloats : views.accumulatorInts;
     const reduce =
       kernels.reduce[
         `${plan.reduceOp === 'max' ? 'max' : plan.reduceOp === 'min' ? 'min' : 'sum'}${floats ? 'Float' : 'Int'}`
       ];
     const inputBytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
-    const own = plan.base ?? work;
     const floatSum = floats && (plan.reduceOp === 'sum' || plan.reduceOp === 'avg');
     // [Note: blas reduce steps] in native-blas.ts: the sums are added in place in the work array.
     const blas = floatSum ? native?.add : undefined;
@@ -317,7 +341,7 @@ export function stepConsumer(
       if (whole === 0) return;
       const target = work.subarray(position, position + whole);
       if (blas !== undefined) {
-        const incoming = kernels.inputFloats.subarray(0, whole);
+        const incoming = views.inputFloats.subarray(0, whole);
         if (plan.base === undefined) blas.addInto(target as Float32Array, incoming);
         else
           blas.sumInto(
@@ -327,7 +351,7 @@ export function stepConsumer(
           );
       } else {
         accumulator.set(own.subarray(position, position + whole) as never);
-        reduce(whole);
+        reduce(whole, shift);
         target.set(accumulator.subarray(0, whole) as never);
       }
       step.finish?.(target);
