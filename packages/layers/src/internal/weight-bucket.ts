@@ -172,9 +172,9 @@ export class WeightBucket {
     if (this.settings.optimizerOnShard) {
       const full = this.full.array() as Float32Array;
       const start = this.group.rank * this.layout.shardNumel;
-      // The all-gather's input is a copy of this rank's part of its output buffer (collectives
-      // take distinct input and output buffers).
-      const input = full.slice(start, start + this.layout.shardNumel);
+      // In place: the input is this rank's block of the output, which the collectives recognise
+      // from the views ([Note: in-place all-gather and reduce-scatter] in @fsdp-ts/collectives).
+      const input = full.subarray(start, start + this.layout.shardNumel);
       if (this.group.size > 1) this.group.allGather(full, input).wait();
     }
     this.refreshVariables();

@@ -8,7 +8,7 @@ import type { ReducePlanOptions } from './ring-plans.js';
  * The latency-optimal all-reduce for small buffers: every rank sends its whole buffer to every
  * peer (one step instead of the ring's 2(size-1)), then each reduces all contributions in rank
  * order, so all ranks compute the same bits. The payload goes out right behind the op header
- * ([Note: eager first segment] in tcp-engine.ts).
+ * ([Note: eager first segment] in node-net-frames.ts).
  */
 
 /** What a direct all-reduce sends to every peer (after rounding `work` for a bfloat16 wire). */

@@ -12,7 +12,7 @@ import type { OpHeader } from '../engine/op-header.js';
  *   16 f64 element count
  *   24 i32 peer (send: destination, recv: source) or -1
  *   28 u32 eager bytes: payload bytes that follow this header on this connection before the
- *          sender waits for anything (see [Note: eager first segment] in tcp-engine.ts)
+ *          sender waits for anything (see [Note: eager first segment] in node-net-frames.ts)
  * A rank compares every header it receives with its own op before it moves any data beyond the
  * eager bytes: a difference fails the op on every rank with code 'mismatch', each rank skips the
  * eager bytes its peers sent, so the streams stay aligned; bytes that are not a header fail with

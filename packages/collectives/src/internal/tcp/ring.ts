@@ -472,7 +472,7 @@ export function initialBytes(plan: RingPlan, scratch: RingScratch): Uint8Array |
 
 /**
  * Runs a ring plan's incoming steps in order; its initial range was sent already (see
- * initialBytes and [Note: eager first segment] in tcp-engine.ts).
+ * initialBytes and [Note: eager first segment] in node-net-frames.ts).
  */
 export async function runRingSteps(
   plan: RingPlan,

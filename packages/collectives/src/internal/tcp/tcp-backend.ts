@@ -16,7 +16,7 @@ import {
 import { blasReduceCountBuffer, blasSetting } from './native-blas.js';
 import { nativeHeaderCountBuffer } from './native-header-counts.js';
 import { nativeSetting, resolveNativeSocketsModule } from './native-sockets.js';
-import type { TcpInit } from './tcp-engine.js';
+import type { TcpInit } from './tcp-init.js';
 
 /** The tcp backend's settings: how ranks find each other and authenticate. */
 export interface TcpConfig {
