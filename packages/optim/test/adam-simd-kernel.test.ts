@@ -76,7 +76,7 @@ describe('the WebAssembly SIMD Adam kernel', () => {
     expect(Array.from(pieces[4])).toEqual(Array.from(whole[4]));
   });
 
-  it('places its scratch at least 256 bytes from every array\'s page offset ([Note: scratch off the arrays\' page offsets])', () => {
+  it("places its scratch at least 256 bytes from every array's page offset ([Note: scratch off the arrays' page offsets])", () => {
     const buffer = new ArrayBuffer(1 << 20);
     const at = (byteOffset: number) => new Float32Array(buffer, byteOffset, 16);
     const pageOffset = (byteOffset: number) => byteOffset % 4096;
@@ -93,7 +93,10 @@ describe('the WebAssembly SIMD Adam kernel', () => {
       for (const offset of offsets) {
         if (offset === null) continue;
         const apart = Math.abs(chosen - pageOffset(offset));
-        expect(Math.min(apart, 4096 - apart), `shift ${chosen} against offset ${offset}`).toBeGreaterThanOrEqual(256);
+        expect(
+          Math.min(apart, 4096 - apart),
+          `shift ${chosen} against offset ${offset}`,
+        ).toBeGreaterThanOrEqual(256);
       }
     }
   });

@@ -5,16 +5,21 @@
  * and round on 16-bit lanes, see [Note: bfloat16 rounding in 16-bit lanes]) and are bounded by
  * the copies into and out of their block of wasm memory.
  *
- * [Note: bfloat16 simd layout] One module instance per thread, two fixed 64 KiB regions of its
- * memory: INPUT near byte 0 and OUTPUT near byte 65536; the rounding's constants sit below INPUT. A kernel call converts `count` elements
- * (rounded up to a multiple of 8; the extra lanes read and write only inside the regions) from
- * INPUT to OUTPUT. The memory never grows, so the JavaScript views over it stay valid.
+ * [Note: bfloat16 simd layout] One module instance per thread, three regions of its memory:
+ * INPUT and OUTPUT (64 KiB each) and ENCODED (32 KiB), each followed by PLACEMENT_ROOM bytes of
+ * room and staggered by 1088 bytes within a page; the rounding's constants sit below INPUT. A
+ * kernel call `kernel(count, shift)` converts `count` elements (rounded up to a multiple of 8;
+ * the extra lanes read and write only inside the regions) from INPUT + shift to OUTPUT + shift
+ * (and ENCODED + shift): callers move all regions off their arrays' page offsets
+ * ([Note: scratch placement]); `at(shift)` gives the views there. The memory never grows, so the
+ * JavaScript views over it stay valid.
  * Every kernel computes exactly what the scalar code in bfloat16.ts computes
  * ([Note: bfloat16 bits]); the tests compare both over all 2^16 bfloat16 patterns and random
  * float32 bits, NaN and infinities included.
  */
 
 import { widenBfloat16High, widenBfloat16Low } from './bfloat16-wasm-fragments.js';
+import { PLACEMENT_ROOM, PLACEMENT_STEP } from './scratch-placement.js';
 import {
   constant,
   functionBody,
@@ -37,6 +42,7 @@ import {
   I16X8_EQ,
   I16X8_GT_S,
   I16X8_SUB,
+  I32_ADD,
   I32_SHL,
   LOCAL_SET,
   V128_AND,
@@ -48,29 +54,17 @@ import {
 
 /** Elements per kernel call: 64 KiB of float32. */
 export const SIMD_BLOCK = 16_384;
-/** Off page boundaries: see [Note: bfloat16 simd layout]. */
+/** Region bases, at page offsets 1088, 2176 and 3264: see [Note: bfloat16 simd layout]. */
 const INPUT = 1_088;
-const OUTPUT = 65_536 + 2_176;
+const OUTPUT = INPUT + SIMD_BLOCK * 4 + PLACEMENT_ROOM + 1_088;
 /** bfloat16 bits addRound writes besides its floats (32 KiB). */
-const ENCODED = 131_072 + 3_264;
+const ENCODED = OUTPUT + SIMD_BLOCK * 4 + PLACEMENT_ROOM + 1_088;
+const PAGES = Math.ceil((ENCODED + SIMD_BLOCK * 2 + PLACEMENT_ROOM) / 65_536);
+/** The regions' bases (byte offsets in the module's memory), for placementShift. */
+export const BFLOAT16_REGIONS = { input: INPUT, output: OUTPUT, encoded: ENCODED } as const;
 
-export interface Bfloat16Kernels {
-  /** float32 bits in INPUT (as Int32Array) -> bfloat16 bits in OUTPUT (Uint16Array). */
-  encode(count: number): void;
-  /** bfloat16 bits in INPUT -> float32 in OUTPUT. */
-  decode(count: number): void;
-  /** float32 in INPUT -> float32 rounded to bfloat16 in OUTPUT. */
-  round(count: number): void;
-  /** float32 in OUTPUT += bfloat16 in INPUT, decoded. */
-  decodeAdd(count: number): void;
-  /**
-   * float32 in OUTPUT += bfloat16 in INPUT, decoded, then rounded to bfloat16 (the last reduce
-   * step of a sum that ends in bfloat16): the rounded floats stay in OUTPUT and their bfloat16
-   * bits go to ENCODED (encodedHalves), ready to send.
-   */
-  addRound(count: number): void;
-  /** float32 in INPUT -> rounded to bfloat16: floats in OUTPUT, bfloat16 bits in ENCODED. */
-  encodeRound(count: number): void;
+/** Views over the regions moved by one shift. */
+export interface Bfloat16Views {
   readonly encodedHalves: Uint16Array;
   readonly inputFloats: Float32Array;
   readonly inputHalves: Uint16Array;
@@ -78,14 +72,40 @@ export interface Bfloat16Kernels {
   readonly outputHalves: Uint16Array;
 }
 
-// Locals: 0 = count (parameter), 1 = index, 2.. = v128 scratch.
+/**
+ * The kernels; each takes the regions' shift as its optional second argument (0 when left out,
+ * the regions of the views below).
+ */
+export interface Bfloat16Kernels extends Bfloat16Views {
+  /** float32 bits in INPUT (as Int32Array) -> bfloat16 bits in OUTPUT (Uint16Array). */
+  encode(count: number, shift?: number): void;
+  /** bfloat16 bits in INPUT -> float32 in OUTPUT. */
+  decode(count: number, shift?: number): void;
+  /** float32 in INPUT -> float32 rounded to bfloat16 in OUTPUT. */
+  round(count: number, shift?: number): void;
+  /** float32 in OUTPUT += bfloat16 in INPUT, decoded. */
+  decodeAdd(count: number, shift?: number): void;
+  /**
+   * float32 in OUTPUT += bfloat16 in INPUT, decoded, then rounded to bfloat16 (the last reduce
+   * step of a sum that ends in bfloat16): the rounded floats stay in OUTPUT and their bfloat16
+   * bits go to ENCODED (encodedHalves), ready to send.
+   */
+  addRound(count: number, shift?: number): void;
+  /** float32 in INPUT -> rounded to bfloat16: floats in OUTPUT, bfloat16 bits in ENCODED. */
+  encodeRound(count: number, shift?: number): void;
+  /** The views over the regions moved by `shift` (a multiple of PLACEMENT_STEP below PLACEMENT_ROOM). */
+  at(shift: number): Bfloat16Views;
+}
+
+// Locals: 0 = count, 1 = shift (parameters), 2 = index, 3.. = v128 scratch.
 const COUNT = 0;
-const INDEX = 1;
-const FIRST = 2;
-const SECOND = 3;
-const HIGH = 4;
-const LOW = 5;
-const RESULT = 6;
+const SHIFT = 1;
+const INDEX = 2;
+const FIRST = 3;
+const SECOND = 4;
+const HIGH = 5;
+const LOW = 6;
+const RESULT = 7;
 const SCRATCH_LOCALS = 5;
 
 /**
@@ -109,11 +129,13 @@ const LOWER_HALVES = [0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29];
 const ZIP_LOW = [0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23];
 const ZIP_HIGH = [8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31];
 
-/** Byte address of element INDEX for `elementBytes`-wide elements (an i32 on the stack). */
+/** Byte address of element INDEX for `elementBytes`-wide elements, plus SHIFT (an i32 on the stack). */
 const address = (elementBytes: number): number[] => [
   ...get(INDEX),
   ...constant(Math.log2(elementBytes)),
   I32_SHL,
+  ...get(SHIFT),
+  I32_ADD,
 ];
 
 /**
@@ -272,9 +294,9 @@ function assemble(): Uint8Array {
     ...KERNELS.flatMap((name, index) => [...text(name), 0x00, index]),
   ];
   return wasmModule([
-    [1, [1, 0x60, 1, I32, 0]],
+    [1, [1, 0x60, 2, I32, I32, 0]],
     [3, [KERNELS.length, ...KERNELS.map(() => 0)]],
-    [5, [1, 0x00, 3]],
+    [5, [1, 0x00, PAGES]],
     [7, [KERNELS.length + 1, ...exports]],
     [10, [KERNELS.length, ...bodies.flat()]],
   ]);
@@ -291,19 +313,33 @@ export function bfloat16Kernels(): Bfloat16Kernels | null {
   const memory = (exported.memory as { buffer: ArrayBuffer }).buffer;
   const constants = new Uint16Array(memory, 0, 8 * CONSTANTS.length);
   for (const [index, value] of CONSTANTS.entries()) constants.fill(value, 8 * index, 8 * index + 8);
-  const kernel = (name: string) => exported[name] as (count: number) => void;
+  const kernel = (name: string) => exported[name] as (count: number, shift?: number) => void;
+  const views = (shift: number): Bfloat16Views => ({
+    encodedHalves: new Uint16Array(memory, ENCODED + shift, SIMD_BLOCK),
+    inputFloats: new Float32Array(memory, INPUT + shift, SIMD_BLOCK),
+    inputHalves: new Uint16Array(memory, INPUT + shift, SIMD_BLOCK),
+    outputFloats: new Float32Array(memory, OUTPUT + shift, SIMD_BLOCK),
+    outputHalves: new Uint16Array(memory, OUTPUT + shift, SIMD_BLOCK),
+  });
+  const placed = Array.from({ length: PLACEMENT_ROOM / PLACEMENT_STEP }, (_, index) =>
+    views(index * PLACEMENT_STEP),
+  );
   kernels = {
+    ...placed[0]!,
+    at: (shift) => {
+      const found = placed[shift / PLACEMENT_STEP];
+      if (found === undefined)
+        throw new Error(
+          `bfloat16 kernels: shift ${shift} is not a multiple of ${PLACEMENT_STEP} below ${PLACEMENT_ROOM} ([Note: scratch placement])`,
+        );
+      return found;
+    },
     encode: kernel('encode'),
     decode: kernel('decode'),
     round: kernel('round'),
     decodeAdd: kernel('decodeAdd'),
     addRound: kernel('addRound'),
     encodeRound: kernel('encodeRound'),
-    encodedHalves: new Uint16Array(memory, ENCODED, SIMD_BLOCK),
-    inputFloats: new Float32Array(memory, INPUT, SIMD_BLOCK),
-    inputHalves: new Uint16Array(memory, INPUT, SIMD_BLOCK),
-    outputFloats: new Float32Array(memory, OUTPUT, SIMD_BLOCK),
-    outputHalves: new Uint16Array(memory, OUTPUT, SIMD_BLOCK),
   };
   return kernels;
 }

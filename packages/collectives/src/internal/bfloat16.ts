@@ -1,4 +1,5 @@
-import { bfloat16Kernels, SIMD_BLOCK } from './bfloat16-simd.js';
+import { BFLOAT16_REGIONS, bfloat16Kernels, SIMD_BLOCK } from './bfloat16-simd.js';
+import { PLACEMENT_MINIMUM, placementShift } from './scratch-placement.js';
 
 /**
  * bfloat16 <-> float32 conversion, round to nearest even. A private copy: this package depends on
@@ -9,8 +10,15 @@ import { bfloat16Kernels, SIMD_BLOCK } from './bfloat16-simd.js';
  * rounded up into infinity).
  *
  * The array functions run WebAssembly SIMD kernels block by block (bfloat16-simd.ts) and fall
- * back to the scalar loops below for short arrays and where SIMD is unavailable.
+ * back to the scalar loops below for short arrays and where SIMD is unavailable. Each call moves
+ * the kernels' regions off the page offsets of the arrays it copies ([Note: scratch placement]).
  */
+const { input: INPUT, output: OUTPUT, encoded: ENCODED } = BFLOAT16_REGIONS;
+
+/** The kernels' shift for a call over `length` elements ([Note: scratch placement]). */
+function shiftFor(length: number, regions: readonly number[], arrays: readonly ArrayBufferView[]): number {
+  return length < PLACEMENT_MINIMUM ? 0 : placementShift(regions, arrays);
+}
 const scalarFloat = new Float32Array(1);
 const scalarBits = new Uint32Array(scalarFloat.buffer);
 
@@ -44,11 +52,13 @@ export function encodeBfloat16(source: Float32Array, target: Uint16Array): void 
     encodeScalar(source, target, 0, source.length);
     return;
   }
+  const shift = shiftFor(source.length, [INPUT, OUTPUT], [source, target]);
+  const { inputFloats, outputHalves } = kernels.at(shift);
   for (let start = 0; start < source.length; start += SIMD_BLOCK) {
     const count = Math.min(SIMD_BLOCK, source.length - start);
-    kernels.inputFloats.set(source.subarray(start, start + count));
-    kernels.encode(count);
-    target.set(kernels.outputHalves.subarray(0, count), start);
+    inputFloats.set(source.subarray(start, start + count));
+    kernels.encode(count, shift);
+    target.set(outputHalves.subarray(0, count), start);
   }
 }
 
@@ -59,11 +69,13 @@ export function decodeBfloat16(source: Uint16Array, target: Float32Array): void 
     decodeScalar(source, target, 0, source.length);
     return;
   }
+  const shift = shiftFor(source.length, [INPUT, OUTPUT], [source, target]);
+  const { inputHalves, outputFloats } = kernels.at(shift);
   for (let start = 0; start < source.length; start += SIMD_BLOCK) {
     const count = Math.min(SIMD_BLOCK, source.length - start);
-    kernels.inputHalves.set(source.subarray(start, start + count));
-    kernels.decode(count);
-    target.set(kernels.outputFloats.subarray(0, count), start);
+    inputHalves.set(source.subarray(start, start + count));
+    kernels.decode(count, shift);
+    target.set(outputFloats.subarray(0, count), start);
   }
 }
 
@@ -79,13 +91,15 @@ export function addBfloat16Into(target: Float32Array, source: Uint16Array): void
     }
     return;
   }
+  const shift = shiftFor(source.length, [INPUT, OUTPUT], [source, target]);
+  const { inputHalves, outputFloats } = kernels.at(shift);
   for (let start = 0; start < source.length; start += SIMD_BLOCK) {
     const count = Math.min(SIMD_BLOCK, source.length - start);
     const block = target.subarray(start, start + count);
-    kernels.inputHalves.set(source.subarray(start, start + count));
-    kernels.outputFloats.set(block);
-    kernels.decodeAdd(count);
-    block.set(kernels.outputFloats.subarray(0, count));
+    inputHalves.set(source.subarray(start, start + count));
+    outputFloats.set(block);
+    kernels.decodeAdd(count, shift);
+    block.set(outputFloats.subarray(0, count));
   }
 }
 
@@ -112,13 +126,15 @@ export function addRoundBfloat16(
     decodeScalar(encoded, target, 0, incoming.length);
     return;
   }
+  const shift = shiftFor(incoming.length, [INPUT, OUTPUT, OUTPUT, ENCODED], [incoming, own, target, encoded]);
+  const { inputHalves, outputFloats, encodedHalves } = kernels.at(shift);
   for (let start = 0; start < incoming.length; start += SIMD_BLOCK) {
     const count = Math.min(SIMD_BLOCK, incoming.length - start);
-    kernels.inputHalves.set(incoming.subarray(start, start + count));
-    kernels.outputFloats.set(own.subarray(start, start + count));
-    kernels.addRound(count);
-    target.set(kernels.outputFloats.subarray(0, count), start);
-    encoded.set(kernels.encodedHalves.subarray(0, count), start);
+    inputHalves.set(incoming.subarray(start, start + count));
+    outputFloats.set(own.subarray(start, start + count));
+    kernels.addRound(count, shift);
+    target.set(outputFloats.subarray(0, count), start);
+    encoded.set(encodedHalves.subarray(0, count), start);
   }
 }
 
@@ -133,12 +149,14 @@ export function encodeRoundBfloat16(source: Float32Array, rounded: Float32Array,
     decodeScalar(encoded, rounded, 0, source.length);
     return;
   }
+  const shift = shiftFor(source.length, [INPUT, OUTPUT, ENCODED], [source, rounded, encoded]);
+  const { inputFloats, outputFloats, encodedHalves } = kernels.at(shift);
   for (let start = 0; start < source.length; start += SIMD_BLOCK) {
     const count = Math.min(SIMD_BLOCK, source.length - start);
-    kernels.inputFloats.set(source.subarray(start, start + count));
-    kernels.encodeRound(count);
-    rounded.set(kernels.outputFloats.subarray(0, count), start);
-    encoded.set(kernels.encodedHalves.subarray(0, count), start);
+    inputFloats.set(source.subarray(start, start + count));
+    kernels.encodeRound(count, shift);
+    rounded.set(outputFloats.subarray(0, count), start);
+    encoded.set(encodedHalves.subarray(0, count), start);
   }
 }
 
@@ -149,12 +167,14 @@ export function roundToBfloat16InPlace(values: Float32Array): void {
     roundScalar(values, 0, values.length);
     return;
   }
+  const shift = shiftFor(values.length, [INPUT, OUTPUT], [values, values]);
+  const { inputFloats, outputFloats } = kernels.at(shift);
   for (let start = 0; start < values.length; start += SIMD_BLOCK) {
     const count = Math.min(SIMD_BLOCK, values.length - start);
     const block = values.subarray(start, start + count);
-    kernels.inputFloats.set(block);
-    kernels.round(count);
-    block.set(kernels.outputFloats.subarray(0, count));
+    inputFloats.set(block);
+    kernels.round(count, shift);
+    block.set(outputFloats.subarray(0, count));
   }
 }
 

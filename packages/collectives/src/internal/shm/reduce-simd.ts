@@ -5,12 +5,15 @@
  * well below what the shm backend must move; these kernels reduce 4 lanes per instruction inside
  * a cache-resident block, so a reduction costs about the copies into and out of that block.
  *
- * [Note: reduce simd layout] One module instance per thread, two fixed 256 KiB regions of its
+ * [Note: reduce simd layout] One module instance per thread, two 256 KiB regions of its
  * memory: ACCUMULATOR and INPUT (64 Ki float32 or int32 each; both fit in a 1 MiB L2, and
- * larger blocks measured ~20% less CPU than 16 Ki ones, fewer calls per op). `kernel(count)` computes
+ * larger blocks measured ~20% less CPU than 16 Ki ones, fewer calls per op), each followed by
+ * PLACEMENT_ROOM bytes of room. `kernel(count, shift)` computes
  * ACCUMULATOR[i] = ACCUMULATOR[i] (op) INPUT[i] for i < count rounded up to a multiple of 4 (the
- * extra lanes stay inside the regions); `divide(count, divisor)` divides ACCUMULATOR by divisor.
- * The memory never grows, so the JavaScript views over it stay valid.
+ * extra lanes stay inside the regions), both regions moved by `shift` bytes (0 when left out;
+ * see [Note: scratch placement]); `divide(count, divisor, shift)` divides ACCUMULATOR by divisor.
+ * `at(shift)` gives the views there. The memory never grows, so the JavaScript views over it
+ * stay valid.
  * Every kernel computes exactly what the scalar code in reduce-kernels.ts computes: a float32
  * sum or quotient of two float32 values, computed in float64 and rounded once, equals the float32
  * operation (53 >= 2 * 24 + 2 bits, so the double rounding is innocuous); max and min select
@@ -19,6 +22,7 @@
  * still gets the same bits, because one rank computes each element and writes it to all.
  */
 
+import { PLACEMENT_ROOM, PLACEMENT_STEP } from '../scratch-placement.js';
 import {
   constant,
   F32,
@@ -43,6 +47,7 @@ import {
   F32X4_LE,
   F32X4_NE,
   F32X4_SPLAT,
+  I32_ADD,
   I32_SHL,
   I32X4_ADD,
   I32X4_MAX_S,
@@ -55,37 +60,53 @@ import {
 
 /** Elements per kernel call: 256 KiB of float32 or int32. */
 export const REDUCE_BLOCK = 65_536;
-/** Off page boundaries, like bfloat16-simd.ts. */
+/** Off page boundaries (page offsets 1088 and 2176), like bfloat16-simd.ts. */
 const ACCUMULATOR = 1_088;
-const INPUT = REDUCE_BLOCK * 4 + 2_176;
-/** 64 KiB pages: both regions and their offsets. */
-const PAGES = Math.ceil((INPUT + REDUCE_BLOCK * 4) / 65_536);
+const INPUT = ACCUMULATOR + REDUCE_BLOCK * 4 + PLACEMENT_ROOM + 1_088;
+/** 64 KiB pages: both regions, their offsets and room. */
+const PAGES = Math.ceil((INPUT + REDUCE_BLOCK * 4 + PLACEMENT_ROOM) / 65_536);
+/** The regions' bases (byte offsets in the module's memory), for placementShift. */
+export const REDUCE_REGIONS = { accumulator: ACCUMULATOR, input: INPUT } as const;
 
 export type ReduceKernelName = 'sumFloat' | 'maxFloat' | 'minFloat' | 'sumInt' | 'maxInt' | 'minInt';
 
-export interface ReduceKernels {
-  /** ACCUMULATOR (op)= INPUT, see [Note: reduce simd layout]. */
-  readonly reduce: Record<ReduceKernelName, (count: number) => void>;
-  /** ACCUMULATOR[i] /= divisor (float32). */
-  divide(count: number, divisor: number): void;
+/** Views over the regions moved by one shift. */
+export interface ReduceViews {
   readonly accumulatorFloats: Float32Array;
   readonly accumulatorInts: Int32Array;
   readonly inputFloats: Float32Array;
   readonly inputInts: Int32Array;
 }
 
-// Locals: 0 = count in elements (parameter), 1 = divisor (f32 parameter of `divide` only),
-// then: byte index, byte end, and two v128 scratch values.
+export interface ReduceKernels extends ReduceViews {
+  /** ACCUMULATOR (op)= INPUT, see [Note: reduce simd layout]. */
+  readonly reduce: Record<ReduceKernelName, (count: number, shift?: number) => void>;
+  /** ACCUMULATOR[i] /= divisor (float32). */
+  divide(count: number, divisor: number, shift?: number): void;
+  /** The views over the regions moved by `shift` (a multiple of PLACEMENT_STEP below PLACEMENT_ROOM). */
+  at(shift: number): ReduceViews;
+}
+
+// Parameters: 0 = count in elements; reducers: 1 = shift; divide: 1 = divisor (f32), 2 = shift.
+// Then locals: byte index, byte end, and two v128 scratch values.
 const COUNT = 0;
 
-/** `for (byte = 0; byte < count * 4; byte += 16) body(byte local)`, with locals from `first`. */
-function loopOverVectors(first: number, body: (byte: number) => number[]): number[] {
+/**
+ * `for (byte = shift; byte < shift + count * 4; byte += 16) body(byte local)`, with the shift in
+ * local `shift` and the loop's locals from `first`.
+ */
+function loopOverVectors(shift: number, first: number, body: (byte: number) => number[]): number[] {
   const byte = first;
   const end = first + 1;
   return [
+    ...get(shift),
+    LOCAL_SET,
+    byte,
     ...get(COUNT),
     ...constant(2),
     I32_SHL,
+    ...get(shift),
+    I32_ADD,
     LOCAL_SET,
     end,
     ...loopWhileBelow(byte, end, [...body(byte), ...increment(byte, 16)]),
@@ -94,7 +115,7 @@ function loopOverVectors(first: number, body: (byte: number) => number[]): numbe
 
 /** ACCUMULATOR = ACCUMULATOR (instruction) INPUT. */
 const lanewise = (instruction: number) =>
-  loopOverVectors(1, (byte) => [
+  loopOverVectors(1, 2, (byte) => [
     ...get(byte),
     ...get(byte),
     ...load(ACCUMULATOR),
@@ -106,9 +127,9 @@ const lanewise = (instruction: number) =>
 
 /** ACCUMULATOR = a (compare) b || a != a ? a : b, with a = ACCUMULATOR, b = INPUT. */
 const selecting = (compare: number) =>
-  loopOverVectors(1, (byte) => {
-    const a = 3;
-    const b = 4;
+  loopOverVectors(1, 2, (byte) => {
+    const a = 4;
+    const b = 5;
     return [
       ...get(byte),
       ...get(byte),
@@ -131,8 +152,8 @@ const selecting = (compare: number) =>
     ];
   });
 
-/** ACCUMULATOR /= splat(divisor); parameter 1 is the divisor. */
-const divideBody = loopOverVectors(2, (byte) => [
+/** ACCUMULATOR /= splat(divisor); parameter 1 is the divisor, 2 the shift. */
+const divideBody = loopOverVectors(2, 3, (byte) => [
   ...get(byte),
   ...get(byte),
   ...load(ACCUMULATOR),
@@ -153,7 +174,7 @@ const REDUCERS: Record<ReduceKernelName, number[]> = {
 const NAMES = Object.keys(REDUCERS) as ReduceKernelName[];
 
 function assemble(): Uint8Array {
-  // Reducers: (count) with locals byte, end (i32) and a, b (v128); divide: (count, divisor).
+  // Reducers: (count, shift) with locals byte, end (i32) and a, b (v128); divide: (count, divisor, shift).
   const reducerBodies = NAMES.map((name) => functionBody([2, 2, I32, 2, V128], REDUCERS[name]));
   const divide = functionBody([1, 2, I32], divideBody);
   const exports = [
@@ -166,7 +187,7 @@ function assemble(): Uint8Array {
     NAMES.length,
   ];
   return wasmModule([
-    [1, [2, 0x60, 1, I32, 0, 0x60, 2, I32, F32, 0]],
+    [1, [2, 0x60, 2, I32, I32, 0, 0x60, 3, I32, F32, I32, 0]],
     [3, [NAMES.length + 1, ...NAMES.map(() => 0), 1]],
     [5, [1, 0x00, ...unsigned(PAGES)]],
     [7, [NAMES.length + 2, ...exports]],
@@ -183,15 +204,29 @@ export function reduceKernels(): ReduceKernels | null {
   const exported = instantiate(assemble());
   if (exported === null) return kernels;
   const memory = (exported.memory as { buffer: ArrayBuffer }).buffer;
+  const views = (shift: number): ReduceViews => ({
+    accumulatorFloats: new Float32Array(memory, ACCUMULATOR + shift, REDUCE_BLOCK),
+    accumulatorInts: new Int32Array(memory, ACCUMULATOR + shift, REDUCE_BLOCK),
+    inputFloats: new Float32Array(memory, INPUT + shift, REDUCE_BLOCK),
+    inputInts: new Int32Array(memory, INPUT + shift, REDUCE_BLOCK),
+  });
+  const placed = Array.from({ length: PLACEMENT_ROOM / PLACEMENT_STEP }, (_, index) =>
+    views(index * PLACEMENT_STEP),
+  );
   kernels = {
+    ...placed[0]!,
+    at: (shift) => {
+      const found = placed[shift / PLACEMENT_STEP];
+      if (found === undefined)
+        throw new Error(
+          `reduce kernels: shift ${shift} is not a multiple of ${PLACEMENT_STEP} below ${PLACEMENT_ROOM} ([Note: scratch placement])`,
+        );
+      return found;
+    },
     reduce: Object.fromEntries(
-      NAMES.map((name) => [name, exported[name] as (count: number) => void]),
-    ) as Record<ReduceKernelName, (count: number) => void>,
-    divide: exported.divide as (count: number, divisor: number) => void,
-    accumulatorFloats: new Float32Array(memory, ACCUMULATOR, REDUCE_BLOCK),
-    accumulatorInts: new Int32Array(memory, ACCUMULATOR, REDUCE_BLOCK),
-    inputFloats: new Float32Array(memory, INPUT, REDUCE_BLOCK),
-    inputInts: new Int32Array(memory, INPUT, REDUCE_BLOCK),
+      NAMES.map((name) => [name, exported[name] as (count: number, shift?: number) => void]),
+    ) as Record<ReduceKernelName, (count: number, shift?: number) => void>,
+    divide: exported.divide as (count: number, divisor: number, shift?: number) => void,
   };
   return kernels;
 }

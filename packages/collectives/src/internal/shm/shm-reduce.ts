@@ -1,8 +1,15 @@
 import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
-import { type Bfloat16Kernels, bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
+import { BFLOAT16_REGIONS, type Bfloat16Kernels, bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
 import { reduceBlocks } from '../block-reduce.js';
+import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
 import { reduceInArena } from './in-place-reduce.js';
-import { REDUCE_BLOCK, type ReduceKernelName, type ReduceKernels, reduceKernels } from './reduce-simd.js';
+import {
+  REDUCE_BLOCK,
+  REDUCE_REGIONS,
+  type ReduceKernelName,
+  type ReduceKernels,
+  reduceKernels,
+} from './reduce-simd.js';
 import { countReduction, type SharedMemory } from './shm-arena.js';
 
 /**
@@ -16,6 +23,7 @@ import { countReduction, type SharedMemory } from './shm-arena.js';
  * without SIMD, go through reduceBlocks. When every view lives in the thread ranks' arena
  * (`arena`, [Note: shm arena]), float32, int32 and bfloat16 sum and avg reduce in place there
  * instead (reduceInArena); with an arena, the path taken is counted ([Note: arena reduction counts]).
+ * The kernels' regions are moved off the views' page offsets per call ([Note: scratch placement]).
  */
 export function reduceShared(
   sources: readonly CollectiveBuffer[],
@@ -44,20 +52,29 @@ export function reduceShared(
     return;
   }
   const floats = dtype === 'float32';
-  const accumulator = floats ? kernels.accumulatorFloats : kernels.accumulatorInts;
-  const input = floats ? kernels.inputFloats : kernels.inputInts;
+  const length = first.length;
+  const { accumulator: ACCUMULATOR, input: INPUT } = REDUCE_REGIONS;
+  const shift =
+    length < PLACEMENT_MINIMUM
+      ? 0
+      : placementShift(
+          [ACCUMULATOR, ...sources.slice(1).map(() => INPUT), ...targets.map(() => ACCUMULATOR)],
+          [first, ...sources.slice(1), ...targets],
+        );
+  const views = kernels.at(shift);
+  const accumulator = floats ? views.accumulatorFloats : views.accumulatorInts;
+  const input = floats ? views.inputFloats : views.inputInts;
   const reduce = kernels.reduce[kernelName(floats, op)];
   const average = floats && op === 'avg';
-  const length = first.length;
   for (let start = 0; start < length; start += REDUCE_BLOCK) {
     const end = Math.min(length, start + REDUCE_BLOCK);
     const count = end - start;
     accumulator.set(first.subarray(start, end) as never);
     for (let index = 1; index < sources.length; index++) {
       input.set(sources[index]!.subarray(start, end) as never);
-      reduce(count);
+      reduce(count, shift);
     }
-    if (average) kernels.divide(count, size);
+    if (average) kernels.divide(count, size, shift);
     const result = accumulator.subarray(0, count);
     for (const target of targets) target.set(result as never, start);
   }
@@ -67,7 +84,9 @@ export function reduceShared(
  * bfloat16 sum or avg, exactly as reduceBlocks computes it (decode the first source, add the
  * others decoded in float32 in rank order, divide once for avg, round once), without leaving
  * the kernels' memory between the steps: per block, each source is copied in once and the
- * result copied out once per target.
+ * result copied out once per target. The bfloat16 regions move off the views' page offsets; the
+ * reduce kernels' (used for avg's division only, between the two modules' memories) stay put:
+ * their distance to the bfloat16 regions is a multiple of 64 bytes, never 4 to 28.
  */
 function reduceBfloat16(
   sources: readonly Uint16Array[],
@@ -78,23 +97,31 @@ function reduceBfloat16(
   kernels: ReduceKernels,
 ): void {
   const length = sources[0]!.length;
+  const shift =
+    length < PLACEMENT_MINIMUM
+      ? 0
+      : placementShift(
+          [...sources.map(() => BFLOAT16_REGIONS.input), ...targets.map(() => BFLOAT16_REGIONS.output)],
+          [...sources, ...targets],
+        );
+  const { inputHalves, inputFloats, outputFloats, outputHalves } = conversions.at(shift);
   for (let start = 0; start < length; start += SIMD_BLOCK) {
     const end = Math.min(length, start + SIMD_BLOCK);
     const count = end - start;
-    conversions.inputHalves.set(sources[0]!.subarray(start, end));
-    conversions.decode(count);
+    inputHalves.set(sources[0]!.subarray(start, end));
+    conversions.decode(count, shift);
     for (let index = 1; index < sources.length; index++) {
-      conversions.inputHalves.set(sources[index]!.subarray(start, end));
-      conversions.decodeAdd(count);
+      inputHalves.set(sources[index]!.subarray(start, end));
+      conversions.decodeAdd(count, shift);
     }
-    const sum = conversions.outputFloats.subarray(0, count);
+    const sum = outputFloats.subarray(0, count);
     if (op === 'avg') {
       kernels.accumulatorFloats.set(sum);
       kernels.divide(count, size);
-      conversions.inputFloats.set(kernels.accumulatorFloats.subarray(0, count));
-    } else conversions.inputFloats.set(sum);
-    conversions.encode(count);
-    const result = conversions.outputHalves.subarray(0, count);
+      inputFloats.set(kernels.accumulatorFloats.subarray(0, count));
+    } else inputFloats.set(sum);
+    conversions.encode(count, shift);
+    const result = outputHalves.subarray(0, count);
     for (const target of targets) target.set(result, start);
   }
 }

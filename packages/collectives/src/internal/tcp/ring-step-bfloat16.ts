@@ -1,4 +1,5 @@
-import { type Bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
+import { BFLOAT16_REGIONS, type Bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
+import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
 import type { IncomingStep, RingPlan, RingScratch, StepConsumer } from './ring.js';
 import type { StepProgress } from './ring-step-progress.js';
 
@@ -22,11 +23,26 @@ export function bfloat16KernelStep(
   const { final, forwardWire } = progress;
   const own = (plan.base ?? work) as Float32Array;
   const copy = step.mode === 'copy';
-  const inputBytes = new Uint8Array(
-    kernels.inputHalves.buffer,
-    kernels.inputHalves.byteOffset,
-    SIMD_BLOCK * 2,
-  );
+  const encoded = forwardWire === 'bfloat16' ? scratch.takeStaging(step.end - step.start) : null;
+  // [Note: scratch placement]: blocks of whole regions keep the arrays' page offsets, so the
+  // regions move off them for the step, as placed at its first element.
+  const bitsRegion = copy ? BFLOAT16_REGIONS.input : BFLOAT16_REGIONS.encoded;
+  const finalStart = final === undefined ? 0 : step.start - final.offset;
+  const pairs: [number, ArrayBufferView][] = [];
+  if (!copy) pairs.push([BFLOAT16_REGIONS.output, own.subarray(step.start)]);
+  if (encoded !== null) pairs.push([bitsRegion, encoded]);
+  if (final?.array instanceof Uint16Array) pairs.push([bitsRegion, final.array.subarray(finalStart)]);
+  else if (final !== undefined) pairs.push([BFLOAT16_REGIONS.output, final.array.subarray(finalStart)]);
+  else pairs.push([BFLOAT16_REGIONS.output, work.subarray(step.start)]);
+  const shift =
+    step.end - step.start < PLACEMENT_MINIMUM
+      ? 0
+      : placementShift(
+          pairs.map(([region]) => region),
+          pairs.map(([, array]) => array),
+        );
+  const views = kernels.at(shift);
+  const inputBytes = new Uint8Array(views.inputHalves.buffer, views.inputHalves.byteOffset, SIMD_BLOCK * 2);
   // [Note: fast bfloat16 steps forward bfloat16] `flushEncoded` falls back to `flush`, which
   // encodes from the work array; when results land in the caller's buffer (`final`) this path
   // does not write the work array, so such a step may forward only bfloat16 (from `encoded`)
@@ -36,7 +52,6 @@ export function bfloat16KernelStep(
       `ring step [${step.start}, ${step.end}): a bfloat16 step with results in place forwards ${forwardWire}, breaking [Note: fast bfloat16 steps forward bfloat16]`,
     );
   }
-  const encoded = forwardWire === 'bfloat16' ? scratch.takeStaging(step.end - step.start) : null;
   const flushEncoded = (): void => {
     if (encoded === null) progress.flush();
     else progress.flushEncoded(encoded);
@@ -48,15 +63,15 @@ export function bfloat16KernelStep(
     if (whole === 0) return;
     const position = progress.position;
     if (!copy) {
-      kernels.outputFloats.set(own.subarray(position, position + whole));
-      kernels.addRound(whole);
+      views.outputFloats.set(own.subarray(position, position + whole));
+      kernels.addRound(whole, shift);
     }
-    const bits = (copy ? kernels.inputHalves : kernels.encodedHalves).subarray(0, whole);
+    const bits = (copy ? views.inputHalves : views.encodedHalves).subarray(0, whole);
     encoded?.set(bits, position - step.start);
     if (final?.array instanceof Uint16Array) final.array.set(bits, position - final.offset);
     else {
-      if (copy) kernels.decode(whole);
-      const floats = kernels.outputFloats.subarray(0, whole);
+      if (copy) kernels.decode(whole, shift);
+      const floats = views.outputFloats.subarray(0, whole);
       if (final !== undefined) final.array.set(floats, position - final.offset);
       else work.subarray(position, position + whole).set(floats);
     }

@@ -1,4 +1,5 @@
-import type { ReduceKernels } from '../shm/reduce-simd.js';
+import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
+import { REDUCE_REGIONS, type ReduceKernels } from '../shm/reduce-simd.js';
 import { countReduceStep, type NativeReduce } from './native-blas.js';
 import type { IncomingStep, RingPlan, StepConsumer } from './ring.js';
 import type { StepProgress } from './ring-step-progress.js';
@@ -19,14 +20,23 @@ export function simdReduceStep(
 ): StepConsumer {
   const { work } = plan;
   const floats = work instanceof Float32Array;
-  const input = floats ? kernels.inputFloats : kernels.inputInts;
-  const accumulator = floats ? kernels.accumulatorFloats : kernels.accumulatorInts;
+  const own = plan.base ?? work;
+  // [Note: scratch placement], as in the bfloat16 steps (ring-step-bfloat16.ts).
+  const shift =
+    step.end - step.start < PLACEMENT_MINIMUM
+      ? 0
+      : placementShift(
+          [REDUCE_REGIONS.accumulator, REDUCE_REGIONS.accumulator, REDUCE_REGIONS.input],
+          [own.subarray(step.start), work.subarray(step.start), work.subarray(step.start)],
+        );
+  const views = kernels.at(shift);
+  const input = floats ? views.inputFloats : views.inputInts;
+  const accumulator = floats ? views.accumulatorFloats : views.accumulatorInts;
   const reduce =
     kernels.reduce[
       `${plan.reduceOp === 'max' ? 'max' : plan.reduceOp === 'min' ? 'min' : 'sum'}${floats ? 'Float' : 'Int'}`
     ];
   const inputBytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
-  const own = plan.base ?? work;
   const floatSum = floats && (plan.reduceOp === 'sum' || plan.reduceOp === 'avg');
   // [Note: blas reduce steps] in native-blas.ts: the sums are added in place in the work array.
   const blas = floatSum ? native?.add : undefined;
@@ -39,7 +49,7 @@ export function simdReduceStep(
     const position = progress.position;
     const target = work.subarray(position, position + whole);
     if (blas !== undefined) {
-      const incoming = kernels.inputFloats.subarray(0, whole);
+      const incoming = views.inputFloats.subarray(0, whole);
       if (plan.base === undefined) blas.addInto(target as Float32Array, incoming);
       else
         blas.sumInto(
@@ -49,7 +59,7 @@ export function simdReduceStep(
         );
     } else {
       accumulator.set(own.subarray(position, position + whole) as never);
-      reduce(whole);
+      reduce(whole, shift);
       target.set(accumulator.subarray(0, whole) as never);
     }
     step.finish?.(target);
