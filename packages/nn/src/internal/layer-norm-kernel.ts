@@ -1,5 +1,11 @@
 import type * as tf from '@tensorflow/tfjs-core';
-import { type ArrayKernel, runArrayKernel, runArrayKernelSavingSecondOutput } from './array-kernel';
+import {
+  type ArrayKernel,
+  runArrayKernel,
+  runArrayKernelSavingSecondOutput,
+  type WasmBackendLike,
+} from './array-kernel';
+import { type LayerNormSimd, layerNormSimdFor } from './wasm/layer-norm-simd';
 
 /**
  * Layer norm over the last dimension as two array kernels (see [Note: array kernels]):
@@ -10,9 +16,78 @@ import { type ArrayKernel, runArrayKernel, runArrayKernelSavingSecondOutput } fr
  * [Note: saved second outputs]), so the backward makes two passes over a row, not three. Row
  * statistics accumulate in float64. The row reductions and the column sums dγ, dβ (float64, [Note:
  * float64 column sums]) are one pass over four rows at a time (`reduceRows`), then dx one more.
+ * On wasm the per-element passes (y, dx) are SIMD loops on the heap, one call per row
+ * ([Note: SIMD loops on the tfjs heap]); the reductions stay JavaScript float64.
  */
 const FORWARD = 'FsdpLayerNorm';
 const BACKWARD = 'FsdpLayerNormGrad';
+const BYTES = 4; // per float32
+
+/**
+ * The wasm kernel function of `kernel` running `loops` on heap views ([Note: array kernels]: the
+ * views are taken after every output is allocated), so the loops' arrays' byteOffsets are heap
+ * addresses.
+ */
+function onHeap(
+  backend: WasmBackendLike,
+  kernel: ArrayKernel,
+  inputs: readonly tf.TensorInfo[],
+  attrs: tf.NamedAttrMap,
+  loops: (inputs: Float32Array[], outputs: Float32Array[]) => void,
+): tf.TensorInfo[] {
+  const shapes = inputs.map((info) => info.shape);
+  const outputs = kernel.outputShapes(shapes, attrs).map((shape) => backend.makeOutput(shape, 'float32'));
+  const view = (info: tf.TensorInfo) => backend.typedArrayFromHeap(info) as Float32Array;
+  loops(inputs.map(view), outputs.map(view));
+  return outputs;
+}
+
+/** The forward's rows; `simd` (heap views only) runs y's pass, else JavaScript does. */
+function forwardRows(
+  input: Float32Array,
+  gamma: Float32Array,
+  beta: Float32Array,
+  output: Float32Array,
+  stats: Float32Array,
+  attrs: tf.NamedAttrMap,
+  simd: LayerNormSimd | null,
+): void {
+  const width = gamma.length;
+  const rows = width === 0 ? 0 : input.length / width;
+  const epsilon = attrs.epsilon as number;
+  for (let row = 0; row < rows; row++) {
+    const base = row * width;
+    // One pass: float64 sums of x and x², variance = E[x²] - mean² (float64 keeps the
+    // cancellation far below float32's resolution for float32 inputs).
+    let sum = 0;
+    let squares = 0;
+    for (let column = 0; column < width; column++) {
+      const value = input[base + column]!;
+      sum += value;
+      squares += value * value;
+    }
+    const mean = sum / width;
+    const inverseStd = 1 / Math.sqrt(Math.max(squares / width - mean * mean, 0) + epsilon);
+    stats[2 * row] = mean;
+    stats[2 * row + 1] = inverseStd;
+    if (simd !== null) {
+      const offset = base * BYTES;
+      simd.layerNormRow(
+        input.byteOffset + offset,
+        gamma.byteOffset,
+        beta.byteOffset,
+        output.byteOffset + offset,
+        mean,
+        inverseStd,
+        width,
+      );
+      continue;
+    }
+    for (let column = 0; column < width; column++) {
+      output[base + column] = (input[base + column]! - mean) * inverseStd * gamma[column]! + beta[column]!;
+    }
+  }
+}
 
 const forwardKernel: ArrayKernel = {
   name: FORWARD,
@@ -23,33 +98,12 @@ const forwardKernel: ArrayKernel = {
     return [[...shapes[0]!], [width === 0 ? 0 : size / width, 2]];
   },
   compute([x, gamma, beta], [y, statistics], _shapes, attrs) {
-    const width = gamma!.length;
-    const rows = width === 0 ? 0 : x!.length / width;
-    const epsilon = attrs.epsilon as number;
-    const input = x as Float32Array;
-    const output = y!;
-    const stats = statistics!;
-    for (let row = 0; row < rows; row++) {
-      const base = row * width;
-      // One pass: float64 sums of x and x², variance = E[x²] - mean² (float64 keeps the
-      // cancellation far below float32's resolution for float32 inputs).
-      let sum = 0;
-      let squares = 0;
-      for (let column = 0; column < width; column++) {
-        const value = input[base + column]!;
-        sum += value;
-        squares += value * value;
-      }
-      const mean = sum / width;
-      const inverseStd = 1 / Math.sqrt(Math.max(squares / width - mean * mean, 0) + epsilon);
-      stats[2 * row] = mean;
-      stats[2 * row + 1] = inverseStd;
-      for (let column = 0; column < width; column++) {
-        output[base + column] =
-          (input[base + column]! - mean) * inverseStd * gamma![column]! + beta![column]!;
-      }
-    }
+    forwardRows(x as Float32Array, gamma as Float32Array, beta as Float32Array, y!, statistics!, attrs, null);
   },
+  wasm: (backend, inputs, attrs) =>
+    onHeap(backend, forwardKernel, inputs, attrs, ([x, gamma, beta], [y, statistics]) =>
+      forwardRows(x!, gamma!, beta!, y!, statistics!, attrs, layerNormSimdFor(backend)),
+    ),
 };
 
 /**
@@ -142,38 +196,62 @@ function reduceRows(
   }
 }
 
+/** The backward: reductions in JavaScript float64; `simd` (heap views only) runs dx's pass. */
+function backwardRows(
+  [dy, x, gamma, stats]: readonly Float32Array[],
+  [output, dGamma, dBeta]: readonly Float32Array[],
+  simd: LayerNormSimd | null,
+): void {
+  const width = gamma!.length;
+  const rows = width === 0 ? 0 : x!.length / width;
+  const means = new Float64Array(rows);
+  const projections = new Float64Array(rows);
+  const gammaSums = new Float64Array(width);
+  const betaSums = new Float64Array(width);
+  reduceRows(dy!, x!, gamma!, stats!, rows, means, projections, gammaSums, betaSums);
+  dGamma!.set(gammaSums);
+  dBeta!.set(betaSums);
+  for (let row = 0; row < rows; row++) {
+    const base = row * width;
+    const mean = stats![2 * row]!;
+    const inverseStd = stats![2 * row + 1]!;
+    const meanScaled = means[row]!;
+    const meanProjection = projections[row]!;
+    if (simd !== null) {
+      const offset = base * BYTES;
+      simd.layerNormGradRow(
+        dy!.byteOffset + offset,
+        x!.byteOffset + offset,
+        gamma!.byteOffset,
+        output!.byteOffset + offset,
+        mean,
+        inverseStd,
+        meanScaled,
+        meanProjection,
+        width,
+      );
+      continue;
+    }
+    for (let column = 0; column < width; column++) {
+      const normalised = (x![base + column]! - mean) * inverseStd;
+      const scaled = dy![base + column]! * gamma![column]!;
+      output![base + column] = inverseStd * (scaled - meanScaled - normalised * meanProjection);
+    }
+  }
+}
+
 const backwardKernel: ArrayKernel = {
   name: BACKWARD,
   inputs: ['dy', 'x', 'gamma', 'statistics'],
   outputShapes: (shapes) => [[...shapes[1]!], [...shapes[2]!], [...shapes[2]!]],
-  compute([dyValues, xValues, gammaValues, statisticValues], [dx, dGamma, dBeta]) {
-    const dy = dyValues as Float32Array;
-    const x = xValues as Float32Array;
-    const gamma = gammaValues as Float32Array;
-    const stats = statisticValues as Float32Array;
-    const output = dx!;
-    const width = gamma.length;
-    const rows = width === 0 ? 0 : x.length / width;
-    const means = new Float64Array(rows);
-    const projections = new Float64Array(rows);
-    const gammaSums = new Float64Array(width);
-    const betaSums = new Float64Array(width);
-    reduceRows(dy, x, gamma, stats, rows, means, projections, gammaSums, betaSums);
-    dGamma!.set(gammaSums);
-    dBeta!.set(betaSums);
-    for (let row = 0; row < rows; row++) {
-      const base = row * width;
-      const mean = stats[2 * row]!;
-      const inverseStd = stats[2 * row + 1]!;
-      const meanScaled = means[row]!;
-      const meanProjection = projections[row]!;
-      for (let column = 0; column < width; column++) {
-        const normalised = (x[base + column]! - mean) * inverseStd;
-        const scaled = dy[base + column]! * gamma[column]!;
-        output[base + column] = inverseStd * (scaled - meanScaled - normalised * meanProjection);
-      }
-    }
+  compute([dy, x, gamma, statistics], [dx, dGamma, dBeta]) {
+    const arrays = [dy, x, gamma, statistics] as Float32Array[];
+    backwardRows(arrays, [dx!, dGamma!, dBeta!], null);
   },
+  wasm: (backend, inputs, attrs) =>
+    onHeap(backend, backwardKernel, inputs, attrs, (arrays, outputs) =>
+      backwardRows(arrays, outputs, layerNormSimdFor(backend)),
+    ),
 };
 
 /** x [..., D] float32, gamma and beta [D] → layer norm of x (one kernel; backward one more). */

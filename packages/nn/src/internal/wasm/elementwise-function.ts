@@ -15,6 +15,8 @@ import {
 export interface Lanes {
   /** Pushes the current element(s) of the float32 array whose byte address is parameter `pointer`. */
   load(pointer: number): number[];
+  /** Pushes float32 parameter `scalar` (splat across the lanes). */
+  scalar(scalar: number): number[];
   /** Stores `value` (code pushing one value) at the current element(s) of parameter `pointer`. */
   store(pointer: number, value: readonly number[]): number[];
   constant(value: number): number[];
@@ -29,14 +31,20 @@ export interface Lanes {
 export interface ElementwiseFunction {
   /** How many i32 byte addresses the function takes (its parameters before the element count). */
   pointers: number;
+  /** How many f32 parameters follow the addresses (numbered 0 .. scalars - 1; default none). */
+  scalars?: number;
   /** How many temporaries `step` uses (numbered 0 .. temporaries - 1). */
   temporaries: number;
   step(lanes: Lanes): number[];
 }
 
-/** The function's type: `pointers` i32 addresses, then the i32 element count; no result. */
+/** The function's type: `pointers` i32 addresses, `scalars` f32 values, the i32 element count. */
 export function elementwiseType(definition: ElementwiseFunction): number[] {
-  const parameters = new Array<number>(definition.pointers + 1).fill(valueType.i32);
+  const parameters = [
+    ...new Array<number>(definition.pointers).fill(valueType.i32),
+    ...new Array<number>(definition.scalars ?? 0).fill(valueType.f32),
+    valueType.i32,
+  ];
   return [0x60, ...vectorOf(parameters.length, parameters), ...vectorOf(0, [])];
 }
 
@@ -47,11 +55,14 @@ const MEMORY_ALIGNMENT = 2; // log2 of the 4 bytes a float32 tensor's address is
  * four at a time, then the rest one at a time, so nothing outside [0, count) is read or written.
  */
 export function elementwiseCode(definition: ElementwiseFunction): number[] {
-  const count = definition.pointers;
+  const scalars = definition.scalars ?? 0;
+  const scalarParameter = (scalar: number) => definition.pointers + scalar;
+  const count = definition.pointers + scalars;
   const index = count + 1; // byte offset of the current element(s)
   const end = count + 2;
-  const vectorTemporary = (temporary: number) => count + 3 + temporary;
-  const scalarTemporary = (temporary: number) => count + 3 + definition.temporaries + temporary;
+  const splat = (scalar: number) => count + 3 + scalar; // v128 locals holding the scalars' splats
+  const vectorTemporary = (temporary: number) => count + 3 + scalars + temporary;
+  const scalarTemporary = (temporary: number) => count + 3 + scalars + definition.temporaries + temporary;
   const address = (pointer: number) => [op.localGet, pointer, op.localGet, index, op.i32Add];
   const shared = (temporary: (t: number) => number) => ({
     get: (t: number) => [op.localGet, temporary(t)],
@@ -65,6 +76,7 @@ export function elementwiseCode(definition: ElementwiseFunction): number[] {
       const lane = float32Bytes(value);
       return [...simd.v128Const, ...lane, ...lane, ...lane, ...lane];
     },
+    scalar: (scalar) => [op.localGet, splat(scalar)],
     ...shared(vectorTemporary),
     add: simd.f32x4Add,
     sub: simd.f32x4Sub,
@@ -74,6 +86,7 @@ export function elementwiseCode(definition: ElementwiseFunction): number[] {
     load: (pointer) => [...address(pointer), op.f32Load, MEMORY_ALIGNMENT, 0],
     store: (pointer, value) => [...address(pointer), ...value, op.f32Store, MEMORY_ALIGNMENT, 0],
     constant: (value) => [op.f32Const, ...float32Bytes(value)],
+    scalar: (scalar) => [op.localGet, scalarParameter(scalar)],
     ...shared(scalarTemporary),
     add: [op.f32Add],
     sub: [op.f32Sub],
@@ -90,7 +103,11 @@ export function elementwiseCode(definition: ElementwiseFunction): number[] {
     op.end,
     op.end,
   ];
+  const splats = Array.from({ length: scalars }, (_, scalar) => [
+    ...[op.localGet, scalarParameter(scalar), ...simd.f32x4Splat, op.localSet, splat(scalar)],
+  ]).flat();
   const body = [
+    ...splats,
     ...[op.i32Const, 0, op.localSet, index],
     // end = (count >>> 2) << 4: the bytes of the whole groups of four
     ...[op.localGet, count, op.i32Const, 2, op.i32ShrU, op.i32Const, 4, op.i32Shl, op.localSet, end],
@@ -103,7 +120,7 @@ export function elementwiseCode(definition: ElementwiseFunction): number[] {
   const temporaries = unsignedLeb(definition.temporaries);
   const locals = vectorOf(3, [
     ...[2, valueType.i32],
-    ...[...temporaries, valueType.v128],
+    ...[...unsignedLeb(scalars + definition.temporaries), valueType.v128],
     ...[...temporaries, valueType.f32],
   ]);
   const content = [...locals, ...body];

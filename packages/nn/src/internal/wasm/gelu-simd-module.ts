@@ -1,6 +1,6 @@
 import { CUBIC, TWO_SQRT_2_OVER_PI } from '../gelu-constants';
-import { type ElementwiseFunction, elementwiseCode, elementwiseType } from './elementwise-function';
-import { nameBytes, section, sectionId, unsignedLeb, vectorOf } from './wasm-encoding';
+import type { ElementwiseFunction } from './elementwise-function';
+import { heapModuleBytes } from './heap-module';
 
 /**
  * tanh GELU's element loops as a WebAssembly module (f32x4 lanes, float32 arithmetic), assembled
@@ -58,23 +58,7 @@ const FUNCTIONS = [
   ['geluGrad', geluGrad],
 ] as const;
 
-/** Imported memories' limits: none beyond the 4 GiB of a 32-bit memory. */
-const MAXIMUM_PAGES = 65536;
-
 /** The module's bytes; `shared` when the backend's memory is a shared (threaded) one. */
 export function geluSimdModuleBytes(shared: boolean): Uint8Array {
-  const types = FUNCTIONS.flatMap(([, definition]) => elementwiseType(definition));
-  const limits = shared ? [0x03, 0, ...unsignedLeb(MAXIMUM_PAGES)] : [0x00, 0];
-  const memoryImport = [...nameBytes('env'), ...nameBytes('memory'), 0x02, ...limits];
-  const exports = FUNCTIONS.flatMap(([exportName], index) => [...nameBytes(exportName), 0x00, index]);
-  const codes = FUNCTIONS.flatMap(([, definition]) => elementwiseCode(definition));
-  const indices = FUNCTIONS.map((_, index) => index);
-  return Uint8Array.from([
-    ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
-    ...section(sectionId.type, vectorOf(FUNCTIONS.length, types)),
-    ...section(sectionId.import, vectorOf(1, memoryImport)),
-    ...section(sectionId.function, vectorOf(FUNCTIONS.length, indices)),
-    ...section(sectionId.export, vectorOf(FUNCTIONS.length, exports)),
-    ...section(sectionId.code, vectorOf(FUNCTIONS.length, codes)),
-  ]);
+  return heapModuleBytes(FUNCTIONS, shared);
 }

@@ -68,6 +68,7 @@ export const simdOpcode = {
   v128Load: simd(0x00),
   v128Store: simd(0x0b),
   v128Const: simd(0x0c),
+  f32x4Splat: simd(0x13),
   f32x4Add: simd(0xe4),
   f32x4Sub: simd(0xe5),
   f32x4Mul: simd(0xe6),
