@@ -13,9 +13,10 @@
  *
  * A view reaching the communication worker is a structured clone: its SharedArrayBuffer is a new
  * object over the same memory, so identity cannot tell an arena view from another. A view is
- * taken for an arena view when its buffer is no longer than the arena and starts with the
- * arena's token; byte offsets in the view's buffer are then addresses in the arena. Only a
- * buffer copied from the arena's own first 16 bytes could pass, and no API hands those out.
+ * taken for an arena view when its buffer is no longer than the arena (its length read afresh,
+ * [Note: stale arena length]) and starts with the arena's token; byte offsets in the view's
+ * buffer are then addresses in the arena. Only a buffer copied from the arena's own first 16
+ * bytes could pass, and no API hands those out.
  */
 
 /** The part of the WebAssembly API used here (the project's tsconfig has no DOM library). */
