@@ -10,7 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { finishAverage, reduceInto } from '../src/internal/reduce-kernels.js';
 import { REDUCE_BLOCK } from '../src/internal/shm/reduce-simd.js';
 import { loadNativeFloatAdd, SINGLE_THREAD_ELEMENTS } from '../src/internal/tcp/native-blas.js';
-import { type IncomingStep, type RingPlan, RingScratch, stepConsumer } from '../src/internal/tcp/ring.js';
+import { type IncomingStep, type RingPlan, RingScratch } from '../src/internal/tcp/ring.js';
+import { stepConsumer } from '../src/internal/tcp/ring-steps.js';
 
 function koffiPath(): string | undefined {
   try {

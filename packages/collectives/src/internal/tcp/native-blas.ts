@@ -7,9 +7,10 @@ import { type NativeSwitch, readNativeSwitch } from './native-switch.js';
  * On the native tcp data path, float32 sum and avg reduce steps add the incoming values into the
  * work array in place with OpenBLAS's `cblas_saxpy(n, 1, incoming, 1, work, 1)`, called through
  * koffi from the communication worker's thread: one pass (read two, write one) instead of the
- * SIMD kernel's two V8 copies per block ([Note: simd reduce steps] in ring.ts). With alpha 1 the
- * multiply is exact, so each element is round(work + incoming), bit-identical to a float32 add
- * (fused or not); the tests compare it with the scalar reduction over awkward values.
+ * SIMD kernel's two V8 copies per block ([Note: simd reduce steps] in ring-step-simd-reduce.ts).
+ * With alpha 1 the multiply is exact, so each element is round(work + incoming), bit-identical
+ * to a float32 add (fused or not); the tests compare it with the scalar reduction over awkward
+ * values.
  *
  * Threads: OpenBLAS's axpy splits a call over its thread pool when n > 10000 (interface/axpy.c;
  * copy has its own, higher threshold), and the pool's size is process-global (the tensor package

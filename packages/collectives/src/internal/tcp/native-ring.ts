@@ -13,7 +13,8 @@ import {
   PollSet,
 } from './native-sockets.js';
 import type { PeerLink } from './peer-link.js';
-import { type RingPlan, type RingScratch, type StepConsumer, stepConsumer } from './ring.js';
+import type { RingPlan, RingScratch, StepConsumer } from './ring.js';
+import { stepConsumer } from './ring-steps.js';
 
 /** How long one native slice may run before the event loop gets a turn (timers, messages). */
 export const NATIVE_SLICE_MS = 100;

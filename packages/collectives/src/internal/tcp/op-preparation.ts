@@ -2,7 +2,7 @@ import { decodeBfloat16, encodeBfloat16, encodeRoundBfloat16, roundToBfloat16InP
 import type { OpMessage } from '../op-message.js';
 import { directAllReducePayload, finishDirectAllReduce } from './direct-all-reduce.js';
 import type { PeerLink } from './peer-link.js';
-import { initialBytes, type RingPlan, type RingScratch, runRingSteps, type Wire } from './ring.js';
+import { initialBytes, type RingPlan, type RingScratch, type Wire } from './ring.js';
 import {
   allGatherPlan,
   allReducePlan,
@@ -10,6 +10,7 @@ import {
   type ReducePlanOptions,
   reduceScatterPlan,
 } from './ring-plans.js';
+import { runRingSteps } from './ring-steps.js';
 import type { WorkArrays } from './work-arrays.js';
 
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */

@@ -1,0 +1,88 @@
+import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
+import { REDUCE_REGIONS, type ReduceKernels } from '../shm/reduce-simd.js';
+import { countReduceStep, type NativeReduce } from './native-blas.js';
+import type { IncomingStep, RingPlan, StepConsumer } from './ring.js';
+import type { StepProgress } from './ring-step-progress.js';
+
+/**
+ * [Note: simd reduce steps] Incoming bytes land in the WebAssembly SIMD kernel's input region
+ * (a native receive writes them there, see `target`); per block, this rank's own values are
+ * copied into the accumulator, reduced, and copied into the work array. A partial element
+ * waits at the front of the region for its other bytes.
+ */
+export function simdReduceStep(
+  plan: RingPlan,
+  step: IncomingStep,
+  progress: StepProgress,
+  elementBytes: number,
+  kernels: ReduceKernels,
+  native: NativeReduce | undefined,
+): StepConsumer {
+  const { work } = plan;
+  const floats = work instanceof Float32Array;
+  const own = plan.base ?? work;
+  // [Note: scratch placement], as in the bfloat16 steps (ring-step-bfloat16.ts).
+  const shift =
+    step.end - step.start < PLACEMENT_MINIMUM
+      ? 0
+      : placementShift(
+          [REDUCE_REGIONS.accumulator, REDUCE_REGIONS.accumulator, REDUCE_REGIONS.input],
+          [own.subarray(step.start), work.subarray(step.start), work.subarray(step.start)],
+        );
+  const views = kernels.at(shift);
+  const input = floats ? views.inputFloats : views.inputInts;
+  const accumulator = floats ? views.accumulatorFloats : views.accumulatorInts;
+  const reduce =
+    kernels.reduce[
+      `${plan.reduceOp === 'max' ? 'max' : plan.reduceOp === 'min' ? 'min' : 'sum'}${floats ? 'Float' : 'Int'}`
+    ];
+  const inputBytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
+  const floatSum = floats && (plan.reduceOp === 'sum' || plan.reduceOp === 'avg');
+  // [Note: blas reduce steps] in native-blas.ts: the sums are added in place in the work array.
+  const blas = floatSum ? native?.add : undefined;
+  if (floatSum) countReduceStep(native?.counts, blas === undefined ? 'simd' : 'blas');
+  let pending = 0;
+  const advance = (count: number): void => {
+    pending += count;
+    const whole = Math.floor(pending / elementBytes);
+    if (whole === 0) return;
+    const position = progress.position;
+    const target = work.subarray(position, position + whole);
+    if (blas !== undefined) {
+      const incoming = views.inputFloats.subarray(0, whole);
+      if (plan.base === undefined) blas.addInto(target as Float32Array, incoming);
+      else
+        blas.sumInto(
+          target as Float32Array,
+          plan.base.subarray(position, position + whole) as Float32Array,
+          incoming,
+        );
+    } else {
+      accumulator.set(own.subarray(position, position + whole) as never);
+      reduce(whole, shift);
+      target.set(accumulator.subarray(0, whole) as never);
+    }
+    step.finish?.(target);
+    progress.writeFinal(target);
+    progress.advance(whole);
+    const used = whole * elementBytes;
+    if (pending > used) inputBytes.copyWithin(0, used, pending);
+    pending -= used;
+    if (progress.batchDue()) progress.flush();
+  };
+  return {
+    bytes: (step.end - step.start) * elementBytes,
+    consume: (chunk) => {
+      let rest = chunk;
+      while (rest.length > 0) {
+        const take = Math.min(rest.length, inputBytes.length - pending);
+        inputBytes.set(rest.subarray(0, take), pending);
+        advance(take);
+        rest = rest.subarray(take);
+      }
+    },
+    end: () => progress.flush(),
+    target: () => inputBytes.subarray(pending),
+    advance,
+  };
+}
