@@ -13,9 +13,10 @@
  *
  * A view reaching the communication worker is a structured clone: its SharedArrayBuffer is a new
  * object over the same memory, so identity cannot tell an arena view from another. A view is
- * taken for an arena view when its buffer is no longer than the arena and starts with the
- * arena's token; byte offsets in the view's buffer are then addresses in the arena. Only a
- * buffer copied from the arena's own first 16 bytes could pass, and no API hands those out.
+ * taken for an arena view when its buffer is no longer than the arena (its length read afresh,
+ * [Note: stale arena length]) and starts with the arena's token; byte offsets in the view's
+ * buffer are then addresses in the arena. Only a buffer copied from the arena's own first 16
+ * bytes could pass, and no API hands those out.
  */
 
 /** The part of the WebAssembly API used here (the project's tsconfig has no DOM library). */
@@ -80,11 +81,11 @@ export function reserve(memory: SharedMemory, bytes: number): number | null {
     if (Atomics.compareExchange(header, BUMP_WORD, first, first + units) !== first) continue;
     const end = (first + units) * UNIT;
     // Concurrent growers may each grow: the memory only ends up larger than needed.
-    while (memory.buffer.byteLength < end) {
+    while (arenaBytes(memory, end) < end) {
       try {
         memory.grow(Math.ceil((end - memory.buffer.byteLength) / PAGE));
       } catch {
-        if (memory.buffer.byteLength >= end) continue;
+        if (arenaBytes(memory, end) >= end) continue;
         if (Atomics.compareExchange(header, BUMP_WORD, first + units, first) !== first + units)
           Atomics.store(header, FULL_WORD, 1);
         return null;
@@ -99,10 +100,27 @@ export function arenaFull(memory: SharedMemory): boolean {
   return Atomics.load(new Int32Array(memory.buffer, 0, 16), FULL_WORD) === 1;
 }
 
+/**
+ * [Note: stale arena length] When one thread grows the arena, V8 updates the other threads'
+ * `memory.buffer` later, on an interrupt each thread handles when it gets to it: until then a
+ * thread's `memory.buffer` is the old, shorter SharedArrayBuffer, though the memory itself (and
+ * every view another thread made over the grown buffer) is already longer. Reading the length
+ * off `memory.buffer` alone would take a peer's view over the grown arena for a foreign buffer
+ * (and the shm engine would reduce it through the copy path, depending on timing), and reserve
+ * would grow memory that is already there. `memory.grow(0)` refreshes this thread's buffer at
+ * once, so a length that looks too short is read again through it before it counts.
+ */
+function arenaBytes(memory: SharedMemory, needed: number): number {
+  if (memory.buffer.byteLength >= needed) return memory.buffer.byteLength;
+  memory.grow(0);
+  return memory.buffer.byteLength;
+}
+
 /** Whether `buffer` is (a clone of) the arena's memory, see [Note: shm arena]. */
 export function isArenaBuffer(memory: SharedMemory, buffer: ArrayBufferLike): boolean {
   if (!(buffer instanceof SharedArrayBuffer) || buffer.byteLength < PAGE) return false;
-  if (buffer.byteLength > memory.buffer.byteLength) return false;
+  // [Note: stale arena length]
+  if (buffer.byteLength > arenaBytes(memory, buffer.byteLength)) return false;
   const theirs = new Int32Array(buffer, 0, TOKEN_WORDS);
   const ours = new Int32Array(memory.buffer, 0, TOKEN_WORDS);
   for (let word = 0; word < TOKEN_WORDS; word++) if (theirs[word] !== ours[word]) return false;
