@@ -4,6 +4,7 @@ import { geluGradLoop, geluInnerLoop } from '../src/internal/gelu-kernel';
 import { geluSimdCalls, geluSimdFor } from '../src/internal/wasm/gelu-simd';
 import { gelu, geluTanhWithOps } from '../src/layers/gelu';
 import { useBackend, worstRelativeError } from './support/fixtures';
+import { PADDING, padded, SENTINEL, values, type WasmBackend } from './support/heap-simd-fixtures';
 
 /**
  * GELU's SIMD loops on the tfjs wasm heap ([Note: SIMD loops on the tfjs heap]) against the
@@ -14,28 +15,6 @@ import { useBackend, worstRelativeError } from './support/fixtures';
  */
 const TOLERANCE = 1e-6;
 const LENGTHS = [0, 1, 3, 5, 1031];
-const PADDING = 8; // elements after each output's end that must stay untouched
-const SENTINEL = 12345.5;
-
-interface WasmBackend {
-  typedArrayFromHeap(info: tf.TensorInfo): Float32Array;
-}
-
-function values(length: number, seed: number, scale: number): Float32Array {
-  const result = new Float32Array(length);
-  let state = seed * 2654435761;
-  for (let index = 0; index < length; index++) {
-    state = (Math.imul(state, 1103515245) + 12345) | 0;
-    result[index] = (((state >>> 8) / 2 ** 24) * 2 - 1) * scale;
-  }
-  return result;
-}
-
-function padded(head: Float32Array): tf.Tensor1D {
-  const all = new Float32Array(head.length + PADDING).fill(SENTINEL);
-  all.set(head);
-  return tf.tensor1d(all);
-}
 
 describe('GELU SIMD loops on the wasm heap', () => {
   let backend: WasmBackend;
