@@ -1,7 +1,7 @@
 import { BFLOAT16_REGIONS, type Bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
 import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
 import type { IncomingStep, RingPlan, RingScratch, StepConsumer } from './ring.js';
-import type { StepProgress } from './ring-step-progress.js';
+import { feedRegion, type StepProgress } from './ring-step-progress.js';
 
 /**
  * [Note: bfloat16 steps in the kernel's memory] bfloat16 bytes land in the bfloat16
@@ -82,15 +82,7 @@ export function bfloat16KernelStep(
   };
   return {
     bytes: (step.end - step.start) * 2,
-    consume: (chunk) => {
-      let rest = chunk;
-      while (rest.length > 0) {
-        const take = Math.min(rest.length, inputBytes.length - pending);
-        inputBytes.set(rest.subarray(0, take), pending);
-        advance(take);
-        rest = rest.subarray(take);
-      }
-    },
+    consume: (chunk) => feedRegion(chunk, inputBytes, () => pending, advance),
     end: flushEncoded,
     target: () => inputBytes.subarray(pending),
     advance,

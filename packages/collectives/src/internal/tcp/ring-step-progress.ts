@@ -17,6 +17,27 @@ export function wireBytes(work: WorkArray, wire: Wire): number {
 }
 
 /**
+ * Feeds a socket read into a step's receive region: copies as much of `chunk` as the region has
+ * room for after its `filled()` bytes, lets `advance` apply those bytes (it moves what is left to
+ * the region's front and lowers `filled()`), and repeats until the chunk is used up. The step
+ * kinds that receive into a kernel's region (bfloat16, SIMD reduce) consume this way.
+ */
+export function feedRegion(
+  chunk: Uint8Array,
+  region: Uint8Array,
+  filled: () => number,
+  advance: (bytes: number) => void,
+): void {
+  let rest = chunk;
+  while (rest.length > 0) {
+    const take = Math.min(rest.length, region.length - filled());
+    region.set(rest.subarray(0, take), filled());
+    advance(take);
+    rest = rest.subarray(take);
+  }
+}
+
+/**
  * How far one incoming step got: the elements of the work array processed so far, those already
  * forwarded to the next rank, and the writes of final values ([Note: results in place]). Every
  * step kind (ring-steps.ts) advances it as its bytes are applied.

@@ -2,7 +2,7 @@ import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
 import { REDUCE_REGIONS, type ReduceKernels } from '../shm/reduce-simd.js';
 import { countReduceStep, type NativeReduce } from './native-blas.js';
 import type { IncomingStep, RingPlan, StepConsumer } from './ring.js';
-import type { StepProgress } from './ring-step-progress.js';
+import { feedRegion, type StepProgress } from './ring-step-progress.js';
 
 /**
  * [Note: simd reduce steps] Incoming bytes land in the WebAssembly SIMD kernel's input region
@@ -72,15 +72,7 @@ export function simdReduceStep(
   };
   return {
     bytes: (step.end - step.start) * elementBytes,
-    consume: (chunk) => {
-      let rest = chunk;
-      while (rest.length > 0) {
-        const take = Math.min(rest.length, inputBytes.length - pending);
-        inputBytes.set(rest.subarray(0, take), pending);
-        advance(take);
-        rest = rest.subarray(take);
-      }
-    },
+    consume: (chunk) => feedRegion(chunk, inputBytes, () => pending, advance),
     end: () => progress.flush(),
     target: () => inputBytes.subarray(pending),
     advance,
