@@ -25,7 +25,8 @@ import { spawnThreadRanks } from '../src/index.js';
 import { blasSetting, loadNativeFloatAdd } from '../src/internal/tcp/native-blas.js';
 import { resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
 import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
-import { type GlooRow, glooUnavailable, runGloo } from './gloo.js';
+import { glooUnavailable } from './gloo.js';
+import { compareWithGloo, type GlooComparison, printGlooComparison } from './gloo-comparison.js';
 import { measureCopyPeer, shmCeiling } from './memory-peer.js';
 import type { RawSocketResult } from './raw-socket.js';
 import {
@@ -200,7 +201,7 @@ for (const backend of backends) {
   }
 }
 
-// tcp float32 all-reduce against PyTorch gloo, interleaved: tcp, gloo, tcp, gloo per world size.
+// tcp float32 all-reduce against PyTorch gloo, interleaved (gloo-comparison.ts).
 const glooSizes = quick || glooOnly ? [MiB, 16 * MiB, 64 * MiB] : [MiB, 4 * MiB, 16 * MiB, 64 * MiB];
 const glooRounds = glooOnly ? 3 : 2;
 /**
@@ -215,109 +216,23 @@ const glooIterations = glooOnly
   : { iterations: 5, warmup: 2, warmupBytes: 256 * MiB, timedBytes: 64 * MiB };
 const glooWhyNot =
   flag('--no-gloo') || secureOnly || smallOpsOnly ? 'skipped (--no-gloo)' : glooUnavailable();
-interface GlooComparison {
-  worldSize: number;
-  bytes: number;
-  tcpMs: number[];
-  glooMs: number[];
-  /** Rank 0's process CPU per op (every thread, its barrier included), per round. */
-  tcpCpuMs: number[];
-  glooCpuMs: number[];
-  /** The same op on the node:net data path (FSDP_TCP_NATIVE=0), when the native one ran. */
-  nodeNetMs: number[];
-  /** The same op with the SIMD kernels instead of OpenBLAS (FSDP_TCP_BLAS=0), when BLAS ran. */
-  simdMs: number[];
-  simdCpuMs: number[];
-}
-const comparisons: GlooComparison[] = [];
+let comparisons: GlooComparison[] = [];
 if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
-  for (const worldSize of worlds) {
-    const byBytes = new Map<number, GlooComparison>(
-      glooSizes.map((bytes) => [
-        bytes,
-        {
-          worldSize,
-          bytes,
-          tcpMs: [],
-          glooMs: [],
-          tcpCpuMs: [],
-          glooCpuMs: [],
-          nodeNetMs: [],
-          simdMs: [],
-          simdCpuMs: [],
-        },
-      ]),
-    );
-    for (let round = 0; round < glooRounds; round++) {
-      const ours = await tcp(worldSize, {
-        ops: ['allReduce'],
-        variants: ['float32'],
-        sizes: glooSizes,
-        ...glooIterations,
-      });
-      // Rows come in size order (the sweep rounds each size down to a multiple of the world size).
-      for (const [index, row] of ours.rows.entries()) {
-        const comparison = byBytes.get(glooSizes[index]!);
-        comparison?.tcpMs.push(row.medianMs);
-        if (row.processCpuMs !== undefined) comparison?.tcpCpuMs.push(row.processCpuMs);
-      }
-      if (blasPath) {
-        const simd = await tcp(
-          worldSize,
-          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, ...glooIterations },
-          false,
-          { FSDP_TCP_BLAS: '0' },
-        );
-        for (const [index, row] of simd.rows.entries()) {
-          const comparison = byBytes.get(glooSizes[index]!);
-          comparison?.simdMs.push(row.medianMs);
-          if (row.processCpuMs !== undefined) comparison?.simdCpuMs.push(row.processCpuMs);
-        }
-      }
-      if (nativePath && !glooOnly) {
-        const nodeNet = await tcp(
-          worldSize,
-          { ops: ['allReduce'], variants: ['float32'], sizes: glooSizes, ...glooIterations },
-          false,
-          { FSDP_TCP_NATIVE: '0' },
-        );
-        for (const [index, row] of nodeNet.rows.entries())
-          byBytes.get(glooSizes[index]!)?.nodeNetMs.push(row.medianMs);
-      }
-      const theirs: GlooRow[] = runGloo(
-        worldSize,
-        glooSizes,
-        glooIterations.iterations,
-        glooIterations.warmup,
-        glooIterations.warmupBytes,
-        glooIterations.timedBytes,
-      );
-      for (const [index, row] of theirs.entries()) {
-        const comparison = byBytes.get(glooSizes[index]!);
-        comparison?.glooMs.push(stats(row.ms).median);
-        if (row.cpuMs !== undefined) comparison?.glooCpuMs.push(row.cpuMs);
-      }
-    }
-    comparisons.push(...byBytes.values());
-  }
+  comparisons = await compareWithGloo(
+    {
+      worlds,
+      sizes: glooSizes,
+      rounds: glooRounds,
+      iterations: glooIterations,
+      blasPath,
+      nodeNet: nativePath && !glooOnly,
+    },
+    (worldSize, sweep, env) => tcp(worldSize, sweep, false, env),
+  );
   console.log(
     `\ntcp vs gloo float32 all-reduce (tcp between ranks over ${describeTransports()}, FSDP_TCP_LOCAL=${process.env.FSDP_TCP_LOCAL ?? 'unset'}; gloo over TCP loopback; ms per op, median of max(${glooIterations.iterations}, ${glooIterations.timedBytes / MiB} MiB / size) after max(${glooIterations.warmup}, ${glooIterations.warmupBytes / MiB} MiB / size) warm-ups, ${glooRounds} interleaved rounds each: tcp${blasPath ? ' (OpenBLAS sums), tcp with FSDP_TCP_BLAS=0 (SIMD sums)' : ''}, ${glooOnly ? '' : 'tcp on node:net, '}gloo; CPU: rank 0's process, every thread, ms per op, median of the rounds; ${uptime()})`,
   );
-  console.log(
-    `${'W'.padEnd(3)}${'size'.padStart(8)}${'tcp ms'.padStart(20)}${'BLAS=0 ms'.padStart(20)}${'node:net ms'.padStart(18)}${'gloo ms'.padStart(20)}  gloo/tcp  gloo/BLAS=0  node:net/tcp  CPU tcp / BLAS=0 / gloo`,
-  );
-  for (const row of comparisons) {
-    const format = (values: number[]) => values.map((value) => value.toFixed(1)).join(', ');
-    const ratio = stats(row.glooMs).median / stats(row.tcpMs).median;
-    const nodeNetRatio =
-      row.nodeNetMs.length === 0 ? '-' : (stats(row.nodeNetMs).median / stats(row.tcpMs).median).toFixed(2);
-    const simdRatio =
-      row.simdMs.length === 0 ? '-' : (stats(row.glooMs).median / stats(row.simdMs).median).toFixed(2);
-    const cpu = (values: number[]) => (values.length === 0 ? '-' : stats(values).median.toFixed(1));
-    console.log(
-      `${String(row.worldSize).padEnd(3)}${formatBytes(row.bytes).padStart(8)}${format(row.tcpMs).padStart(20)}${format(row.simdMs).padStart(20)}${format(row.nodeNetMs).padStart(18)}${format(row.glooMs).padStart(20)}  ${ratio.toFixed(2).padEnd(10)}${simdRatio.padEnd(13)}${nodeNetRatio.padEnd(14)}${cpu(row.tcpCpuMs)} / ${cpu(row.simdCpuMs)} / ${cpu(row.glooCpuMs)}`,
-    );
-  }
+  printGlooComparison(comparisons, formatBytes);
 } else console.log(`\ntcp vs gloo: not run: ${glooWhyNot ?? 'tcp not benchmarked'}`);
 
 // Secure transport against plain (issue 17): W=2, 16 MiB float32, interleaved in this run.
