@@ -19,7 +19,22 @@ export interface NativeSockets {
   errno(): number;
   /** CPU time of the calling thread, ms (clock_gettime(CLOCK_THREAD_CPUTIME_ID)). */
   threadCpuMs(): number;
+  /** The socket's address family (getsockopt SO_DOMAIN: AF_UNIX 1, AF_INET 2, AF_INET6 10), or -1. */
+  domain(fd: number): number;
+  /**
+   * Asks for a send buffer of `bytes` (setsockopt SO_SNDBUF: the kernel caps the request at
+   * net.core.wmem_max and doubles it for its bookkeeping); returns the size the socket then has
+   * (getsockopt), or -1.
+   */
+  setSendBuffer(fd: number, bytes: number): number;
+  /** The socket's send buffer size (getsockopt SO_SNDBUF), or -1. */
+  sendBuffer(fd: number): number;
 }
+
+export const AF_UNIX = 1;
+const SOL_SOCKET = 1;
+const SO_SNDBUF = 7;
+const SO_DOMAIN = 39;
 
 export const EAGAIN = 11;
 export const EINTR = 4;
@@ -114,7 +129,15 @@ export function loadNativeSockets(koffiPath: string | undefined): NativeSockets 
     const recv = libc.func('long recv(int, void *, size_t, int)');
     const poll = libc.func('int poll(void *, unsigned long, int)');
     const clockGettime = libc.func('int clock_gettime(int, void *)');
+    const setsockopt = libc.func('int setsockopt(int, int, int, const void *, unsigned int)');
+    const getsockopt = libc.func('int getsockopt(int, int, int, void *, void *)');
     const timespec = new BigInt64Array(2);
+    const option = new Int32Array(1);
+    const optionLength = new Uint32Array(1);
+    const readOption = (fd: number, name: number): number => {
+      optionLength[0] = 4;
+      return getsockopt(fd, SOL_SOCKET, name, option, optionLength) === 0 ? option[0]! : -1;
+    };
     return {
       send: (fd, bytes, length) => send(fd, bytes, length, MSG_DONTWAIT | MSG_NOSIGNAL),
       recv: (fd, into, length) => recv(fd, into, length, MSG_DONTWAIT),
@@ -124,6 +147,13 @@ export function loadNativeSockets(koffiPath: string | undefined): NativeSockets 
         clockGettime(CLOCK_THREAD_CPUTIME_ID, timespec);
         return Number(timespec[0]!) * 1000 + Number(timespec[1]!) / 1e6;
       },
+      domain: (fd) => readOption(fd, SO_DOMAIN),
+      setSendBuffer: (fd, bytes) => {
+        option[0] = bytes;
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, option, 4) !== 0) return -1;
+        return readOption(fd, SO_SNDBUF);
+      },
+      sendBuffer: (fd) => readOption(fd, SO_SNDBUF),
     };
   } catch {
     return undefined;

@@ -13,6 +13,7 @@ import {
   localTransportSetting,
   newLocalName,
 } from './local-peers.js';
+import { localSendBufferReport, sendBufferSetting } from './local-send-buffers.js';
 import { blasReduceCountBuffer, blasSetting } from './native-blas.js';
 import { nativeHeaderCountBuffer } from './native-header-counts.js';
 import { nativeSetting, resolveNativeSocketsModule } from './native-sockets.js';
@@ -114,6 +115,8 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       init.blas = blasSetting(setup.rank);
       init.reduceCounts = blasReduceCountBuffer();
       init.headerCounts = nativeHeaderCountBuffer();
+      init.sendBufferBytes = sendBufferSetting(setup.rank);
+      init.sendBufferReport = localSendBufferReport();
     }
     const { client, reply } = await CommunicationClient.start(
       tcpBackend,

@@ -4,11 +4,12 @@ import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
 import { abortMessageIn, encodeAbortFrame, MAX_EAGER_BYTES } from './frame-header.js';
+import { enlargeLocalSendBuffers } from './local-send-buffers.js';
 import { LossBlame } from './loss-blame.js';
 import { engineReduce } from './native-blas.js';
 import { NativeOpPath } from './native-op.js';
 import { type NativeProfile, nativeProfile } from './native-profile.js';
-import { loadNativeSockets } from './native-sockets.js';
+import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
 import { NodeNetFrames } from './node-net-frames.js';
 import { OpPreparation, type PreparedOp } from './op-preparation.js';
 import { PeerLink } from './peer-link.js';
@@ -42,6 +43,8 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly frames: NodeNetFrames;
   /** Ring ops through libc when koffi loads and the links are plain ([Note: native data path]). */
   private readonly native: NativeOpPath | undefined;
+  /** libc's socket calls when koffi loads and the links are plain ([Note: native data path]). */
+  private readonly sockets: NativeSockets | undefined;
   /** Per-phase totals when FSDP_TCP_PROFILE=1 ([Note: native profile]). */
   private readonly profile: NativeProfile | undefined;
   /** The loss notice and when the links close after a failure ([Note: tcp failure state]). */
@@ -63,6 +66,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
       },
     });
     const sockets = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
+    this.sockets = sockets;
     this.profile = nativeProfile(sockets);
     this.blame = new LossBlame(
       this.links,
@@ -140,6 +144,13 @@ export class TcpEngine extends EngineBase<TcpInit> {
           this.profile === undefined ? undefined : (bytes) => this.profile!.nodeNetRead(bytes),
         );
       }
+      if (this.sockets !== undefined)
+        enlargeLocalSendBuffers(
+          this.links,
+          this.sockets,
+          this.init.sendBufferBytes ?? 0,
+          this.init.sendBufferReport,
+        );
       // Every peer is in: stop listening, so nothing else can even attempt the handshake.
       this.acceptor!.close();
       this.state = 'ready';

@@ -32,4 +32,8 @@ export interface TcpInit extends EngineInit {
   localIdentity?: string;
   /** Connections by transport, shared with the main thread (localLinkCounts). */
   linkCounts?: Int32Array;
+  /** FSDP_TCP_SEND_BUFFER: bytes each local link asks for, 0 for the kernel's default ([Note: local send buffers]). */
+  sendBufferBytes?: number;
+  /** The local links' send buffer sizes, shared with the main thread (localSendBufferBytes). */
+  sendBufferReport?: Int32Array;
 }
