@@ -191,11 +191,13 @@ export class FlatParamHandle {
   /**
    * The unsharded gradient, 1-D [paddedNumel] (allocated, zero-filled, if it was freed): what
    * autograd fills through each trainable Parameter's full-shape `grad` and a reduce-scatter
-   * reads. While unsharded, allocating it points every trainable `grad` at it.
+   * reads. While unsharded, allocating it points every trainable `grad` at it. `{ zeroed: false }`
+   * leaves newly allocated memory unzeroed: for a caller that writes or zeroes every element
+   * before anything reads it.
    */
-  unshardedGradBuffer(): TensorView {
+  unshardedGradBuffer(options: { zeroed?: boolean } = {}): TensorView {
     if (!this.#unshardedGradStorage.isAllocated) {
-      this.#unshardedGradStorage.allocate();
+      this.#unshardedGradStorage.allocate(options);
       if (this.currentState === 'unsharded') this.pointGradsAtUnsharded();
     }
     return flatView(this.#unshardedGradStorage);

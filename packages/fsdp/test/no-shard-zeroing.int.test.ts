@@ -79,3 +79,27 @@ describe('no-shard: a Parameter the step does not use reads a zero gradient afte
     }
   });
 });
+
+// Under full-shard the unsharded gradient buffer is allocated for each backward, unzeroed, from
+// the storage pool that step 1's buffer (holding step 1's gradients) went back to: the ranges no
+// gradient is copied into must be zeroed before the reduce-scatter reads them.
+describe('full-shard: a Parameter the step does not use reads a zero gradient', () => {
+  it('W=2, after a synchronised and a noSync backward', async () => {
+    const results = (await spawnThreadRanks(worldSize, fixture, 'noShardZeroingRank', {
+      args: { batch, strategy: 'full-shard' },
+      timeoutMs: 60_000,
+    })) as ZeroingResult[];
+    for (const [rank, { synchronised, unsynchronised }] of results.entries())
+      for (const [what, gradients] of Object.entries({ synchronised, unsynchronised }))
+        for (const name of ['side.weight', 'side.bias']) {
+          const values = gradients[name] ?? [];
+          expect(
+            values.every((value) => value === 0),
+            `rank ${rank} ${what} ${name} is zero: ${values.slice(0, 4).join(', ')}`,
+          ).toBe(true);
+        }
+    // The used Parameters did get gradients in step 2 (so the buffer was written around side).
+    const used = results.flatMap(({ synchronised }) => synchronised['head.weight'] ?? []);
+    expect(used.some((value) => value !== 0)).toBe(true);
+  });
+});
