@@ -81,6 +81,24 @@ describe('tcp float32 sum through OpenBLAS', () => {
   });
 
   it.runIf(add !== undefined)(
+    'scales by 1/2, 1/4 and 1/8 bit for bit as the scalar division, subnormals included',
+    () => {
+      for (const length of lengths)
+        for (const size of [2, 4, 8]) {
+          const guard = sharedFloats(awkwardBits(length + 2, 5));
+          const target = guard.subarray(0, length);
+          const expected = target.slice();
+          finishAverage(expected, size);
+          add!.scale(target, 1 / size);
+          expect(firstDifference(target, expected), `length ${length}, size ${size}`).toBe(-1);
+          expect(new Int32Array(guard.buffer, length * 4, 2)).toEqual(
+            awkwardBits(length + 2, 5).subarray(length),
+          );
+        }
+    },
+  );
+
+  it.runIf(add !== undefined)(
     'adds in place bit for bit as the scalar reduction, across piece boundaries',
     () => {
       for (const length of lengths) {
@@ -110,9 +128,15 @@ describe('tcp float32 sum through OpenBLAS', () => {
   // the native receive feeds it (target/advance) and as node:net does (consume).
   const paths = add === undefined ? (['simd'] as const) : (['blas', 'simd'] as const);
   for (const path of paths) {
-    for (const op of ['sum', 'avg'] as const) {
+    // avg over 2 and 4 ranks: on blas, the division is an exact scale by 1/size; over 3, a division.
+    for (const [op, size] of [
+      ['sum', 1],
+      ['avg', 2],
+      ['avg', 3],
+      ['avg', 4],
+    ] as const) {
       for (const withBase of [false, true]) {
-        it(`a ${op} reduce step ${withBase ? 'with a base (reduce-scatter)' : 'in place (all-reduce)'} on ${path} matches the scalar reduction`, () => {
+        it(`a ${op}${op === 'avg' ? ` over ${size}` : ''} reduce step ${withBase ? 'with a base (reduce-scatter)' : 'in place (all-reduce)'} on ${path} matches the scalar reduction`, () => {
           const length = 2 * REDUCE_BLOCK + 1031;
           const start = 5;
           const end = length - 2;
@@ -120,7 +144,7 @@ describe('tcp float32 sum through OpenBLAS', () => {
           const incomingBits = awkwardBits(end - start, 13);
           const expected = sharedFloats(own);
           reduceInto(expected.subarray(start, end), new Float32Array(incomingBits.buffer), 'sum');
-          if (op === 'avg') finishAverage(expected.subarray(start, end), 3);
+          if (op === 'avg') finishAverage(expected.subarray(start, end), size);
           const work = sharedFloats(withBase ? new Int32Array(length) : own);
           const plan: RingPlan = {
             work,
@@ -135,17 +159,32 @@ describe('tcp float32 sum through OpenBLAS', () => {
             mode: 'reduce',
             wire: 'same',
             forward: 'same',
-            ...(op === 'avg' ? { finish: (values) => finishAverage(values as Float32Array, 3) } : {}),
+            // As ring-plans.ts makes an average's last reduce step.
+            ...(op === 'avg'
+              ? { finish: (values) => finishAverage(values as Float32Array, size), averageOver: size }
+              : {}),
           };
           const forwarded: Uint8Array[] = [];
           const counts = new Int32Array(2);
+          // The real OpenBLAS calls, counting the scales (which path divided).
+          let scales = 0;
+          const counted =
+            add === undefined
+              ? undefined
+              : {
+                  ...add,
+                  scale: (target: Float32Array, factor: number) => {
+                    scales += 1;
+                    add.scale(target, factor);
+                  },
+                };
           const consumer = stepConsumer(
             plan,
             step,
             (bytes) => forwarded.push(bytes.slice()),
             new RingScratch(),
             {
-              add: path === 'blas' ? add : undefined,
+              add: path === 'blas' ? counted : undefined,
               counts,
             },
           );
@@ -171,6 +210,7 @@ describe('tcp float32 sum through OpenBLAS', () => {
             fed += size;
           }
           consumer.end();
+          expect(scales > 0, 'scaled by 1/size').toBe(path === 'blas' && (size === 2 || size === 4));
           const range = work.subarray(start, end);
           expect(firstDifference(range, expected.subarray(start, end))).toBe(-1);
           const sent = new Uint8Array(forwarded.reduce((total, chunk) => total + chunk.length, 0));

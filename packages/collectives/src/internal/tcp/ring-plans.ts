@@ -68,6 +68,7 @@ export function allReducePlan(work: WorkArray, options: ReducePlanOptions): Ring
     const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
     if (finish !== undefined) step.finish = finish;
     if (finish !== undefined && options.reduceOp === 'sum') step.finishRoundsOnly = true;
+    if (finish !== undefined && options.reduceOp === 'avg' && !options.roundFinal) step.averageOver = size;
     steps.push(step);
   }
   for (let k = 0; k < size - 1; k++) {
@@ -105,6 +106,7 @@ export function reduceScatterPlan(work: WorkArray, count: number, options: Reduc
     const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
     if (finish !== undefined) step.finish = finish;
     if (finish !== undefined && options.reduceOp === 'sum') step.finishRoundsOnly = true;
+    if (finish !== undefined && options.reduceOp === 'avg' && !options.roundFinal) step.averageOver = size;
     steps.push(step);
   }
   const [start, end] = block(rank - 1);

@@ -1,6 +1,6 @@
 import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
 import { REDUCE_REGIONS, type ReduceKernels } from '../shm/reduce-simd.js';
-import { countReduceStep, type NativeReduce } from './native-blas.js';
+import { countReduceStep, type NativeReduce, scalesExactly } from './native-blas.js';
 import type { IncomingStep, RingPlan, StepConsumer } from './ring.js';
 import { feedRegion, type StepProgress } from './ring-step-progress.js';
 
@@ -41,6 +41,11 @@ export function simdReduceStep(
   // [Note: blas reduce steps] in native-blas.ts: the sums are added in place in the work array.
   const blas = floatSum ? native?.add : undefined;
   if (floatSum) countReduceStep(native?.counts, blas === undefined ? 'simd' : 'blas');
+  // An average's division as an exact BLAS scale ([Note: blas reduce steps]).
+  const scaleBy =
+    blas !== undefined && step.averageOver !== undefined && scalesExactly(step.averageOver)
+      ? 1 / step.averageOver
+      : undefined;
   let pending = 0;
   const advance = (count: number): void => {
     pending += count;
@@ -62,7 +67,8 @@ export function simdReduceStep(
       reduce(whole, shift);
       target.set(accumulator.subarray(0, whole) as never);
     }
-    step.finish?.(target);
+    if (scaleBy !== undefined) blas!.scale(target as Float32Array, scaleBy);
+    else step.finish?.(target);
     progress.writeFinal(target);
     progress.advance(whole);
     const used = whole * elementBytes;

@@ -20,6 +20,11 @@ export interface IncomingStep {
    * wire step may fuse it ([Note: bfloat16 steps in the kernel's memory]).
    */
   finishRoundsOnly?: boolean;
+  /**
+   * `finish` only divides by this group size (a float32 average's last reduce step, no rounding):
+   * a BLAS step may scale instead where that is exact ([Note: blas reduce steps]).
+   */
+  averageOver?: number;
   /** Wire to forward the processed range to the next rank in, or null to keep it. */
   forward: Wire | null;
 }
