@@ -193,8 +193,8 @@ describe('tcp float32 sum through OpenBLAS', () => {
           const pieces = [3, 1, 40_001, 7, 262_143, 262_145, 5, 100_002];
           let fed = 0;
           for (let index = 0; fed < bytes.length; index++) {
-            const size = Math.min(pieces[index % pieces.length]!, bytes.length - fed);
-            const chunk = bytes.subarray(fed, fed + size);
+            const pieceSize = Math.min(pieces[index % pieces.length]!, bytes.length - fed);
+            const chunk = bytes.subarray(fed, fed + pieceSize);
             if (index % 3 === 2) consumer.consume(chunk);
             else {
               // As the native receive: into the consumer's target, as much as fits.
@@ -207,7 +207,7 @@ describe('tcp float32 sum through OpenBLAS', () => {
                 left = left.subarray(take);
               }
             }
-            fed += size;
+            fed += pieceSize;
           }
           consumer.end();
           expect(scales > 0, 'scaled by 1/size').toBe(path === 'blas' && (size === 2 || size === 4));

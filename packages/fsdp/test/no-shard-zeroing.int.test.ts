@@ -58,8 +58,8 @@ describe('no-shard: a Parameter the step does not use reads a zero gradient afte
       timeoutMs: 60_000,
     })) as ZeroingResult[];
     const averaged = await reference(0, batch * worldSize);
-    for (const [rank, { synchronised, unsynchronised }] of results.entries()) {
-      for (const gradients of [synchronised, unsynchronised])
+    for (const [rank, { synchronised, unsynchronised, accumulated }] of results.entries()) {
+      for (const gradients of [synchronised, unsynchronised, accumulated])
         for (const name of ['side.weight', 'side.bias']) {
           expect(gradients[name], `rank ${rank} ${name}`).not.toBeNull();
           expect(
@@ -81,25 +81,36 @@ describe('no-shard: a Parameter the step does not use reads a zero gradient afte
 });
 
 // Under full-shard the unsharded gradient buffer is allocated for each backward, unzeroed, from
-// the storage pool that step 1's buffer (holding step 1's gradients) went back to: the ranges no
-// gradient is copied into must be zeroed before the reduce-scatter reads them.
+// the storage pool that the previous backward's buffer (holding its gradients, side's included)
+// went back to: the ranges no gradient is copied into must be zeroed before the reduce-scatter
+// reads them, and at the end of a noSync backward, whose buffer the next backward adds into.
 describe('full-shard: a Parameter the step does not use reads a zero gradient', () => {
-  it('W=2, after a synchronised and a noSync backward', async () => {
+  it('W=2, after a synchronised backward, and after a noSync then a synchronised one', async () => {
     const results = (await spawnThreadRanks(worldSize, fixture, 'noShardZeroingRank', {
       args: { batch, strategy: 'full-shard' },
       timeoutMs: 60_000,
     })) as ZeroingResult[];
-    for (const [rank, { synchronised, unsynchronised }] of results.entries())
-      for (const [what, gradients] of Object.entries({ synchronised, unsynchronised }))
+    let sideValues = 0;
+    for (const [rank, { synchronised, accumulated }] of results.entries())
+      for (const [what, gradients] of Object.entries({ synchronised, accumulated }))
         for (const name of ['side.weight', 'side.bias']) {
-          const values = gradients[name] ?? [];
+          const values = gradients[name];
+          expect(values, `rank ${rank} ${what} ${name} has a gradient (its shard's piece)`).not.toBeNull();
+          sideValues += values!.length;
           expect(
-            values.every((value) => value === 0),
-            `rank ${rank} ${what} ${name} is zero: ${values.slice(0, 4).join(', ')}`,
+            values!.every((value) => value === 0),
+            `rank ${rank} ${what} ${name} is zero: ${values!.slice(0, 4).join(', ')}`,
           ).toBe(true);
         }
-    // The used Parameters did get gradients in step 2 (so the buffer was written around side).
-    const used = results.flatMap(({ synchronised }) => synchronised['head.weight'] ?? []);
-    expect(used.some((value) => value !== 0)).toBe(true);
+    // side's elements sit in some rank's shard (the checks above saw values), and the used
+    // Parameters did get gradients (so the buffer was written around side's range).
+    expect(sideValues).toBeGreaterThan(0);
+    for (const what of ['synchronised', 'accumulated'] as const) {
+      const used = results.flatMap((result) => result[what]['head.weight'] ?? []);
+      expect(
+        used.some((value) => value !== 0),
+        what,
+      ).toBe(true);
+    }
   });
 });

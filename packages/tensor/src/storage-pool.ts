@@ -33,7 +33,8 @@ export class StoragePool {
 
   /**
    * A buffer of `bytes` bytes (SharedArrayBuffer when `shared`), zero-filled; with `zeroed` false
-   * a reused buffer keeps its last owner's bytes (the caller overwrites them all).
+   * a reused buffer keeps its last owner's bytes (the caller overwrites or zeroes them all before
+   * any read).
    */
   take(bytes: number, shared: boolean, zeroed = true): ArrayBufferLike {
     const list = this.#free.get(key(bytes, shared));

@@ -137,8 +137,8 @@ export class Storage {
   /**
    * Re-creates the memory at the same size, zero-filled. Does nothing if already allocated.
    * `{ zeroed: false }` skips zeroing memory reused from the storage pool (it then holds its last
-   * owner's bytes): only for memory the caller overwrites whole before anything reads it, such as
-   * an all-gather's output.
+   * owner's bytes): only for memory the caller overwrites, or zeroes the rest of, before anything
+   * reads it, such as an all-gather's output or an unsharded gradient buffer.
    */
   allocate(options: { zeroed?: boolean } = {}): void {
     if (this.memory !== null) return;

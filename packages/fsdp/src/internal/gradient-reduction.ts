@@ -16,9 +16,11 @@ export interface ReductionSettings {
 /**
  * [Note: gradient flow]
  * 1. Autograd hands each trainable Parameter's full gradient to `write`, which adds it into the
- *    unit's unsharded flat gradient buffer (allocated zeroed on first use in a step; under
- *    no-shard the buffer stays and counts as zeroed from the step's first gradient on, see
- *    [Note: zeroing replicated gradients]). A range's first gradient of the step is copied.
+ *    unit's unsharded flat gradient buffer (allocated unzeroed on first use in a step, its
+ *    unwritten ranges zeroed before the reduction reads it, see [Note: zeroing unsharded
+ *    gradients]; under no-shard the buffer stays and counts as zeroed from the step's first
+ *    gradient on, see [Note: zeroing replicated gradients]). A range's first gradient of the
+ *    step is copied.
  * 2. When a unit has all its gradients, `start` issues one reduce-scatter (average) per handle
  *    into the sharded gradient buffer (gradientReduction 'all-reduce': one all-reduce of the flat
  *    gradient) and returns at once: the transfer overlaps the rest of backward.
@@ -87,9 +89,9 @@ export class UnitReduction {
     if (!handle.hasUnshardedGrad) {
       // Allocated unzeroed: each range's first gradient is copied, the rest zeroed before the
       // reduction reads it (see [Note: zeroing unsharded gradients]).
+      handle.unshardedGradBuffer({ zeroed: false });
       this.#written.set(handle, new Set());
       this.#zeroLater.add(handle);
-      handle.unshardedGradBuffer({ zeroed: false });
     }
     this.#received = true;
     const target = handle.unshardedGradView(index)!.typedArray() as Float32Array;
@@ -193,7 +195,10 @@ export class UnitReduction {
   /** After a failed step: waits for what was issued (every rank issued it) and drops unreduced gradients. */
   abort(): void {
     this.#waitAll();
-    for (const handle of this.#zeroLater) this.#zeroUnwritten(handle);
+    // Sharded units free their unsharded gradients below: nothing will read them.
+    if (!this.#settings.sharding.shardParameters)
+      for (const handle of this.#zeroLater) this.#zeroUnwritten(handle);
+    this.#zeroLater.clear();
     this.#widening = [];
     this.#started = false;
     this.#received = false;

@@ -40,8 +40,8 @@ export function sendBufferSetting(rank: number): number {
 }
 
 /**
- * Send buffer sizes of this process's local links after the request (the smallest and the
- * largest, 0 while no local link exists): a SharedArrayBuffer the main thread posts to each tcp communication
+ * Send buffer sizes of the local links this process has formed so far, in any group, after the
+ * request (the smallest and the largest; 0 until one exists; never reset): a SharedArrayBuffer the main thread posts to each tcp communication
  * worker. An internal diagnostic, not API: the tests read it (localSendBufferBytes).
  */
 let sizes: Int32Array | undefined;
@@ -51,7 +51,7 @@ export function localSendBufferReport(): Int32Array {
   return sizes;
 }
 
-/** The smallest and largest send buffer of this process's local links (0 while there is none). */
+/** The smallest and largest send buffer of the local links this process formed so far (0 until one). */
 export function localSendBufferBytes(): { smallest: number; largest: number } {
   const report = localSendBufferReport();
   return { smallest: Atomics.load(report, 0), largest: Atomics.load(report, 1) };

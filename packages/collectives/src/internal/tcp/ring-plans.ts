@@ -18,17 +18,20 @@ function modulo(value: number, size: number): number {
   return ((value % size) + size) % size;
 }
 
-function finisher(
-  reduceOp: ReduceOp,
-  size: number,
-  roundToBfloat16: boolean,
-): ((values: WorkArray) => void) | undefined {
+/**
+ * What the last reduce step does to its final values: average, round to bfloat16, both, or
+ * nothing. Sets `finish` and the flags that say what it does (a fused or BLAS step may then do
+ * the same work its own way: `finishRoundsOnly`, `averageOver`).
+ */
+function setFinisher(step: IncomingStep, reduceOp: ReduceOp, size: number, roundToBfloat16: boolean): void {
   const average = reduceOp === 'avg';
-  if (!average && !roundToBfloat16) return undefined;
-  return (values) => {
+  if (!average && !roundToBfloat16) return;
+  step.finish = (values) => {
     if (average) finishAverage(values as Float32Array, size);
     if (roundToBfloat16) roundToBfloat16InPlace(values as Float32Array);
   };
+  if (reduceOp === 'sum') step.finishRoundsOnly = true;
+  if (!roundToBfloat16) step.averageOver = size;
 }
 
 export interface ReducePlanOptions {
@@ -65,10 +68,7 @@ export function allReducePlan(work: WorkArray, options: ReducePlanOptions): Ring
       wire: k === 0 ? options.ownWire : options.reduceWire,
       forward: last ? options.gatherWire : options.reduceWire,
     };
-    const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
-    if (finish !== undefined) step.finish = finish;
-    if (finish !== undefined && options.reduceOp === 'sum') step.finishRoundsOnly = true;
-    if (finish !== undefined && options.reduceOp === 'avg' && !options.roundFinal) step.averageOver = size;
+    if (last) setFinisher(step, options.reduceOp, size, options.roundFinal);
     steps.push(step);
   }
   for (let k = 0; k < size - 1; k++) {
@@ -103,10 +103,7 @@ export function reduceScatterPlan(work: WorkArray, count: number, options: Reduc
       wire: k === 0 ? options.ownWire : options.reduceWire,
       forward: last ? null : options.reduceWire,
     };
-    const finish = last ? finisher(options.reduceOp, size, options.roundFinal) : undefined;
-    if (finish !== undefined) step.finish = finish;
-    if (finish !== undefined && options.reduceOp === 'sum') step.finishRoundsOnly = true;
-    if (finish !== undefined && options.reduceOp === 'avg' && !options.roundFinal) step.averageOver = size;
+    if (last) setFinisher(step, options.reduceOp, size, options.roundFinal);
     steps.push(step);
   }
   const [start, end] = block(rank - 1);

@@ -108,6 +108,8 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       init.localIdentity = localIdentity;
       init.localName = newLocalName();
     }
+    // Read (and checked) whether or not the native path that applies it loads.
+    init.sendBufferBytes = sendBufferSetting(setup.rank);
     const nativeSockets = resolveNativeSocketsModule(setup.rank);
     if (nativeSockets !== undefined) {
       init.nativeSockets = nativeSockets;
@@ -115,7 +117,6 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       init.blas = blasSetting(setup.rank);
       init.reduceCounts = blasReduceCountBuffer();
       init.headerCounts = nativeHeaderCountBuffer();
-      init.sendBufferBytes = sendBufferSetting(setup.rank);
       init.sendBufferReport = localSendBufferReport();
     }
     const { client, reply } = await CommunicationClient.start(
