@@ -3,13 +3,19 @@
  * same element count (Float32Array.set) measured in the same run, interleaved sample by sample.
  * Bytes touched per element: AdamW reads param, grad, expAvg, expAvgSq and writes param, expAvg,
  * expAvgSq (7 × 4 = 28 B); memcpy reads and writes one array (8 B); LAMB (informative) makes two
- * passes: 6 accesses then 4 (40 B). Prints a table and writes bench-results/optim-adamw.json.
+ * passes: 6 accesses then 4 (40 B), as WebAssembly SIMD and, beside it, through its scalar
+ * JavaScript fallback. Prints a table and writes bench-results/optim-adamw.json.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { AdamW, LAMB, type Optimizer } from '@fsdp-ts/optim';
 import { Parameter, TensorView } from '@fsdp-ts/tensor';
+import {
+  type LambCoefficients,
+  lambApplyKernel,
+  lambMomentsKernel,
+} from '../src/internal/kernels/lamb-kernel';
 
 const quick = process.argv.includes('--quick');
 const numel = quick ? 1_000_000 : 10_000_000;
@@ -50,6 +56,34 @@ function addOptimizer(name: string, bytesPerElement: number, optimizer: Optimize
 addOptimizer('AdamW step', 28, new AdamW([parameterWithGrad()], { lr: 1e-6 }));
 addOptimizer('AdamW step, amsgrad', 36, new AdamW([parameterWithGrad()], { lr: 1e-6, amsgrad: true }));
 addOptimizer('LAMB step (two passes)', 40, new LAMB([parameterWithGrad()], { lr: 1e-6 }));
+// The same two passes through the scalar JavaScript kernels (LAMB's fallback without WebAssembly
+// SIMD), on arrays of their own: the peer of the SIMD row above.
+{
+  const [data, grad, expAvg, expAvgSq] = [
+    filled(numel, 1),
+    filled(numel, 2),
+    new Float32Array(numel),
+    new Float32Array(numel),
+  ];
+  const norms = new Float32Array(2);
+  const lamb: LambCoefficients = {
+    beta1: 0.9,
+    beta2: 0.999,
+    beta3: 0.1,
+    eps: 1e-6,
+    weightDecay: 0.01,
+    biasCorrection1: 0.1,
+    biasCorrection2: 0.001,
+  };
+  candidates.push({
+    name: 'LAMB, scalar JS kernels',
+    bytesPerElement: 40,
+    run: () => {
+      lambMomentsKernel(data, grad, expAvg, expAvgSq, lamb, norms, 0);
+      lambApplyKernel(data, expAvg, expAvgSq, lamb, 1e-6);
+    },
+  });
+}
 
 for (const candidate of candidates) for (let warmup = 0; warmup < 3; warmup++) candidate.run();
 // [Note: CPU time] The machine is shared: with a load average above the core count, wall time

@@ -1,4 +1,9 @@
 import { type LambCoefficients, lambApplyKernel, lambMomentsKernel } from './internal/kernels/lamb-kernel';
+import {
+  lambApplySimdKernel,
+  lambMomentsSimdKernel,
+  lambSimdAvailable,
+} from './internal/kernels/lamb-simd-kernel';
 import { mergeOptions } from './internal/merge-options';
 import { NormAdaptiveOptimizer } from './internal/norm-adaptive-optimizer';
 import { checkBetas, checkBoolean, checkNonNegative } from './internal/validate';
@@ -43,7 +48,9 @@ export interface LAMBConstructorOptions extends Partial<LAMBOptions> {
  *   m = β1·m + β3·g,  v = β2·v + (1 − β2)·g²,  u = (m/bc1) / (√v/√bc2 + eps) + wd·p
  *   r = ‖p‖/‖u‖ if both are > 0 else 1 (clamped at 1 with trustClip; r = 1 when wd = 0 and not alwaysAdapt)
  *   p = p − lr·r·u
- * with ‖·‖ the norm of the whole parameter, even when this rank holds a shard. Global gradient-norm
+ * with ‖·‖ the norm of the whole parameter, even when this rank holds a shard. Both phases run as
+ * WebAssembly SIMD in float32 where available (norms summed in float64; lamb-simd-kernel.ts), else
+ * as JavaScript loops. Global gradient-norm
  * clipping (timm/apex's max_grad_norm) is not done here: clip before step() (FSDP clips across
  * shards). The step count is per parameter (as torch.optim's Adam), where timm counts per group;
  * they agree whenever every parameter has a gradient on every step.
@@ -75,7 +82,7 @@ export class LAMB extends NormAdaptiveOptimizer<LAMBOptions> {
     slot: number,
   ): void {
     state.step += 1;
-    lambMomentsKernel(
+    (lambSimdAvailable() ? lambMomentsSimdKernel : lambMomentsKernel)(
       arrays.data,
       arrays.grad,
       state.buffer('expAvg'),
@@ -97,7 +104,7 @@ export class LAMB extends NormAdaptiveOptimizer<LAMBOptions> {
       if (weightNorm > 0 && updateNorm > 0) trustRatio = weightNorm / updateNorm;
       if (group.trustClip) trustRatio = Math.min(trustRatio, 1);
     }
-    lambApplyKernel(
+    (lambSimdAvailable() ? lambApplySimdKernel : lambApplyKernel)(
       arrays.data,
       state.buffer('expAvg'),
       state.buffer('expAvgSq'),

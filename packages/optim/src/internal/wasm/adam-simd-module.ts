@@ -10,6 +10,8 @@
  *   p = p·decay;  g = sign·grad + l2·p;  m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·(g·g)
  *   [amsgrad: v = vmax = max(vmax, v)];  p = p − stepSize·(m / (√v·inverseCorrection2Sqrt + eps))
  */
+import { f32x4, load, MODULE_HEADER, name, op, section, store, unsignedLeb, vector } from './wasm-assembly';
+
 export const ADAM_SIMD_CHUNK = 4096; // elements per scratch array
 /** The largest byteStart a caller passes: each scratch array has this much room before its chunk. */
 export const ADAM_SIMD_MAXIMUM_SHIFT = 4096;
@@ -21,55 +23,6 @@ export const ADAM_SIMD_OFFSETS = {
   expAvgSq: 3 * BYTES,
   maxExpAvgSq: 4 * BYTES,
 } as const; // bytes
-
-const op = {
-  block: 0x02,
-  loop: 0x03,
-  end: 0x0b,
-  br: 0x0c,
-  brIf: 0x0d,
-  localGet: 0x20,
-  localSet: 0x21,
-  localTee: 0x22,
-  i32Const: 0x41,
-  i32GeU: 0x4f,
-  i32Add: 0x6a,
-} as const;
-const simd = (code: number) => [0xfd, ...unsignedLeb(code)];
-const f32x4 = {
-  splat: simd(0x13),
-  sqrt: simd(0xe3),
-  add: simd(0xe4),
-  sub: simd(0xe5),
-  mul: simd(0xe6),
-  div: simd(0xe7),
-  max: simd(0xe9),
-};
-const load = (offset: number) => [...simd(0x00), 4, ...unsignedLeb(offset)];
-const store = (offset: number) => [...simd(0x0b), 4, ...unsignedLeb(offset)];
-
-function unsignedLeb(value: number): number[] {
-  const bytes: number[] = [];
-  do {
-    let byte = value & 0x7f;
-    value >>>= 7;
-    if (value !== 0) byte |= 0x80;
-    bytes.push(byte);
-  } while (value !== 0);
-  return bytes;
-}
-
-function vector(items: number[]): number[] {
-  return [...unsignedLeb(items.length), ...items];
-}
-
-function section(id: number, content: number[]): number[] {
-  return [id, ...unsignedLeb(content.length), ...content];
-}
-
-function name(text: string): number[] {
-  return vector([...text].map((character) => character.charCodeAt(0)));
-}
 
 // Parameters 0..11: byteEnd (i32), 10 f32 scalars, byteStart (i32); locals: index, then splats
 // and temporaries.
@@ -139,7 +92,7 @@ function body(amsgrad: boolean): number[] {
 export function adamSimdModuleBytes(): Uint8Array {
   const type = [0x60, ...vector([0x7f, ...new Array<number>(SCALARS).fill(0x7d), 0x7f]), 0];
   return Uint8Array.from([
-    ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
+    ...MODULE_HEADER,
     ...section(1, [1, ...type]),
     ...section(3, vector([0, 0])),
     ...section(5, [1, 0x00, 2]),

@@ -1,0 +1,275 @@
+/**
+ * The bytes of a tiny WebAssembly module with 128-bit SIMD kernels for LAMB's two phases (see
+ * lamb-kernel.ts for the formulas), assembled here like adam-simd-module.ts. Exports `memory`
+ * (2 pages, never grown) and
+ *   lambMoments(byteEnd: i32, beta1, beta3, beta2, oneMinusBeta2, inverseCorrection1,
+ *               inverseCorrection2Sqrt, eps, weightDecay: f32, byteStart: i32)
+ *     m = β1·m + β3·g;  v = β2·v + (1 − β2)·(g·g);  u = (m·ic1) / (√v·ic2 + eps) + wd·p
+ *     over the float32 elements of bytes [byteStart, byteEnd) of the scratch arrays at PARAM, GRAD,
+ *     EXP_AVG and EXP_AVG_SQ (m and v in place), and writes Σp² and Σu², each as two float64 lanes
+ *     (squares of the float32 values widened first, so exact), at RESULTS;
+ *   lambApply(byteEnd: i32, scale, inverseCorrection1, inverseCorrection2Sqrt, eps, weightDecay: f32,
+ *             byteStart: i32)
+ *     p = p − scale·u, with u computed by the same float32 operations in the same order as in
+ *     lambMoments from the stored m, v and the unchanged p.
+ * Arithmetic is float32 four lanes at a time, as torch's float32 LAMB does; the norms are
+ * accumulated in float64.
+ */
+import { ADAM_SIMD_CHUNK, ADAM_SIMD_MAXIMUM_SHIFT } from './adam-simd-module';
+import {
+  f32x4,
+  f64x2,
+  highHalfToLow,
+  load,
+  MODULE_HEADER,
+  name,
+  op,
+  section,
+  store,
+  unsignedLeb,
+  valueType,
+  vector,
+} from './wasm-assembly';
+
+/** Elements per scratch array, and the room before each chunk: Adam's, so `scratchShift` applies. */
+export const LAMB_SIMD_CHUNK = ADAM_SIMD_CHUNK;
+export const LAMB_SIMD_MAXIMUM_SHIFT = ADAM_SIMD_MAXIMUM_SHIFT;
+const BYTES = LAMB_SIMD_CHUNK * 4 + LAMB_SIMD_MAXIMUM_SHIFT;
+export const LAMB_SIMD_OFFSETS = {
+  param: 0,
+  grad: BYTES,
+  expAvg: 2 * BYTES,
+  expAvgSq: 3 * BYTES,
+  /** Σp² (two float64 lanes), then Σu² (two float64 lanes). */
+  results: 4 * BYTES,
+} as const; // bytes
+
+const get = (local: number) => [op.localGet, local];
+
+/**
+ * A function body: parameters byteEnd (0), `scalars` f32 (1..scalars), byteStart; locals: the
+ * index, a splat per scalar, then `temporaries` v128.
+ */
+function functionBody(
+  scalars: number,
+  temporaries: number,
+  loopBody: (locals: Locals) => number[],
+  after: (locals: Locals) => number[],
+): number[] {
+  const byteStart = scalars + 1;
+  const index = scalars + 2;
+  const splat = (scalar: number) => index + 1 + scalar;
+  const temporary = (which: number) => index + 1 + scalars + which;
+  const locals: Locals = { index, splat, temporary };
+  const code: number[] = [];
+  for (let scalar = 0; scalar < scalars; scalar++)
+    code.push(...get(1 + scalar), ...f32x4.splat, op.localSet, splat(scalar));
+  code.push(...get(byteStart), op.localSet, index);
+  code.push(op.block, 0x40, op.loop, 0x40);
+  code.push(...get(index), ...get(0), op.i32GeU, op.brIf, 1);
+  code.push(...loopBody(locals));
+  code.push(...get(index), op.i32Const, 16, op.i32Add, op.localSet, index, op.br, 0);
+  code.push(op.end, op.end);
+  code.push(...after(locals), op.end);
+  const declarations = [2, 1, valueType.i32, ...unsignedLeb(scalars + temporaries), valueType.v128];
+  const content = [...declarations, ...code];
+  return [...unsignedLeb(content.length), ...content];
+}
+
+interface Locals {
+  index: number;
+  splat: (scalar: number) => number;
+  temporary: (which: number) => number;
+}
+
+/**
+ * u = (m·ic1) / (√v·ic2 + eps) + wd·p onto the stack, from locals holding m, v, p and the splats:
+ * the one sequence both functions run, so phase 2 recomputes phase 1's u bit for bit.
+ */
+function update(
+  m: number,
+  v: number,
+  p: number,
+  ic1: number,
+  ic2: number,
+  eps: number,
+  wd: number,
+): number[] {
+  return [
+    ...get(m),
+    ...get(ic1),
+    ...f32x4.mul,
+    ...get(v),
+    ...f32x4.sqrt,
+    ...get(ic2),
+    ...f32x4.mul,
+    ...get(eps),
+    ...f32x4.add,
+    ...f32x4.div,
+    ...get(wd),
+    ...get(p),
+    ...f32x4.mul,
+    ...f32x4.add,
+  ];
+}
+
+/** accumulator += Σ over the four lanes of `values`, squared in float64, as two float64 lanes. */
+function addSquares(accumulator: number, values: number, scratch: number): number[] {
+  return [
+    ...get(accumulator),
+    ...get(values),
+    ...f64x2.promoteLow,
+    op.localTee,
+    scratch,
+    ...get(scratch),
+    ...f64x2.mul,
+    ...f64x2.add,
+    ...get(values),
+    ...get(values),
+    ...highHalfToLow,
+    ...f64x2.promoteLow,
+    op.localTee,
+    scratch,
+    ...get(scratch),
+    ...f64x2.mul,
+    ...f64x2.add,
+    op.localSet,
+    accumulator,
+  ];
+}
+
+const o = LAMB_SIMD_OFFSETS;
+
+function momentsBody(): number[] {
+  // Scalars: β1, β3, β2, 1 − β2, ic1, ic2, eps, wd. Temporaries: g, m, v, p, u, Σp², Σu², scratch.
+  return functionBody(
+    8,
+    8,
+    ({ index, splat, temporary }) => {
+      const [beta1, beta3, beta2, oneMinusBeta2, ic1, ic2, eps, wd] = [0, 1, 2, 3, 4, 5, 6, 7].map(
+        splat,
+      ) as number[];
+      const [g, m, v, p, u, weightSquares, updateSquares, scratch] = [0, 1, 2, 3, 4, 5, 6, 7].map(
+        temporary,
+      ) as number[];
+      return [
+        ...get(index),
+        ...load(o.grad),
+        op.localSet,
+        g!,
+        // m = β1·m + β3·g
+        ...get(index),
+        ...get(beta1!),
+        ...get(index),
+        ...load(o.expAvg),
+        ...f32x4.mul,
+        ...get(beta3!),
+        ...get(g!),
+        ...f32x4.mul,
+        ...f32x4.add,
+        op.localTee,
+        m!,
+        ...store(o.expAvg),
+        // v = β2·v + (1 − β2)·(g·g)
+        ...get(index),
+        ...get(beta2!),
+        ...get(index),
+        ...load(o.expAvgSq),
+        ...f32x4.mul,
+        ...get(oneMinusBeta2!),
+        ...get(g!),
+        ...get(g!),
+        ...f32x4.mul,
+        ...f32x4.mul,
+        ...f32x4.add,
+        op.localTee,
+        v!,
+        ...store(o.expAvgSq),
+        ...get(index),
+        ...load(o.param),
+        op.localSet,
+        p!,
+        ...update(m!, v!, p!, ic1!, ic2!, eps!, wd!),
+        op.localSet,
+        u!,
+        ...addSquares(weightSquares!, p!, scratch!),
+        ...addSquares(updateSquares!, u!, scratch!),
+      ];
+    },
+    ({ temporary }) => [
+      op.i32Const,
+      0,
+      ...get(temporary(5)),
+      ...store(o.results),
+      op.i32Const,
+      0,
+      ...get(temporary(6)),
+      ...store(o.results + 16),
+    ],
+  );
+}
+
+function applyBody(): number[] {
+  // Scalars: scale, ic1, ic2, eps, wd. Temporaries: m, v, p.
+  return functionBody(
+    5,
+    3,
+    ({ index, splat, temporary }) => {
+      const [scale, ic1, ic2, eps, wd] = [0, 1, 2, 3, 4].map(splat) as number[];
+      const [m, v, p] = [0, 1, 2].map(temporary) as number[];
+      return [
+        ...get(index),
+        ...load(o.expAvg),
+        op.localSet,
+        m!,
+        ...get(index),
+        ...load(o.expAvgSq),
+        op.localSet,
+        v!,
+        ...get(index),
+        ...load(o.param),
+        op.localSet,
+        p!,
+        // p = p − scale·u
+        ...get(index),
+        ...get(p!),
+        ...get(scale!),
+        ...update(m!, v!, p!, ic1!, ic2!, eps!, wd!),
+        ...f32x4.mul,
+        ...f32x4.sub,
+        ...store(o.param),
+      ];
+    },
+    () => [],
+  );
+}
+
+function functionType(scalars: number): number[] {
+  return [
+    0x60,
+    ...vector([valueType.i32, ...new Array<number>(scalars).fill(valueType.f32), valueType.i32]),
+    0,
+  ];
+}
+
+export function lambSimdModuleBytes(): Uint8Array {
+  return Uint8Array.from([
+    ...MODULE_HEADER,
+    ...section(1, [2, ...functionType(8), ...functionType(5)]),
+    ...section(3, vector([0, 1])),
+    ...section(5, [1, 0x00, 2]),
+    ...section(7, [
+      3,
+      ...name('memory'),
+      0x02,
+      0,
+      ...name('lambMoments'),
+      0x00,
+      0,
+      ...name('lambApply'),
+      0x00,
+      1,
+    ]),
+    ...section(10, [2, ...momentsBody(), ...applyBody()]),
+  ]);
+}
