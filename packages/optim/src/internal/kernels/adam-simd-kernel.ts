@@ -4,6 +4,7 @@ import {
   ADAM_SIMD_OFFSETS,
   adamSimdModuleBytes,
 } from '../wasm/adam-simd-module';
+import { instantiateModule } from '../wasm/instantiate';
 import type { AdamCoefficients } from './adam-kernel';
 
 type SimdEntry = (
@@ -27,33 +28,24 @@ interface SimdAdam {
   adamAmsgrad: SimdEntry;
 }
 
-/** The slice of the WebAssembly API used here (the package compiles without DOM/wasm lib types). */
-interface WebAssemblyApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: Record<string, unknown> };
-}
-
 let simdAdam: SimdAdam | null | undefined;
 
 /** The SIMD module, compiled once; null where WebAssembly SIMD is unavailable. */
 function instance(): SimdAdam | null {
   if (simdAdam !== undefined) return simdAdam;
-  try {
-    const wasm = (globalThis as unknown as { WebAssembly: WebAssemblyApi }).WebAssembly;
-    const module = new wasm.Module(adamSimdModuleBytes());
-    const exports = new wasm.Instance(module).exports as {
-      memory: { buffer: ArrayBuffer };
-      adam: SimdEntry;
-      adamAmsgrad: SimdEntry;
-    };
-    simdAdam = {
-      heap: new Float32Array(exports.memory.buffer),
-      adam: exports.adam,
-      adamAmsgrad: exports.adamAmsgrad,
-    };
-  } catch {
-    simdAdam = null;
-  }
+  const exports = instantiateModule(adamSimdModuleBytes()) as {
+    memory: { buffer: ArrayBuffer };
+    adam: SimdEntry;
+    adamAmsgrad: SimdEntry;
+  } | null;
+  simdAdam =
+    exports === null
+      ? null
+      : {
+          heap: new Float32Array(exports.memory.buffer),
+          adam: exports.adam,
+          adamAmsgrad: exports.adamAmsgrad,
+        };
   return simdAdam;
 }
 

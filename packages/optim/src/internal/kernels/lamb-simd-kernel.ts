@@ -1,3 +1,4 @@
+import { instantiateModule } from '../wasm/instantiate';
 import { LAMB_SIMD_CHUNK, LAMB_SIMD_OFFSETS, lambSimdModuleBytes } from '../wasm/lamb-simd-module';
 import { scratchShift } from './adam-simd-kernel';
 import type { LambCoefficients } from './lamb-kernel';
@@ -31,34 +32,25 @@ interface SimdLamb {
   apply: ApplyEntry;
 }
 
-/** The slice of the WebAssembly API used here (the package compiles without DOM/wasm lib types). */
-interface WebAssemblyApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { exports: Record<string, unknown> };
-}
-
 let simdLamb: SimdLamb | null | undefined;
 
 /** The SIMD module, compiled once; null where WebAssembly SIMD is unavailable. */
 function instance(): SimdLamb | null {
   if (simdLamb !== undefined) return simdLamb;
-  try {
-    const wasm = (globalThis as unknown as { WebAssembly: WebAssemblyApi }).WebAssembly;
-    const module = new wasm.Module(lambSimdModuleBytes());
-    const exports = new wasm.Instance(module).exports as {
-      memory: { buffer: ArrayBuffer };
-      lambMoments: MomentsEntry;
-      lambApply: ApplyEntry;
-    };
-    simdLamb = {
-      heap: new Float32Array(exports.memory.buffer),
-      results: new Float64Array(exports.memory.buffer, LAMB_SIMD_OFFSETS.results, 4),
-      moments: exports.lambMoments,
-      apply: exports.lambApply,
-    };
-  } catch {
-    simdLamb = null;
-  }
+  const exports = instantiateModule(lambSimdModuleBytes()) as {
+    memory: { buffer: ArrayBuffer };
+    lambMoments: MomentsEntry;
+    lambApply: ApplyEntry;
+  } | null;
+  simdLamb =
+    exports === null
+      ? null
+      : {
+          heap: new Float32Array(exports.memory.buffer),
+          results: new Float64Array(exports.memory.buffer, LAMB_SIMD_OFFSETS.results, 4),
+          moments: exports.lambMoments,
+          apply: exports.lambApply,
+        };
   return simdLamb;
 }
 
@@ -76,6 +68,14 @@ function scratchBases(shift: number): { param: number; grad: number; expAvg: num
     expAvg: (o.expAvg + shift) / 4,
     expAvgSq: (o.expAvgSq + shift) / 4,
   };
+}
+
+/** Visits [start, start + count) chunk by chunk; `padded` is count rounded up to whole vectors. */
+function forEachChunk(length: number, visit: (start: number, count: number, padded: number) => void): void {
+  for (let start = 0; start < length; start += LAMB_SIMD_CHUNK) {
+    const count = Math.min(LAMB_SIMD_CHUNK, length - start);
+    visit(start, count, (count + 3) & ~3);
+  }
 }
 
 /**
@@ -120,10 +120,7 @@ export function lambMomentsSimdKernel(
   const base = scratchBases(shift);
   let weightSquares = 0;
   let updateSquares = 0;
-  const length = data.length;
-  for (let start = 0; start < length; start += LAMB_SIMD_CHUNK) {
-    const count = Math.min(LAMB_SIMD_CHUNK, length - start);
-    const padded = (count + 3) & ~3;
+  forEachChunk(data.length, (start, count, padded) => {
     const end = start + count;
     heap.set(data.subarray(start, end), base.param);
     heap.set(grad.subarray(start, end), base.grad);
@@ -146,7 +143,7 @@ export function lambMomentsSimdKernel(
     updateSquares += results[2]! + results[3]!;
     expAvg.set(heap.subarray(base.expAvg, base.expAvg + count), start);
     expAvgSq.set(heap.subarray(base.expAvgSq, base.expAvgSq + count), start);
-  }
+  });
   norms[slot] = weightSquares;
   norms[slot + 1] = updateSquares;
 }
@@ -167,10 +164,7 @@ export function lambApplySimdKernel(
   const { heap } = simd;
   const shift = scratchShift([data, expAvg, expAvgSq]);
   const base = scratchBases(shift);
-  const length = data.length;
-  for (let start = 0; start < length; start += LAMB_SIMD_CHUNK) {
-    const count = Math.min(LAMB_SIMD_CHUNK, length - start);
-    const padded = (count + 3) & ~3;
+  forEachChunk(data.length, (start, count, padded) => {
     const end = start + count;
     heap.set(data.subarray(start, end), base.param);
     heap.set(expAvg.subarray(start, end), base.expAvg);
@@ -186,5 +180,5 @@ export function lambApplySimdKernel(
       shift,
     );
     data.set(heap.subarray(base.param, base.param + count), start);
-  }
+  });
 }
