@@ -45,6 +45,13 @@ export const LAMB_SIMD_OFFSETS = {
 } as const; // bytes
 
 const get = (local: number) => [op.localGet, local];
+/** local = the vector at `offset` + index. */
+const loadInto = (index: number, offset: number, local: number) => [
+  ...get(index),
+  ...load(offset),
+  op.localSet,
+  local,
+];
 
 /**
  * A function body: parameters byteEnd (0), `scalars` f32 (1..scalars), byteStart; locals: the
@@ -153,10 +160,7 @@ function momentsBody(): number[] {
         temporary,
       ) as number[];
       return [
-        ...get(index),
-        ...load(o.grad),
-        op.localSet,
-        g!,
+        ...loadInto(index, o.grad, g!),
         // m = β1·m + β3·g
         ...get(index),
         ...get(beta1!),
@@ -185,10 +189,7 @@ function momentsBody(): number[] {
         op.localTee,
         v!,
         ...store(o.expAvgSq),
-        ...get(index),
-        ...load(o.param),
-        op.localSet,
-        p!,
+        ...loadInto(index, o.param, p!),
         ...update(m!, v!, p!, ic1!, ic2!, eps!, wd!),
         op.localSet,
         u!,
@@ -218,18 +219,9 @@ function applyBody(): number[] {
       const [scale, ic1, ic2, eps, wd] = [0, 1, 2, 3, 4].map(splat) as number[];
       const [m, v, p] = [0, 1, 2].map(temporary) as number[];
       return [
-        ...get(index),
-        ...load(o.expAvg),
-        op.localSet,
-        m!,
-        ...get(index),
-        ...load(o.expAvgSq),
-        op.localSet,
-        v!,
-        ...get(index),
-        ...load(o.param),
-        op.localSet,
-        p!,
+        ...loadInto(index, o.expAvg, m!),
+        ...loadInto(index, o.expAvgSq, v!),
+        ...loadInto(index, o.param, p!),
         // p = p − scale·u
         ...get(index),
         ...get(p!),
