@@ -4,7 +4,7 @@
  * own 16 MiB at the same moment (as both shm ranks do during an op). An shm op can move its
  * bytes no faster than these copies; `shmCeiling` turns the two-thread rate into the bus
  * bandwidth each op would reach if it did nothing but move its bytes (see
- * architecture/decisions/2026-12-01-shm-bandwidth.md).
+ * architecture/performance.md, "shm: in place and the arena").
  */
 import { allocateShared, spawnThreadRanks, type ThreadRankArguments } from '../src/index.js';
 import { segmentBounds } from '../src/internal/segments.js';

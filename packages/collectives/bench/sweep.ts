@@ -129,7 +129,7 @@ const OUT_OF_PLACE: readonly Form[] = ['out-of-place'];
 /**
  * [Note: warm-up by volume] A fresh Node process runs its first ops while V8 still compiles the
  * data path's loops: at 1 MiB, W=3, ops 6-20 of a fresh tcp group took 2.4-2.8 ms of CPU and the
- * same ops after 2000 warm-ups 1.2-2.0 (2026-12-01, tcp-native-headers record). A training run
+ * same ops after 2000 warm-ups 1.2-2.0 (architecture/performance.md, tcp against gloo). A training run
  * issues thousands of ops, so the steady state is what a comparison with compiled gloo should
  * time. Warm-ups are counted in bytes moved (`warmupBytes / size` ops, at least `warmup`), and
  * so are timed ops (`timedBytes / size`, at least `iterations`: a 1 MiB op lasts ~1 ms, and 15

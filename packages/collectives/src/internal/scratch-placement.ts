@@ -2,7 +2,7 @@
  * [Note: scratch placement] The SIMD kernels (bfloat16-simd.ts, shm/reduce-simd.ts) work in
  * fixed regions of their own WebAssembly memory and copy the caller's arrays in and out block by
  * block with TypedArray.set (glibc memmove). On this project's machines (AMD EPYC, glibc 2.36,
- * Node 20; measured 2026-12-01, decision record 2026-12-01-scratch-page-offsets.md) a copy runs
+ * Node 20; architecture/performance.md, "4 KiB aliasing of scratch regions") a copy runs
  * 2.5-6x slower when its destination's address is 4 to 28 bytes past its source's modulo 4 KiB
  * (4K aliasing: the loads wait on the stores before them whose low 12 address bits match). Block
  * loops keep an array's offset within a page from block to block, so an array at the wrong

@@ -5,7 +5,7 @@ import * as tf from '@tensorflow/tfjs-core';
  * A small op (layer norm, GELU, cross-entropy) written as several tfjs ops costs one kernel
  * dispatch per op forward and more backward, 10-70 µs each; at batch 1 × 16 those dispatches,
  * not the arithmetic, were most of a training step (see
- * architecture/decisions/2026-12-01-step-overhead.md). An array kernel is one registered tfjs
+ * architecture/performance.md, "Fewer tfjs ops: array kernels"). An array kernel is one registered tfjs
  * kernel whose function is a loop over the backends' own memory:
  *   - on wasm, views of the wasm heap taken after every output is allocated (allocation may grow,
  *     and so detach, the heap; the loops do not allocate on it);

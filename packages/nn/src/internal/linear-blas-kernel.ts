@@ -22,7 +22,7 @@ import { sumRows } from './sum-rows';
  *             dW = dyᵀ · x         one sgemm (dy transposed by flag)
  *             db = Σ_rows dy       float64 column sums, four rows per pass ([Note: float64 column sums])
  * A JavaScript pass over y for the bias and one-row-per-pass column sums for db cost ~45 ms of a
- * 540 ms step of the reference GPT at 8 × 128 (architecture/decisions/2026-12-01-gpt-step-kernels.md).
+ * 540 ms step of the reference GPT at 8 × 128 (architecture/performance.md, "Linear").
  * If the BLAS kernel was switched off between a forward and its backward, the backward runs
  * as tfjs matMuls instead.
  */

@@ -8,7 +8,7 @@ import { CollectiveError } from '../../errors.js';
  * loopback: same bytes, about half the kernel work (measured in Node 20 on this project's 2-core
  * machine, one process, 512 MiB in 1 MiB writes: loopback TCP 0.70-0.74 GB/s and 549 ms of
  * system CPU, AF_UNIX 1.40-1.46 GB/s and 183-201 ms). See the decision record
- * 2026-12-01-local-peer-sockets.
+ * architecture/decisions/2026-11-30-collectives-data-path.md (decision 1, local peers).
  * - Each rank (Linux, FSDP_TCP_LOCAL unset or `unix`) also listens on an abstract-namespace
  *   socket `\0fsdp-ts-<random hex>`: no file, gone with the process. Its reach is that of
  *   127.0.0.1 (any process in the same network namespace), so the job-secret handshake and
