@@ -31,7 +31,7 @@ function run(args: string[]): Promise<{ code: number | null; log: string; stdout
  */
 function readmeDemo(): { args: string[]; quoted: string } {
   const readme = readFileSync(fileURLToPath(new URL('../../../README.md', import.meta.url)), 'utf8');
-  const section = /^## The demo\n([\s\S]*?)(?=^## )/m.exec(readme)?.[1] ?? '';
+  const section = readme.split(/^## /m).find((part) => part.startsWith('The demo\n')) ?? '';
   const match = /```sh\nnpm run demo -- (.+)\n```\n+```text\n([\s\S]*?)```/.exec(section);
   if (match === null)
     throw new Error(
