@@ -8,51 +8,94 @@ import type { RunSummary } from '../src/metrics';
 
 const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 
-function run(args: string[]): Promise<{ code: number | null; log: string }> {
+/** Runs the demo's main.ts; `log` is stdout and stderr as they came, `stdout` what it printed. */
+function run(args: string[]): Promise<{ code: number | null; log: string; stdout: string }> {
   const child = spawn(process.execPath, ['--conditions=@fsdp-ts/source', '--import', 'tsx', main, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';
+  let stdout = '';
   child.stdout.on('data', (chunk: Buffer) => {
     log += chunk.toString();
+    stdout += chunk.toString();
   });
   child.stderr.on('data', (chunk: Buffer) => {
     log += chunk.toString();
   });
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, log })));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, log, stdout })));
 }
 
-// The demo reduced to a tiny model, on 2 real processes through fsdp-run (tcp): 20 steps, then a
-// restart with --steps 30 that resumes from the step-20 checkpoint and trains 10 more.
-it('trains with FSDP across 2 processes, resumes from its checkpoint, writes the plot and report', async () => {
+/**
+ * The root README's demo section: the `npm run demo -- …` command of its ```sh block and the
+ * program's output quoted in the ```text block after it.
+ */
+function readmeDemo(): { args: string[]; quoted: string } {
+  const readme = readFileSync(fileURLToPath(new URL('../../../README.md', import.meta.url)), 'utf8');
+  const section = readme.split(/^## /m).find((part) => part.startsWith('The demo\n')) ?? '';
+  const match = /```sh\nnpm run demo -- (.+)\n```\n+```text\n([\s\S]*?)```/.exec(section);
+  if (match === null)
+    throw new Error(
+      "README.md's demo section has no ```sh npm run demo -- … block followed by a ```text block",
+    );
+  return { args: match[1]!.trim().split(/\s+/), quoted: match[2]! };
+}
+
+/** `args` with `flag`'s value replaced (or the flag added). */
+function withOption(args: readonly string[], flag: string, value: string): string[] {
+  const index = args.indexOf(flag);
+  return index === -1 ? [...args, flag, value] : args.map((arg, at) => (at === index + 1 ? value : arg));
+}
+
+/** What may differ between two runs of the same command: timings, and where the outputs went. */
+function withoutTimings(output: string): string[] {
+  return output
+    .trimEnd()
+    .split('\n')
+    .map((line) =>
+      line
+        .replace(/· \d+ tok\/s ·/, '· … tok/s ·')
+        .replace(/ETA (\d+:\d\d|--:--)$/, 'ETA …')
+        .replace(/^finished in \d+:\d\d$/, 'finished in …')
+        .replace(
+          /^report: \S+\/report\.html {2}plot: \S+\/curves\.svg$/,
+          'report: …/report.html  plot: …/curves.svg',
+        ),
+    );
+}
+
+// The README's short demo (a tiny model, 20 steps) on 2 real processes through fsdp-run (tcp):
+// its output must be the README's quoted block, timings aside; a second run must give the same
+// numbers bit for bit (see "The demo" in the root README); then a restart with --steps 30 resumes
+// from the step-20 checkpoint and trains 10 more.
+it('prints what the README quotes, deterministically, resumes from its checkpoint, writes the plot and report', async () => {
+  const demo = readmeDemo();
   const out = mkdtempSync(join(tmpdir(), 'train-gpt-'));
-  const common = [
-    '--batch',
-    '16',
-    '--d-model',
-    '32',
-    '--layers',
-    '2',
-    '--heads',
-    '2',
-    '--eval-every',
-    '10',
-    '--warmup',
-    '5',
-    '--progress',
-    'lines',
-    '--out',
-    out,
-  ];
-  const first = await run(['--steps', '20', ...common]);
+  const again = mkdtempSync(join(tmpdir(), 'train-gpt-again-'));
+  const first = await run(withOption(demo.args, '--out', out));
   expect(first.code, first.log).toBe(0);
+  expect(withoutTimings(first.stdout)).toEqual(withoutTimings(demo.quoted));
+  const firstSummary = JSON.parse(readFileSync(join(out, 'metrics.json'), 'utf8')) as RunSummary;
   expect(existsSync(join(out, 'checkpoints'))).toBe(true);
-  const second = await run(['--steps', '30', ...common]);
+  // The repeat and the resumed run write to different directories, so they run side by side.
+  const [repeated, second] = await Promise.all([
+    run(withOption(demo.args, '--out', again)),
+    run(withOption(withOption(demo.args, '--out', out), '--steps', '30')),
+  ]);
+  expect(repeated.code, repeated.log).toBe(0);
+  const numbers = (summary: RunSummary) => ({
+    steps: summary.steps.map(({ step, loss, lr }) => ({ step, loss, lr })),
+    evaluations: summary.evaluations,
+    samples: summary.samples,
+  });
+  const repeatedSummary = JSON.parse(readFileSync(join(again, 'metrics.json'), 'utf8')) as RunSummary;
+  expect(numbers(repeatedSummary)).toEqual(numbers(firstSummary));
+
   expect(second.code, second.log).toBe(0);
   expect(second.log).toContain('(step 20)');
   const summary = JSON.parse(readFileSync(join(out, 'metrics.json'), 'utf8')) as RunSummary;
   expect(summary.worldSize).toBe(2);
   expect(summary.steps.map((step) => step.step)).toEqual(Array.from({ length: 30 }, (_, index) => index + 1));
+  expect(summary.steps.slice(0, 20)).toEqual(firstSummary.steps);
   const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
   const losses = summary.steps.map((step) => step.loss);
   // Chance level of the answer digits is about 1.8 nats; 30 AdamW steps bring the mean of the

@@ -23,8 +23,8 @@ afterEach(async () => {
   }
 });
 
-function elastic(port: number, nnodes: string, mode: string, jobSecret = secret): Launch {
-  const args = ['--nnodes', nnodes, '--nproc-per-node', '2', '--master-port', String(port)];
+function elastic(port: number, nnodes: string, mode: string, jobSecret = secret, nproc = 2): Launch {
+  const args = ['--nnodes', nnodes, '--nproc-per-node', String(nproc), '--master-port', String(port)];
   args.push('--heartbeat-timeout', '3', '--last-call', '0.2', '--grace-period', '2');
   const job = launch([...args, fixture('elastic-worker.js'), mode], { FSDP_JOB_SECRET: jobSecret });
   started.push(job);
@@ -65,5 +65,13 @@ describe('fsdp-run --nnodes 1:2 on loopback', () => {
     expect(first.stderr()).toMatch(/round 1: node 0 of 2, world size 4, ranks 0-1, restarts 0 of 0\./);
     expect(second.stderr()).toMatch(/round 1: node 1 of 2, world size 4, ranks 2-3/);
     expect(first.stderr()).toMatch(/job finished/);
+  });
+
+  it('a one-process launcher names its rank in the singular', async () => {
+    const job = elastic(await freePort(), '1:1', 'exit', secret, 1);
+    const { code } = await job.exited;
+    expect(code, job.stderr()).toBe(0);
+    expect(job.stderr()).toMatch(/round 0: node 0 of 1, world size 1, rank 0, restarts 0 of 0\./);
+    expect(job.stderr()).not.toMatch(/ranks 0-0/);
   });
 });

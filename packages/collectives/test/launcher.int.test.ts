@@ -35,6 +35,21 @@ function workerPids(directory: string): number[] {
 // and most of its time is spent waiting (grace periods, heartbeats, process start-up), so the
 // tests run concurrently; assertions use only their own launch's output.
 describe.concurrent('fsdp-run', () => {
+  it('--help shows each default as the value a user would type', async () => {
+    for (const [env, nodes] of [
+      [{}, '1'],
+      [{ SLURM_NNODES: '3' }, '3'],
+    ] as const) {
+      const job = launch(['--help'], env);
+      expect((await job.exited).code, job.stderr()).toBe(0);
+      const help = job.stdout().replace(/\s+/g, ' ');
+      expect(help).toContain(
+        `--nnodes <m> nodes (hosts) in the job: N, or MIN:MAX for an elastic job (default: ${nodes})`,
+      );
+      expect(help).not.toMatch(/[{}]/);
+    }
+  });
+
   it('runs a .ts script on 3 ranks with the env contract, its store, and rank-prefixed whole lines', async () => {
     // From source, as `npm test` and workspace users run it (the other tests use the bundle).
     const job = launch(['--nproc-per-node', '3', fixture('launcher-rendezvous.ts')], {}, true);

@@ -110,7 +110,7 @@ export class ShardedTrainer {
       }
     }
     const initialWeights = options.initialWeights ?? 'broadcast';
-    checkReplicas(this.group, model.weights, initialWeights);
+    checkReplicas(this.group, model, initialWeights);
     if (initialWeights === 'broadcast') broadcastWeights(this.group, model.weights);
     this.trainable = model.trainableWeights;
     if (this.trainable.length === 0) {

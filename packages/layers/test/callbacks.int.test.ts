@@ -60,13 +60,24 @@ describe('ShardedTrainer callbacks, History, early stopping and progress (2 thre
     const ranks = (await spawnThreadRanks(2, fixture, 'mismatchRank', {
       timeoutMs: 60_000,
     })) as MismatchResult[][];
-    for (const [byValue, byShape] of ranks) {
+    for (const [byValue, byShape, byShapeWithFrozenLayer, byFrozenOnOneRank] of ranks) {
       expect(byValue!.code).toBe('replica-mismatch');
       expect(byValue!.weight).toMatch(/dense_Dense\d+\/kernel$/);
       expect(byValue!.message).toContain('weight 2 (');
-      expect(byValue!.message).toContain('[16, 12]');
+      expect(byValue!.message).toContain('[16, 12], trainable');
+      expect(byValue!.message).toContain('(ranks hold 6, 6 weights, 6, 6 of them trainable)');
       expect(byShape!.code).toBe('replica-mismatch');
       expect(byShape!.message).toContain('weight 2 (');
+      // The frozen first layer's weights are counted as weights, not as trainable ones (and
+      // listed last by tfjs, so the differing kernel is weight 0).
+      expect(byShapeWithFrozenLayer!.code).toBe('replica-mismatch');
+      expect(byShapeWithFrozenLayer!.message).toContain('weight 0 (');
+      expect(byShapeWithFrozenLayer!.message).toContain('(ranks hold 6, 6 weights, 4, 4 of them trainable)');
+      // Same shapes in the same order, but rank 1 trains two weights fewer.
+      expect(byFrozenOnOneRank!.code).toBe('replica-mismatch');
+      expect(byFrozenOnOneRank!.message).toContain('weight 4 (');
+      expect(byFrozenOnOneRank!.message).toContain('different shape or trainable flag on rank 1');
+      expect(byFrozenOnOneRank!.message).toContain('(ranks hold 6, 6 weights, 6, 4 of them trainable)');
     }
   });
 });

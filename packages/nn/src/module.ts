@@ -172,10 +172,17 @@ export abstract class Module {
    * Copies the values of `dict` into this module's parameters and buffers (converting dtypes).
    * Shape mismatches are always errors; with `strict` (the default) so are missing and unexpected
    * keys. Every problem is reported in one StateDictError, and nothing is copied when it throws.
+   * A tied Parameter loads from any one of its names (see [Note: loading tied parameters]).
    */
   loadStateDict(dict: StateDict, options: LoadStateDictOptions = {}): LoadStateDictResult {
     const strict = options.strict ?? true;
-    const targets = new Map<string, TensorView>();
+    // [Note: loading tied parameters]
+    // A tied Parameter is one value under several names. PyTorch's state_dict() lists every name;
+    // safetensors.torch.save_model keeps only one of each tied pair (for a GPT, lmHead.weight, not
+    // our first name tokenEmbedding.weight). So a tied Parameter is missing only when none of its
+    // names is in the dict, every name present is shape-checked, and the value loaded is the one
+    // under its first name present (registration order, as namedParameters lists it).
+    const names = new Map<Parameter, string[]>();
     for (const [name, parameter] of this.namedParameters()) {
       if (!parameter.isFullShape) {
         throw new NnError(`loadStateDict: ${parameter} is sharded.`, {
@@ -185,19 +192,28 @@ export abstract class Module {
           fix: "use the FSDP wrapper's state dict methods for a sharded model.",
         });
       }
-      targets.set(name, parameter.data);
+      names.set(parameter, [name]);
     }
-    for (const [name, view] of this.namedBuffers()) targets.set(name, view);
-    // Other names of tied Parameters (PyTorch's state dicts list every name) are accepted, not
-    // required, and checked for shape; the value under the first name is the one loaded.
-    const aliases = new Map<string, TensorView>();
     for (const [name, parameter] of this.allParameterPaths()) {
-      if (!targets.has(name)) aliases.set(name, parameter.data);
+      const known = names.get(parameter)!;
+      if (!known.includes(name)) known.push(name);
     }
-    const missingKeys = [...targets.keys()].filter((key) => !(key in dict));
-    const unexpectedKeys = Object.keys(dict).filter((key) => !targets.has(key) && !aliases.has(key));
+    const targets = new Map<string, TensorView>(); // every name the module accepts
+    const loads: [key: string, target: TensorView][] = [];
+    const missingKeys: string[] = [];
+    const entries: [string[], TensorView][] = [
+      ...[...names].map(([parameter, keys]): [string[], TensorView] => [keys, parameter.data]),
+      ...this.namedBuffers().map(([name, view]): [string[], TensorView] => [[name], view]),
+    ];
+    for (const [keys, target] of entries) {
+      for (const key of keys) targets.set(key, target);
+      const present = keys.find((key) => key in dict);
+      if (present === undefined) missingKeys.push(keys[0]!);
+      else loads.push([present, target]);
+    }
+    const unexpectedKeys = Object.keys(dict).filter((key) => !targets.has(key));
     const shapeMismatches: StateDictShapeMismatch[] = [];
-    for (const [key, target] of [...targets, ...aliases]) {
+    for (const [key, target] of targets) {
       const source = dict[key];
       if (source !== undefined && !shapesEqual(source.shape, target.shape)) {
         shapeMismatches.push({ key, expected: target.shape, actual: source.shape });
@@ -209,10 +225,10 @@ export abstract class Module {
     }
     // A deferred Parameter gets its values made first (see [Note: deferred initialisation]),
     // then overwritten: the state dict may hold only some of them (strict: false).
-    for (const parameter of this.parameters()) parameter.materialize();
-    for (const [key, target] of targets) {
-      const source = dict[key];
-      if (source !== undefined && source !== target) target.copyFrom(source);
+    for (const parameter of names.keys()) parameter.materialize();
+    for (const [key, target] of loads) {
+      const source = dict[key]!;
+      if (source !== target) target.copyFrom(source);
     }
     return { missingKeys, unexpectedKeys };
   }

@@ -133,6 +133,28 @@ describe.each(backends)('Module on %s', (backend) => {
     );
   });
 
+  it("loads a tied parameter through any one of its names (safetensors' save_model keeps only lmHead.weight)", () => {
+    const source = new GPT({ ...small, tieEmbeddings: true, seed: 2 });
+    const saved: StateDict = { ...source.stateDict(), 'lmHead.weight': source.tokenEmbedding.weight.data };
+    delete saved['tokenEmbedding.weight'];
+    for (const strict of [false, true]) {
+      const model = new GPT({ ...small, tieEmbeddings: true, seed: 1 });
+      expect(model.loadStateDict(saved, { strict })).toEqual({ missingKeys: [], unexpectedKeys: [] });
+      expect(model.tokenEmbedding.weight.data.toArray()).toEqual(source.tokenEmbedding.weight.data.toArray());
+      expect(checksum(model)).toBe(checksum(source));
+    }
+    // Neither name: missing under its first name (strict throws, non-strict keeps the value).
+    const model = new GPT({ ...small, tieEmbeddings: true, seed: 1 });
+    const before = model.tokenEmbedding.weight.data.toArray();
+    const withoutEither = { ...saved };
+    delete withoutEither['lmHead.weight'];
+    expect(() => model.loadStateDict(withoutEither)).toThrow(/missing keys: tokenEmbedding\.weight\b/);
+    expect(model.loadStateDict(withoutEither, { strict: false }).missingKeys).toEqual([
+      'tokenEmbedding.weight',
+    ]);
+    expect(model.tokenEmbedding.weight.data.toArray()).toEqual(before);
+  });
+
   it('non-strict loading reports missing and unexpected keys and loads the rest', () => {
     const norm = new LayerNorm(3);
     const result = norm.loadStateDict(

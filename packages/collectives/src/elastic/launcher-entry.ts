@@ -1,3 +1,5 @@
+import { describeRanks } from '../launcher/rank-range.js';
+
 /**
  * What the rendezvous server knows of one connected launcher. State: 'waiting' (joined, in no
  * round) → 'member' (in the running round) → 'stopping' (told to stop; back to 'waiting' when it
@@ -27,7 +29,5 @@ export function describeLauncher(
   rankOffset?: number,
 ): string {
   if (entry.nodeRank === undefined || rankOffset === undefined) return entry.name;
-  const ranks =
-    entry.nproc === 1 ? `rank ${rankOffset}` : `ranks ${rankOffset}-${rankOffset + entry.nproc - 1}`;
-  return `node ${entry.nodeRank} (${entry.name}, ${ranks})`;
+  return `node ${entry.nodeRank} (${entry.name}, ${describeRanks(rankOffset, entry.nproc)})`;
 }

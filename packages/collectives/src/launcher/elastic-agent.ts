@@ -12,6 +12,7 @@ import { CollectiveError } from '../errors.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import type { ElasticOptions, LaunchOptions } from './launch-options.js';
 import { createMemoryCaps } from './memory-cap.js';
+import { describeRanks } from './rank-range.js';
 import { startLocalWorkers } from './start-local-workers.js';
 import { buildWorkerCommand } from './worker-command.js';
 import { buildWorkerEnvironment } from './worker-environment.js';
@@ -170,9 +171,8 @@ class ElasticAgent {
   private startRound(round: RoundAssignment, secret: string): void {
     this.round = round;
     const { nprocPerNode } = this.options;
-    const last = round.rankOffset + nprocPerNode - 1;
     this.log(
-      `round ${round.round}: node ${round.nodeRank} of ${round.nnodes}, world size ${round.worldSize}, ranks ${round.rankOffset}-${last}, restarts ${round.restartCount} of ${this.options.maxRestarts}.`,
+      `round ${round.round}: node ${round.nodeRank} of ${round.nnodes}, world size ${round.worldSize}, ${describeRanks(round.rankOffset, nprocPerNode)}, restarts ${round.restartCount} of ${this.options.maxRestarts}.`,
     );
     this.log(
       `round ${round.round} members: ${round.members.map((member) => `node ${member.nodeRank} ${member.name}`).join('; ')}.`,

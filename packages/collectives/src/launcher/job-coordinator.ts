@@ -1,5 +1,6 @@
 import { CollectiveError } from '../errors.js';
 import type { StoreClient } from '../store/store-client.js';
+import { describeRanks } from './rank-range.js';
 
 /**
  * How the launchers of one job agree, through the store on node 0 (keys under `fsdp-run/`):
@@ -34,8 +35,7 @@ export class JobCoordinator {
   private lostMessage(): string {
     const count = this.nprocPerNode;
     const first = count === undefined ? 0 : this.nodeRank * count;
-    const ranks =
-      count === undefined ? '' : count === 1 ? `rank ${first}; ` : `ranks ${first}-${first + count - 1}; `;
+    const ranks = count === undefined ? '' : `${describeRanks(first, count)}; `;
     return `lost the launcher of node ${this.nodeRank} (${ranks}its connection to the store closed)`;
   }
 

@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { CollectiveError } from '../errors.js';
 import { parseMemorySize } from './memory-cap.js';
 
@@ -80,14 +80,15 @@ export function parseLaunchArguments(
   argv: readonly string[],
   env: NodeJS.ProcessEnv = process.env,
 ): LaunchOptions {
+  const defaultNodes = numberFrom(env.SLURM_NNODES, 1);
   const program = new Command('fsdp-run')
     .description('Start N worker processes per node with the torchrun-style environment contract.')
     .requiredOption('--nproc-per-node <n>', 'worker processes on this node', count(1))
-    .option(
-      '--nnodes <m>',
-      'nodes (hosts) in the job: N, or MIN:MAX for an elastic job',
-      nodeCount,
-      nodeCount(String(numberFrom(env.SLURM_NNODES, 1))),
+    .addOption(
+      new Option('--nnodes <m>', 'nodes (hosts) in the job: N, or MIN:MAX for an elastic job')
+        .argParser(nodeCount)
+        // The parsed default is an object; --help shows the count it stands for.
+        .default(nodeCount(String(defaultNodes)), String(defaultNodes)),
     )
     .option('--heartbeat-timeout <seconds>', 'elastic: a launcher silent this long is lost', seconds, 10)
     .option(

@@ -1,5 +1,5 @@
 import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
-import type { LayerVariable } from '@tensorflow/tfjs-layers';
+import type { LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
 import { LayersError } from '../errors';
 
 export type InitialWeights = 'broadcast' | 'check';
@@ -20,29 +20,33 @@ function hashValues(values: Float32Array): number {
   return hash | 0;
 }
 
-function describe(variable: LayerVariable | undefined): string {
-  return variable === undefined ? 'no weight' : `${variable.name} [${variable.shape.join(', ')}]`;
+function describe(variable: LayerVariable, trainable: boolean): string {
+  return `${variable.name} [${variable.shape.join(', ')}], ${trainable ? 'trainable' : 'frozen'}`;
 }
 
 /**
- * Checks that every rank holds the same model: the same number of weights, the same shapes and,
- * with 'check', the same values (a 32-bit hash per weight, all-gathered). With 'broadcast' the
- * values of rank 0 are then copied to every rank (tfjs initializers are not seeded, so
- * independently built models differ). A difference throws on every rank, naming the first
- * differing weight.
+ * Checks that every rank holds the same model: the same number of weights (trainable and frozen),
+ * the same shapes, the same weights trainable and, with 'check', the same values (a 32-bit hash
+ * per weight, all-gathered). With 'broadcast' the values of rank 0 are then copied to every rank
+ * (tfjs initializers are not seeded, so independently built models differ). A difference throws on
+ * every rank, naming the first differing weight.
  */
 export function checkReplicas(
   group: ProcessGroup,
-  variables: readonly LayerVariable[],
+  model: Pick<LayersModel, 'weights' | 'trainableWeights'>,
   mode: InitialWeights,
 ): void {
   if (group.size === 1) return;
-  const counts = allocateShared(Int32Array, group.size);
-  group.allGather(counts, new Int32Array([variables.length])).wait();
-  const length = Math.max(...counts);
+  const variables = model.weights; // trainable and frozen
+  const trainable = new Set(model.trainableWeights);
+  const counts = allocateShared(Int32Array, 2 * group.size); // per rank: weights, trainable weights
+  group.allGather(counts, new Int32Array([variables.length, trainable.size])).wait();
+  const weightCounts = Array.from({ length: group.size }, (_, rank) => counts[2 * rank]!);
+  const trainableCounts = Array.from({ length: group.size }, (_, rank) => counts[2 * rank + 1]!);
+  const length = Math.max(...weightCounts);
   const signature = allocateShared(Int32Array, length);
   variables.forEach((variable, index) => {
-    let hash = hashText(variable.shape.join(','));
+    let hash = hashText(`${variable.shape.join(',')} ${trainable.has(variable) ? 'trainable' : 'frozen'}`);
     if (mode === 'check')
       hash = Math.imul(hash ^ hashValues(variable.read().dataSync() as Float32Array), 0x01000193);
     signature[index] = hash;
@@ -53,21 +57,23 @@ export function checkReplicas(
     const expected = all[index]!;
     for (let rank = 1; rank < group.size; rank++) {
       const found = all[rank * length + index]!;
-      const missing = index >= counts[rank]! || index >= counts[0]!;
+      const missing = index >= weightCounts[rank]! || index >= weightCounts[0]!;
       if (found === expected && !missing) continue;
-      const what = mode === 'check' ? 'shape or values' : 'shape';
+      const what = mode === 'check' ? 'shape, trainable flag or values' : 'shape or trainable flag';
+      const variable = variables[index];
+      const described = variable === undefined ? 'no weight' : describe(variable, trainable.has(variable));
       throw new LayersError(
-        `The model differs across ranks: weight ${index} (${describe(variables[index])} on rank ${group.rank}) has a different ${missing ? 'presence' : what} on rank ${rank} than on rank 0 (ranks hold ${[...counts].join(', ')} trainable weights).`,
+        `The model differs across ranks: weight ${index} (${described} on rank ${group.rank}) has a different ${missing ? 'presence' : what} on rank ${rank} than on rank 0 (ranks hold ${weightCounts.join(', ')} weights, ${trainableCounts.join(', ')} of them trainable).`,
         {
           code: 'replica-mismatch',
           rank,
-          ...(variables[index] === undefined ? {} : { weight: variables[index]!.name }),
+          ...(variable === undefined ? {} : { weight: variable.name }),
           expected: `rank ${rank} equal to rank 0`,
           actual: 'different',
           fix:
             mode === 'check' && !missing
               ? "build the same model everywhere and either seed its initializers, load the same weights on every rank, or use initialWeights: 'broadcast' (the default) to copy rank 0's."
-              : 'build the same architecture on every rank (same layers, same order, same shapes).',
+              : 'build the same architecture on every rank (same layers, same order, same shapes, the same layers frozen).',
         },
       );
     }
