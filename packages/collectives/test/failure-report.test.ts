@@ -30,7 +30,7 @@ function ended(
     localRank: rank,
     code: how.code ?? null,
     signal: how.signal ?? null,
-    stopped: how.stopped,
+    stopped: how.stopped === true,
   };
   return { exit, record: undefined };
 }
