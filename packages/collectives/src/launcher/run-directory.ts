@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CollectiveError } from '../errors.js';
 import { readFailureRecord } from './failure-record.js';
 import { buildFailureReport } from './failure-report.js';
 import type { WorkerExit } from './worker-process.js';
@@ -20,7 +21,7 @@ export class RunDirectory {
 
   /** Creates (once) the run directory and the subdirectory `label` of one attempt or round. */
   attempt(label: string): AttemptDirectory {
-    this.path ??= mkdtempSync(join(this.parent ?? tmpdir(), 'fsdp-run-'));
+    this.path ??= createRunDirectory(this.parent);
     const directory = join(this.path, label);
     mkdirSync(directory, { recursive: true });
     return new AttemptDirectory(directory);
@@ -65,5 +66,19 @@ export class AttemptDirectory {
       })),
       { debug },
     );
+  }
+}
+
+/** `fsdp-run-XXXXXX` under `parent` (created if missing) or the OS temp directory. */
+function createRunDirectory(parent: string | undefined): string {
+  try {
+    if (parent !== undefined) mkdirSync(parent, { recursive: true });
+    return mkdtempSync(join(parent ?? tmpdir(), 'fsdp-run-'));
+  } catch (cause) {
+    throw new CollectiveError(`fsdp-run cannot create its run directory under ${parent ?? tmpdir()}.`, {
+      code: 'launch',
+      cause,
+      fix: 'pass --log-dir with a directory fsdp-run may write to (or set TMPDIR).',
+    });
   }
 }
