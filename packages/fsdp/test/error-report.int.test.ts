@@ -56,11 +56,12 @@ function namedLogs(job: Job): string[] {
   return [...line.matchAll(/(\/\S+?\.log)\b/g)].map((match) => match[1]!);
 }
 
-const jobs: Record<'everyRank' | 'rankOne' | 'typeError', Promise<Job>> = {} as never;
+const jobs: Record<'everyRank' | 'badGroup' | 'rankOne' | 'typeError', Promise<Job>> = {} as never;
 
 beforeAll(() => {
   // Started together: each waits mostly on process start-up.
   jobs.everyRank = runJob('every-rank');
+  jobs.badGroup = runJob('bad-group');
   jobs.rankOne = runJob('rank-1', { FSDP_DEBUG: '1' });
   jobs.typeError = runJob('type-error');
 });
@@ -71,7 +72,19 @@ describe('fsdp-run reports each distinct failure once', () => {
     expect(job.code, job.stderr).toBe(1);
     const failures = job.launcherLines.filter((line) => line.includes(': failure on '));
     expect(failures, job.stderr).toHaveLength(1);
-    expect(failures[0]).toMatch(/failure on ranks 0-1: \w+Error \(code [\w-]+\): /);
+    // Both ranks threw; the slower one may meet the faster one's abort first ([Note: step
+    // failure]): then it is that rank's consequence. Either way the report names both.
+    const [, ranks, first] =
+      /failure on (ranks 0-1|rank ([01])): \w+Error \(code [\w-]+\): /.exec(failures[0]!) ?? [];
+    expect(ranks, job.stderr).toBeDefined();
+    if (first !== undefined) {
+      expect(job.stderr).toMatch(
+        new RegExp(
+          `^fsdp-run:\\s+rank ${1 - Number(first)} failed as a consequence \\(.* naming rank ${first}\\)`,
+          'm',
+        ),
+      );
+    }
     expect(occurrences(job.stderr, 'GPT.forward: int32 tokens of shape [32]'), job.stderr).toBe(1);
     // The fix: one line, whatever the error carries, and nowhere else.
     const fixes = job.launcherLines.filter((line) => /^fsdp-run:\s+Fix: /.test(line));
@@ -82,7 +95,7 @@ describe('fsdp-run reports each distinct failure once', () => {
     // The stacks are in the log files, not on stderr.
     expect(job.stderr).not.toMatch(/^\[rank \d\]\s+at /m);
     const logs = namedLogs(job);
-    expect(logs.map((path) => path.split('/').at(-1))).toEqual(['rank-0.log', 'rank-1.log']);
+    expect(logs.map((path) => path.split('/').at(-1)).sort()).toEqual(['rank-0.log', 'rank-1.log']);
     for (const path of logs) {
       expect(existsSync(path), path).toBe(true);
       const log = readFileSync(path, 'utf8');
@@ -92,6 +105,23 @@ describe('fsdp-run reports each distinct failure once', () => {
     }
     // A handful of lines: the worker's prefixed lines are the tfjs/OpenBLAS notices only.
     expect(job.launcherLines.length, job.stderr).toBeLessThanOrEqual(6);
+  }, 110_000);
+
+  it("every rank throws the same CollectiveError, each naming itself: one failure on 'ranks 0-1'", async () => {
+    const job = await jobs.badGroup;
+    expect(job.code, job.stderr).toBe(1);
+    const failures = job.launcherLines.filter((line) => line.includes(': failure on '));
+    expect(failures, job.stderr).toEqual([
+      'fsdp-run: failure on ranks 0-1: CollectiveError (code invalid-argument): newGroup([0, 0]) on each rank: ranks must be distinct and include the caller.',
+    ]);
+    const fixes = job.launcherLines.filter((line) => /^fsdp-run:\s+Fix: /.test(line));
+    expect(fixes).toEqual([
+      'fsdp-run:   Fix: call newGroup only on member ranks, with each rank listed once.',
+    ]);
+    expect(occurrences(job.stderr, 'ranks must be distinct')).toBe(1);
+    expect(namedLogs(job).map((path) => path.split('/').at(-1))).toEqual(['rank-0.log', 'rank-1.log']);
+    expect(job.stderr).not.toMatch(/^\[rank \d\]\s+at /m);
+    expect(job.launcherLines.length, job.stderr).toBeLessThanOrEqual(5);
   }, 110_000);
 
   it('only rank 1 throws: one report naming rank 1 as the origin, rank 0 as a consequence; FSDP_DEBUG=1 prints the stacks', async () => {
