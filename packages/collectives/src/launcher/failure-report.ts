@@ -12,9 +12,8 @@ export interface RankOutcome {
 /** Log files named in full per failure; beyond this many, the rest by count and directory. */
 const LISTED_LOGS = 3;
 
+/** One distinct failure (ranks whose `sameFailureKey` agrees, or who ended alike without a record). */
 interface Failure {
-  /** What makes two ranks' failures the same one: see `sameFailureKey`. */
-  key: string;
   ranks: number[];
   records: { rank: number; record: FailureRecord }[];
   /** A worker that ended non-zero without a record: how it ended. */
@@ -68,7 +67,7 @@ export function buildFailureReport(outcomes: readonly RankOutcome[], { debug = f
       record === undefined ? `ending:${describeEnding(exit)}` : sameFailureKey(record.error, exit.rank);
     let failure = failures.get(key);
     if (failure === undefined) {
-      failure = { key, ranks: [], records: [], consequences: [] };
+      failure = { ranks: [], records: [], consequences: [] };
       if (record === undefined) failure.ending = describeEnding(exit);
       failures.set(key, failure);
     }
