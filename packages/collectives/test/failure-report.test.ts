@@ -148,6 +148,12 @@ describe('buildFailureReport', () => {
     expect(lines.join('\n')).not.toMatch(/consequence|stopped by/);
   });
 
+  it('makes no report when fsdp-run stopped every worker that ended non-zero', () => {
+    expect(
+      buildFailureReport([ended(0, { signal: 'SIGTERM', stopped: true }), ended(1, { code: 0 })]),
+    ).toEqual([]);
+  });
+
   it('drops no rank when the ranks blame each other', () => {
     const lines = buildFailureReport([crashed(0, aborted(0, 1)), crashed(1, aborted(1, 0))]);
     expect(lines.join('\n')).toMatch(/failure on (rank 0|ranks 0-1)/);

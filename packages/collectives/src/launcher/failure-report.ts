@@ -36,7 +36,7 @@ interface Failure {
  * where P failed on its own; such a rank is listed under P's failure, not as a failure of its
  * own. A worker that ended non-zero without a record (process.exit(3), a signal, the OOM killer)
  * is a failure of its own, unless fsdp-run itself stopped it after the first failure: those are
- * listed in one last line. Workers that exited 0 are not mentioned.
+ * listed in one last line (and alone they make no report). Workers that exited 0 are not mentioned.
  */
 export function buildFailureReport(outcomes: readonly RankOutcome[], { debug = false } = {}): string[] {
   const stacksHint = debug ? '(also printed above: FSDP_DEBUG=1)' : '(FSDP_DEBUG=1 prints them here)';
@@ -88,6 +88,8 @@ export function buildFailureReport(outcomes: readonly RankOutcome[], { debug = f
     if (owner === undefined) addFailure(exit, record);
     else owner.consequences.push({ rank: exit.rank, record });
   }
+  // Workers fsdp-run stopped are no failure of their own (e.g. a round stopped for a lost host).
+  if (failures.size === 0) return [];
   const lines = [...failures.values()].flatMap((failure) => describeFailure(failure, stacksHint));
   if (stopped.length > 0) lines.push(`stopped by fsdp-run after the failure: ${rankList(stopped)}.`);
   return lines;
