@@ -148,6 +148,16 @@ describe('buildFailureReport', () => {
     expect(lines.join('\n')).not.toMatch(/consequence|stopped by/);
   });
 
+  it("lists the consequences of another node's rank under a short entry for that rank", () => {
+    const lines = buildFailureReport([crashed(0, aborted(0, 3)), crashed(1, aborted(1, 3))]);
+    expect(lines).toEqual([
+      'failure on rank 3, of another node (its fsdp-run reports the error):',
+      `  seen here as: CollectiveError (code aborted): ${aborted(0, 3).message}`,
+      '  ranks 0-1 failed as a consequence (CollectiveError aborted naming rank 3)',
+      '  stacks: /run/rank-0.log, /run/rank-1.log (FSDP_DEBUG=1 prints them here)',
+    ]);
+  });
+
   it('makes no report when fsdp-run stopped every worker that ended non-zero', () => {
     expect(
       buildFailureReport([ended(0, { signal: 'SIGTERM', stopped: true }), ended(1, { code: 0 })]),

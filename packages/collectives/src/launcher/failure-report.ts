@@ -18,6 +18,8 @@ interface Failure {
   records: { rank: number; record: FailureRecord }[];
   /** A worker that ended non-zero without a record: how it ended. */
   ending?: string;
+  /** A rank of another node, known here only through its consequences. */
+  remote?: boolean;
   /** Ranks that failed because of this one, with the error they show. */
   consequences: { rank: number; record: FailureRecord }[];
 }
@@ -34,7 +36,8 @@ interface Failure {
  * cause) is a peer's abort (CollectiveError 'aborted' naming P), a step failure naming P
  * (FsdpError 'step-failed' with rank P), or a lost connection to P (CollectiveError 'peer-lost')
  * where P failed on its own; such a rank is listed under P's failure, not as a failure of its
- * own. A worker that ended non-zero without a record (process.exit(3), a signal, the OOM killer)
+ * own (when P is another node's rank, under a short entry for P: that node's fsdp-run reports
+ * P's error). A worker that ended non-zero without a record (process.exit(3), a signal, the OOM killer)
  * is a failure of its own, unless fsdp-run itself stopped it after the first failure: those are
  * listed in one last line (and alone they make no report). Workers that exited 0 are not mentioned.
  */
@@ -49,12 +52,15 @@ export function buildFailureReport(outcomes: readonly RankOutcome[], { debug = f
   const records = new Map(
     failed.flatMap(({ exit, record }) => (record === undefined ? [] : [[exit.rank, record] as const])),
   );
+  const local = new Set(outcomes.map(({ exit }) => exit.rank));
   const originOf = (rank: number): number => {
     let current = rank;
     for (let step = 0; step < records.size; step++) {
       const record = records.get(current);
       const next = record === undefined ? undefined : consequenceOrigin(record.error, current, onTheirOwn);
-      if (next === undefined || !onTheirOwn.has(next)) return current;
+      if (next === undefined) return current;
+      if (!local.has(next)) return next;
+      if (!onTheirOwn.has(next)) return current;
       current = next;
       if (current === rank) return rank;
     }
@@ -84,7 +90,12 @@ export function buildFailureReport(outcomes: readonly RankOutcome[], { debug = f
     else addFailure(exit, record);
   }
   for (const { exit, origin, record } of consequences) {
-    const owner = ownerOf.get(origin);
+    let owner = ownerOf.get(origin);
+    if (owner === undefined && !local.has(origin)) {
+      owner = { ranks: [origin], records: [], consequences: [], remote: true };
+      failures.set(`remote:${origin}`, owner);
+      ownerOf.set(origin, owner);
+    }
     if (owner === undefined) addFailure(exit, record);
     else owner.consequences.push({ rank: exit.rank, record });
   }
@@ -123,6 +134,16 @@ function sameFailureKey(error: DescribedError, rank: number): string {
 
 function describeFailure(failure: Failure, stacksHint: string): string[] {
   const who = rankList(failure.ranks);
+  if (failure.remote === true) {
+    const seen = failure.consequences[0]!.record.error;
+    const code = seen.code === undefined ? '' : ` (code ${seen.code})`;
+    return [
+      `failure on ${who}, of another node (its fsdp-run reports the error):`,
+      `  seen here as: ${seen.name}${code}: ${seen.message}`,
+      `  ${consequenceLine(failure)}`,
+      `  stacks: ${listLogs(failure.consequences.map(({ record }) => record.log))} ${stacksHint}`,
+    ];
+  }
   if (failure.ending !== undefined) {
     const lines = [
       `failure on ${who}: ${failure.ending}, without an uncaught error (its output above says why).`,
