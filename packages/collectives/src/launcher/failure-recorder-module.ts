@@ -43,7 +43,8 @@ if (failureRecordPath && failureLogPath) {
   };
   process.on('uncaughtException', (error, origin) => {
     const ownsExit = process.listenerCount('uncaughtException') === 1;
-    const text = inspectFailure(error, { depth: 8 });
+    let text = 'an uncaught value that cannot be printed';
+    try { text = inspectFailure(error, { depth: 8 }); } catch {}
     let written = false;
     try {
       const header = 'rank ' + process.env.RANK + ' (pid ' + process.pid + ', ' + origin + ', ' + new Date().toISOString() + ')';
