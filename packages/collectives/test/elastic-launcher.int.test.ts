@@ -74,4 +74,22 @@ describe('fsdp-run --nnodes 1:2 on loopback', () => {
     expect(job.stderr()).toMatch(/round 0: node 0 of 1, world size 1, rank 0, restarts 0 of 0\./);
     expect(job.stderr()).not.toMatch(/ranks 0-0/);
   });
+
+  it('reports a failure every worker shares once, with the fix naming the script line ([Note: one report per job])', async () => {
+    const job = elastic(await freePort(), '1:1', 'throw');
+    const { code } = await job.exited;
+    expect(code, job.stderr()).toBe(1);
+    const lines = job.stderr().split('\n');
+    const failures = lines.filter((line) => line.includes(': failure on '));
+    expect(failures, job.stderr()).toEqual([
+      "fsdp-run[elastic]: failure on ranks 0-1: TypeError: Cannot read properties of undefined (reading 'width')",
+    ]);
+    expect(job.stderr()).toMatch(
+      /^fsdp-run\[elastic\]: {3}Fix: .*elastic-worker\.js:\d+:\d+ \(the top frame/m,
+    );
+    expect(job.stderr()).toMatch(
+      /^fsdp-run\[elastic\]: {3}stacks: \/\S+\/round-0\/rank-0\.log, \S+\/round-0\/rank-1\.log /m,
+    );
+    expect(job.stderr()).not.toMatch(/^\[rank \d\]\s+at /m);
+  });
 });

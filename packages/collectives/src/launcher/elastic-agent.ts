@@ -13,7 +13,8 @@ import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import type { ElasticOptions, LaunchOptions } from './launch-options.js';
 import { createMemoryCaps } from './memory-cap.js';
 import { describeRanks } from './rank-range.js';
-import { startLocalWorkers } from './start-local-workers.js';
+import { type AttemptDirectory, RunDirectory } from './run-directory.js';
+import { exitsOf, settleWorkers, startLocalWorkers } from './start-local-workers.js';
 import { buildWorkerCommand } from './worker-command.js';
 import { buildWorkerEnvironment } from './worker-environment.js';
 import { describeExit, type WorkerProcess } from './worker-process.js';
@@ -45,6 +46,9 @@ export async function runElasticLauncher(
 
 class ElasticAgent {
   private workers: WorkerProcess[] = [];
+  /** This round's failure records ([Note: run directory]). */
+  private records: AttemptDirectory | undefined;
+  private readonly runDirectory: RunDirectory;
   private round: RoundAssignment | undefined;
   private restartFile: string | undefined;
   private pendingServerEvent: Promise<AgentEvent> | undefined;
@@ -62,6 +66,7 @@ class ElasticAgent {
     private readonly env: NodeJS.ProcessEnv,
   ) {
     this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
+    this.runDirectory = new RunDirectory(options.logDirectory);
   }
 
   async run(): Promise<number> {
@@ -105,6 +110,7 @@ class ElasticAgent {
       await client?.close();
       await server?.close();
       await store?.close();
+      this.runDirectory.close();
       for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
     }
   }
@@ -130,7 +136,9 @@ class ElasticAgent {
           } else {
             this.log(`round ${event.outcome.round}: ${event.outcome.message}; stopping the other workers.`);
             client.failed(event.outcome.round, event.outcome.message);
+            await settleWorkers(this.workers);
             await this.stopWorkers();
+            await this.reportFailures();
           }
           break;
         case 'server': {
@@ -140,6 +148,7 @@ class ElasticAgent {
           } else if (message.type === 'stop') {
             this.log(`round ${message.round} stops (${message.reason}): ${message.message}.`);
             await this.endRound(message.reason === 'join');
+            if (message.reason !== 'join') await this.reportFailures();
             client.rejoin();
           } else if (message.type === 'finish') {
             this.log('job finished: every worker of every node exited 0.');
@@ -180,7 +189,10 @@ class ElasticAgent {
     this.restartFile = join(tmpdir(), `fsdp-run-${process.pid}-round-${round.round}.restart`);
     rmSync(this.restartFile, { force: true });
     // [Note: per-rank memory caps], as in fixed-size jobs: fresh cgroups per round.
+    const records = this.runDirectory.attempt(`round-${round.round}`);
+    this.records = records;
     this.workers = startLocalWorkers({
+      records,
       count: nprocPerNode,
       firstRank: round.rankOffset,
       memoryPerRankBytes: this.options.memoryPerRankBytes,
@@ -254,6 +266,15 @@ class ElasticAgent {
     }
     await this.stopWorkers();
     if (this.restartFile !== undefined) rmSync(this.restartFile, { force: true });
+  }
+
+  /** Prints this round's failure report ([Note: one report per job]); call once its workers have exited. */
+  private async reportFailures(): Promise<void> {
+    const records = this.records;
+    if (records === undefined) return;
+    this.records = undefined;
+    for (const line of records.report(await exitsOf(this.workers), this.env.FSDP_DEBUG === '1'))
+      this.log(line);
   }
 
   private async stopWorkers(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {

@@ -23,6 +23,8 @@ export interface LaunchOptions {
   socketAddr: string | undefined;
   /** --secure: workers get FSDP_SECURE=1 (TLS on every data connection). */
   secure: boolean;
+  /** --log-dir: where the run directory of failure records goes (default: the OS temp directory). */
+  logDirectory?: string;
   script: string;
   scriptArguments: string[];
   /** Set by `--nnodes MIN:MAX`: membership comes from the zeromq rendezvous (see ElasticOptions). */
@@ -138,6 +140,7 @@ export function parseLaunchArguments(
     .option('--socket-ifname <name>', 'interface data sockets bind to (FSDP_SOCKET_IFNAME)')
     .option('--socket-addr <address>', 'address data sockets bind to (FSDP_SOCKET_ADDR)')
     .option('--secure', 'encrypt every data connection of the workers (sets FSDP_SECURE=1)')
+    .option('--log-dir <directory>', "where failed workers' logs go (default: the OS temp directory)")
     .argument('<script>', 'a .js/.mjs file (run by node) or .ts file (run through tsx)')
     .argument('[args...]', 'arguments passed to the script')
     .passThroughOptions()
@@ -161,6 +164,7 @@ export function parseLaunchArguments(
     socketAddr?: string;
     memoryPerRank?: number;
     secure?: boolean;
+    logDir?: string;
   }>();
   const [script, scriptArguments] = program.processedArgs as [string, string[] | undefined];
   const elastic = options.nnodes.elastic;
@@ -191,6 +195,7 @@ export function parseLaunchArguments(
     socketIfname: options.socketIfname ?? env.FSDP_SOCKET_IFNAME,
     socketAddr: options.socketAddr ?? env.FSDP_SOCKET_ADDR,
     secure: options.secure === true,
+    ...(options.logDir === undefined ? {} : { logDirectory: options.logDir }),
     script,
     scriptArguments: scriptArguments ?? [],
     ...(elastic

@@ -1,3 +1,5 @@
+import { FAILURE_RECORDER_MODULE } from './failure-recorder-module.js';
+
 /**
  * [Note: orphan prevention] SIGKILL of fsdp-run cannot be caught, so each worker watches its
  * parent itself. fsdp-run starts every worker with `--import <PARENT_WATCHDOG_IMPORT>`, a module
@@ -28,5 +30,8 @@ if (parent > 0) {
 }
 `;
 
-/** A `data:` URL for `node --import`, so no file needs to exist next to the worker script. */
-export const PARENT_WATCHDOG_IMPORT = `data:text/javascript,${encodeURIComponent(WATCHDOG_MODULE)}`;
+/**
+ * A `data:` URL for `node --import`, so no file needs to exist next to the worker script: the
+ * worker's preamble, the watchdog and the failure recorder ([Note: failure records]).
+ */
+export const PARENT_WATCHDOG_IMPORT = `data:text/javascript,${encodeURIComponent(WATCHDOG_MODULE + FAILURE_RECORDER_MODULE)}`;

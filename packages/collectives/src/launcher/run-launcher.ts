@@ -6,7 +6,8 @@ import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import { JobCoordinator } from './job-coordinator.js';
 import type { LaunchOptions } from './launch-options.js';
 import { createMemoryCaps } from './memory-cap.js';
-import { startLocalWorkers } from './start-local-workers.js';
+import { type AttemptDirectory, RunDirectory } from './run-directory.js';
+import { exitsOf, settleWorkers, startLocalWorkers } from './start-local-workers.js';
 import { buildWorkerCommand, checkWorkerScript } from './worker-command.js';
 import { buildWorkerEnvironment } from './worker-environment.js';
 import { describeExit, type WorkerExit, type WorkerProcess } from './worker-process.js';
@@ -43,6 +44,9 @@ export async function runLauncher(
 
 class Launcher {
   private workers: WorkerProcess[] = [];
+  /** This attempt's failure records ([Note: run directory]). */
+  private records: AttemptDirectory | undefined;
+  private readonly runDirectory: RunDirectory;
   private interruption: NodeJS.Signals | undefined;
   private readonly interrupted: Promise<NodeJS.Signals>;
   private resolveInterrupted!: (signal: NodeJS.Signals) => void;
@@ -59,6 +63,7 @@ class Launcher {
     this.storeLost = new Promise((resolve) => (this.resolveStoreLost = resolve));
     this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
     this.timeoutMs = Math.round(options.timeoutSeconds * 1_000);
+    this.runDirectory = new RunDirectory(options.logDirectory);
   }
 
   async run(): Promise<number> {
@@ -115,6 +120,7 @@ class Launcher {
       await this.stopWorkers();
       await store?.close();
       await server?.close();
+      this.runDirectory.close();
       for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
     }
   }
@@ -158,7 +164,10 @@ class Launcher {
     const joined = await this.race(coordinator.join(attempt).then(() => undefined));
     if (joined !== undefined) return this.settle(coordinator, attempt, joined);
     const { nprocPerNode, nodeRank } = this.options;
+    const records = this.runDirectory.attempt(`attempt-${attempt}`);
+    this.records = records;
     this.workers = startLocalWorkers({
+      records,
       count: nprocPerNode,
       firstRank: nodeRank * nprocPerNode,
       memoryPerRankBytes: this.options.memoryPerRankBytes,
@@ -206,12 +215,15 @@ class Launcher {
         const message = `${describeExit(event.exit)} on ${node}`;
         this.log(`${message}; stopping the other workers.`);
         const standing = await coordinator.reportFailure(attempt, message).catch(() => message);
+        await settleWorkers(this.workers);
         const [, stopped] = await Promise.all([this.stopWorkers(), coordinator.stopped().catch(() => true)]);
+        await this.reportFailures();
         return { kind: 'failed', message: standing, restartable: !stopped };
       }
       case 'remote-failure': {
         this.log(`another node failed (${event.message}); stopping the workers of ${node}.`);
         const [, stopped] = await Promise.all([this.stopWorkers(), coordinator.stopped().catch(() => true)]);
+        await this.reportFailures();
         return { kind: 'failed', message: event.message, restartable: !stopped };
       }
       case 'interrupted':
@@ -221,6 +233,7 @@ class Launcher {
       case 'store-lost':
         this.log(`${event.error.message} Stopping the workers of ${node}.`);
         await this.stopWorkers();
+        await this.reportFailures();
         return {
           kind: 'failed',
           message: `lost the store on node 0 at ${this.options.masterAddr}:${this.options.masterPort}`,
@@ -263,6 +276,15 @@ class Launcher {
     this.log(`received ${signal}; forwarding it to the workers.`);
     for (const worker of this.workers) void worker.stop(this.gracePeriodMs, signal);
     this.resolveInterrupted(signal);
+  }
+
+  /** Prints this attempt's failure report ([Note: one report per job]); call once its workers have exited. */
+  private async reportFailures(): Promise<void> {
+    const records = this.records;
+    if (records === undefined) return;
+    this.records = undefined;
+    for (const line of records.report(await exitsOf(this.workers), this.env.FSDP_DEBUG === '1'))
+      this.log(line);
   }
 
   private async stopWorkers(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {

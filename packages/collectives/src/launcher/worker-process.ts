@@ -8,6 +8,8 @@ export interface WorkerExit {
   localRank: number;
   code: number | null;
   signal: NodeJS.Signals | null;
+  /** Whether fsdp-run had asked it to stop (`stop`) before it exited. */
+  stopped?: boolean;
   /** With --memory-per-rank: the cap, the cgroup's peak usage, and whether the OOM killer struck. */
   memory?: { capBytes: number; peakBytes: number | undefined; outOfMemory: boolean };
 }
@@ -38,13 +40,16 @@ export function logPeakMemory(workers: readonly WorkerProcess[], log: (message: 
 }
 
 export function describeExit(exit: WorkerExit): string {
-  const how =
-    exit.memory?.outOfMemory === true
-      ? `was killed by the out-of-memory killer at its --memory-per-rank cap of ${formatBytes(exit.memory.capBytes)}`
-      : exit.signal !== null
-        ? `was killed by signal ${exit.signal}`
-        : `exited with code ${exit.code}`;
-  return `rank ${exit.rank} (local rank ${exit.localRank}) ${how}`;
+  return `rank ${exit.rank} (local rank ${exit.localRank}) ${describeEnding(exit)}`;
+}
+
+/** 'exited with code 3' / 'was killed by signal SIGKILL' / '... by the out-of-memory killer ...'. */
+export function describeEnding(exit: WorkerExit): string {
+  return exit.memory?.outOfMemory === true
+    ? `was killed by the out-of-memory killer at its --memory-per-rank cap of ${formatBytes(exit.memory.capBytes)}`
+    : exit.signal !== null
+      ? `was killed by signal ${exit.signal}`
+      : `exited with code ${exit.code}`;
 }
 
 /**
@@ -87,7 +92,13 @@ export class WorkerProcess {
         finish();
       });
       this.child.once('exit', (code, signal) => {
-        exit = { rank: options.rank, localRank: options.localRank, code, signal };
+        exit = {
+          rank: options.rank,
+          localRank: options.localRank,
+          code,
+          signal,
+          stopped: this.state === 'stopping',
+        };
         this.state = 'exited';
         this.killLeftovers();
         const cap = options.memoryCap;
