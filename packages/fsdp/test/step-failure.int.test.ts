@@ -1,8 +1,114 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '@fsdp-ts/collectives';
 import { describe, expect, it } from 'vitest';
+import type { IdenticalFailureReport, StepOutcome } from './fixtures/identical-failure-rank';
 import type { StepFailureCase } from './fixtures/step-failure-rank';
+import { watchLaunch } from './support/watched-launch';
 
 const fixture = new URL('./fixtures/step-failure-rank.ts', import.meta.url);
+const launcher = join(
+  dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json')),
+  'src/bin/fsdp-run.ts',
+);
+const identicalScript = fileURLToPath(new URL('./fixtures/identical-failure-rank.ts', import.meta.url));
+
+/** Runs identical-failure-rank.ts on `size` real processes through fsdp-run (tcp on loopback). */
+async function launchIdenticalFailures(
+  size: number,
+  env: Record<string, string>,
+): Promise<IdenticalFailureReport[]> {
+  const output = mkdtempSync(join(tmpdir(), 'fsdp-identical-'));
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=@fsdp-ts/source',
+      '--import',
+      'tsx',
+      launcher,
+      '--nproc-per-node',
+      String(size),
+      identicalScript,
+      output,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FSDP_BLAS: 'off', ...env } },
+  );
+  const launch = watchLaunch(child, 150_000, { name: 'fsdp-run', match: 'output' });
+  const code = await launch.exited;
+  expect(code, launch.output()).toBe(0);
+  return Array.from(
+    { length: size },
+    (_, rank) =>
+      JSON.parse(readFileSync(join(output, `rank-${rank}.json`), 'utf8')) as IdenticalFailureReport,
+  );
+}
+
+function failure(outcome: StepOutcome | undefined): Exclude<StepOutcome, { loss: number }> {
+  expect(outcome).toBeDefined();
+  expect('loss' in outcome!, JSON.stringify(outcome)).toBe(false);
+  return outcome as Exclude<StepOutcome, { loss: number }>;
+}
+
+function losses(steps: readonly StepOutcome[]): number[] {
+  return steps.flatMap((outcome) => ('loss' in outcome ? [outcome.loss] : []));
+}
+
+// Issue 31 point 8 ([Note: step failure], [Note: failure agreement]): the same failure on every
+// rank at the same point throws on every rank and the group stays usable; the run then equals one
+// with the bad steps skipped. A failure the ranks cannot agree on still breaks the group on every
+// rank, promptly (the ranks' op timeout is 30 s).
+describe('the same failure on every rank (real processes under fsdp-run, tcp)', () => {
+  for (const [size, env, path] of [
+    [2, {}, 'native data path when it loads'],
+    [3, {}, 'native data path when it loads'],
+    [2, { FSDP_TCP_NATIVE: '0' }, 'node:net'],
+  ] as const) {
+    it(`W=${size}, ${path}: a bad batch and bad targets everywhere throw 'step-failed' (group usable) and training goes on bitwise as if they were skipped; one-sided or different-point failures break the group on every rank at once`, async () => {
+      const reports = await launchIdenticalFailures(size, env);
+      const last = size - 1;
+      for (const [rank, report] of reports.entries()) {
+        for (const index of [2, 4]) {
+          const failed = failure(report.identical.steps[index]);
+          const label = `rank ${rank}, step ${index}: ${failed.message}`;
+          expect(failed.code, label).toBe('step-failed');
+          expect(failed.groupBroken, label).toBe(false);
+          expect(failed.rank, label).toBe(rank);
+          expect(failed.message, label).toMatch(/failed on every rank alike/);
+          expect(failed.message, label).toMatch(index === 2 ? /\[2, 9\]/ : /targets \[2, 5\]/);
+          expect(failed.fix, label).toMatch(/need not restart/);
+          expect(failed.fix, label).not.toMatch(/max-restarts/);
+        }
+        expect(report.identical.steps.filter((outcome) => 'loss' in outcome)).toHaveLength(4);
+        expect(losses(report.identical.steps), `rank ${rank}`).toEqual(losses(report.skipped.steps));
+        expect(report.identical.shards, `rank ${rank}`).toEqual(report.skipped.shards);
+
+        const oneSided = failure(report.oneSided.steps[1]);
+        const label = `rank ${rank}, one-sided: ${oneSided.message}`;
+        expect(oneSided.code, label).toBe('step-failed');
+        expect(oneSided.groupBroken, label).toBe(true);
+        expect(oneSided.rank, label).toBe(last);
+        expect(oneSided.message, label).toMatch(new RegExp(`rank ${last} (threw|failed)`));
+        expect(oneSided.message, label).toMatch(/\[2, 9\]/);
+        expect(oneSided.fix, label).toMatch(/a restart does not fix a bug/);
+        expect(oneSided.ms, label).toBeLessThan(10_000);
+        const after = failure(report.oneSided.steps[2]);
+        expect(after.code).toBe('step-failed');
+        expect(after.groupBroken).toBe(true);
+
+        const different = failure(report.differentPoints.steps[1]);
+        const differentLabel = `rank ${rank}, different points: ${different.message}`;
+        expect(different.code, differentLabel).toBe('step-failed');
+        expect(different.groupBroken, differentLabel).toBe(true);
+        expect(different.message, differentLabel).toMatch(/boom/);
+        expect(different.ms, differentLabel).toBeLessThan(10_000);
+      }
+    }, 160_000);
+  }
+});
 
 // Issue 19 point 1: an exception on one rank only (first, middle, last) must leave every rank in
 // the same state: the step failed everywhere naming that rank and its error, nothing stepped,

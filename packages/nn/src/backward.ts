@@ -24,8 +24,7 @@ export function backward(module: Module, lossFn: () => tf.Tensor): number {
     (plan as BackwardPlan | null)?.afterGradients?.();
     return loss;
   } catch (error) {
-    (plan as BackwardPlan | null)?.onError?.(error);
-    throw error;
+    throw (plan as BackwardPlan | null)?.onError?.(error) ?? error;
   }
 }
 
