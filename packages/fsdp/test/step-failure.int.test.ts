@@ -105,6 +105,14 @@ describe('the same failure on every rank (real processes under fsdp-run, tcp)', 
         expect(different.groupBroken, differentLabel).toBe(true);
         expect(different.message, differentLabel).toMatch(/boom/);
         expect(different.ms, differentLabel).toBeLessThan(10_000);
+
+        // Some ranks failing alike do not recover while another did not fail.
+        const most = failure(report.allButFirst.steps[1]);
+        const mostLabel = `rank ${rank}, all but rank 0: ${most.message}`;
+        expect(most.code, mostLabel).toBe('step-failed');
+        expect(most.groupBroken, mostLabel).toBe(true);
+        expect(most.message, mostLabel).toMatch(/\[2, 9\]/);
+        expect(most.ms, mostLabel).toBeLessThan(10_000);
       }
     }, 160_000);
   }

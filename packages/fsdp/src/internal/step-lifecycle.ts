@@ -183,11 +183,27 @@ export class StepLifecycle {
   private abort(): void {
     try {
       for (const unit of this.#parts.units) unit.reduction.abort();
-      this.reshardAll();
+      this.reshardAllAfterFailure();
     } finally {
       this.#step = null;
       // After a failed afterGradients the step has already ended.
       if (this.#parts.training.state === 'backward') this.#parts.training.endBackward();
+    }
+  }
+
+  /**
+   * After a failed step or forward: reshards every unit like reshardAll, and a failed all-gather
+   * of a broken group does not replace the step's failure (the caller throws that).
+   */
+  reshardAllAfterFailure(): void {
+    this.#step?.released.releaseAll();
+    if (!this.#parts.options.sharding.shardParameters) return;
+    for (const unit of this.#parts.units) {
+      try {
+        if (unit.state !== 'sharded') unit.reshard();
+      } catch {
+        // The unit ended sharded (see FsdpUnit.reshard); the step failed already.
+      }
     }
   }
 
