@@ -121,7 +121,8 @@ describe('the same failure on every rank (real processes under fsdp-run, tcp)', 
 // Issue 19 point 1: an exception on one rank only (first, middle, last) must leave every rank in
 // the same state: the step failed everywhere naming that rank and its error, nothing stepped,
 // the group broken on every rank with that error (no desynchronised later steps), a new group trains.
-describe('one rank throws in forward (equal-size units)', () => {
+// Issue 31 point 8, on thread ranks (shm): the same exception on every rank keeps the group usable.
+describe('one rank, or every rank alike, throws in forward (equal-size units)', () => {
   for (const size of [2, 3]) {
     it(`W=${size}: every rank fails the step naming the rank that threw, nothing steps, the group is broken everywhere`, async () => {
       const results = (await spawnThreadRanks(size, fixture, 'oneRankThrows', {
@@ -129,10 +130,20 @@ describe('one rank throws in forward (equal-size units)', () => {
       })) as StepFailureCase[][];
       const throwers = [...new Set([0, Math.floor(size / 2), size - 1])];
       for (const [rank, cases] of results.entries()) {
-        expect(cases.map((entry) => entry.thrower)).toEqual(throwers);
-        for (const entry of cases) {
+        expect(cases.map((entry) => entry.thrower)).toEqual([...throwers, -1]);
+        // The same bad batch on every rank: the step fails everywhere, the group stays usable.
+        const everyRank = cases.at(-1)!;
+        const everyLabel = `rank ${rank}, every rank threw: ${everyRank.failed.message}`;
+        expect(everyRank.failed.code, everyLabel).toBe('step-failed');
+        expect(everyRank.failed.groupBroken, everyLabel).toBe(false);
+        expect(everyRank.failed.rank, everyLabel).toBe(rank);
+        expect(everyRank.unchanged, everyLabel).toBe(true);
+        expect(everyRank.unitStates.every((state) => state === 'sharded')).toBe(true);
+        expect(everyRank.next, everyLabel).toBe('trained');
+        for (const entry of cases.slice(0, -1)) {
           const label = `rank ${rank}, thrower ${entry.thrower}: ${entry.failed.message}`;
           expect(entry.failed.code, label).toBe('step-failed');
+          expect(entry.failed.groupBroken, label).toBe(true);
           expect(entry.failed.rank, label).toBe(entry.thrower);
           expect(entry.failed.message, label).toMatch(new RegExp(`rank ${entry.thrower} (threw|failed)`));
           // The thrower's own error (the sequence length 9 that did not fit) reaches every rank.
