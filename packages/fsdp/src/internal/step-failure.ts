@@ -81,7 +81,7 @@ export function stepFailedError(error: unknown, rank: number, outcome: StepFailu
   }
   const origin = failedRank(error, rank);
   const where = origin === rank ? `rank ${rank} threw` : `rank ${origin} failed (seen on rank ${rank})`;
-  const why = outcome.reason === undefined ? '' : ` ${outcome.reason.message}`;
+  const why = outcome.reason === undefined ? '' : ` ${withoutFix(outcome.reason)}`;
   return new FsdpError(
     `The step failed on every rank: ${where}: ${text}${why} The process group is broken on every rank, so no rank stepped.`,
     {
@@ -102,4 +102,10 @@ export function forwardFailure(
 ): FsdpError {
   if (isSettledStepFailure(error)) return error;
   return stepFailedError(error, rank, settleStepFailure(groups, error));
+}
+
+/** A CollectiveError's message without its " Fix: ..." tail (the step-failed error states its own fix). */
+function withoutFix(error: CollectiveError): string {
+  const tail = error.fix === undefined ? '' : ` Fix: ${error.fix}`;
+  return tail !== '' && error.message.endsWith(tail) ? error.message.slice(0, -tail.length) : error.message;
 }

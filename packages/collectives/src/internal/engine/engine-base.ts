@@ -91,7 +91,7 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
         code: 'aborted',
         rank: this.init.rank,
         peer,
-        fix: `fix the failure on rank ${peer}, then create a new group or restart the job from its last checkpoint (fsdp-run --max-restarts does it).`,
+        fix: `fix the failure on rank ${peer} first (a restart does not fix a bug in its code or data), then create a new group or restart the job from its last checkpoint (fsdp-run --max-restarts does it).`,
       },
     );
   }
