@@ -224,6 +224,7 @@ export class ProcessGroup {
    * CollectiveError (code 'aborted') naming this rank and the error's message, and so do this
    * rank's. Call it when an exception on this rank leaves the ranks unable to issue the same ops;
    * the group cannot be used again (destroy it; restart from a checkpoint). Safe to call twice.
+   * Where every rank may have failed alike, `recoverOrAbort(error)` keeps the group if they did.
    */
   abort(error: unknown): void {
     if (this.state !== 'active') return;

@@ -114,6 +114,11 @@ describe('the same failure on every rank (real processes under fsdp-run, tcp)', 
         expect(most.message, mostLabel).toMatch(/\[2, 9\]/);
         expect(most.ms, mostLabel).toBeLessThan(10_000);
       }
+      // An identical failure reads the same on every rank (a job report can show it once).
+      for (const index of [2, 4]) {
+        const messages = reports.map((report) => failure(report.identical.steps[index]).message);
+        expect(new Set(messages).size, messages.join('\n')).toBe(1);
+      }
     }, 160_000);
   }
 });

@@ -69,7 +69,8 @@ export function stepFailedError(error: unknown, rank: number, outcome: StepFailu
   const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
   if (outcome.recovered) {
     return new FsdpError(
-      `The step failed on every rank alike: rank ${rank} threw: ${text} Every rank failed at the same point with the same error, so no rank stepped and the process group stays usable.`,
+      // The same words on every rank (no rank number), so a report of the job shows it once.
+      `The step failed on every rank alike: ${text} Every rank failed at the same point with the same error, so no rank stepped and the process group stays usable.`,
       {
         code: 'step-failed',
         rank,
