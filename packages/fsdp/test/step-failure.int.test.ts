@@ -67,22 +67,24 @@ describe('the same failure on every rank (real processes under fsdp-run, tcp)', 
     [3, {}, 'native data path when it loads'],
     [2, { FSDP_TCP_NATIVE: '0' }, 'node:net'],
   ] as const) {
-    it(`W=${size}, ${path}: a bad batch and bad targets everywhere throw 'step-failed' (group usable) and training goes on bitwise as if they were skipped; one-sided or different-point failures break the group on every rank at once`, async () => {
+    it(`W=${size}, ${path}: a bad batch, bad targets and a throwing gradient everywhere throw 'step-failed' (group usable) and training goes on bitwise as if they were skipped; one-sided or different-point failures break the group on every rank at once`, async () => {
       const reports = await launchIdenticalFailures(size, env);
       const last = size - 1;
       for (const [rank, report] of reports.entries()) {
-        for (const index of [2, 4]) {
+        for (const index of [2, 4, 6]) {
           const failed = failure(report.identical.steps[index]);
           const label = `rank ${rank}, step ${index}: ${failed.message}`;
           expect(failed.code, label).toBe('step-failed');
           expect(failed.groupBroken, label).toBe(false);
           expect(failed.rank, label).toBe(rank);
           expect(failed.message, label).toMatch(/failed on every rank alike/);
-          expect(failed.message, label).toMatch(index === 2 ? /\[2, 9\]/ : /targets \[2, 5\]/);
+          expect(failed.message, label).toMatch(
+            index === 2 ? /\[2, 9\]/ : index === 4 ? /targets \[2, 5\]/ : /gradient boom/,
+          );
           expect(failed.fix, label).toMatch(/need not restart/);
           expect(failed.fix, label).not.toMatch(/max-restarts/);
         }
-        expect(report.identical.steps.filter((outcome) => 'loss' in outcome)).toHaveLength(4);
+        expect(report.identical.steps.filter((outcome) => 'loss' in outcome)).toHaveLength(5);
         expect(losses(report.identical.steps), `rank ${rank}`).toEqual(losses(report.skipped.steps));
         expect(report.identical.shards, `rank ${rank}`).toEqual(report.skipped.shards);
 
@@ -115,7 +117,7 @@ describe('the same failure on every rank (real processes under fsdp-run, tcp)', 
         expect(most.ms, mostLabel).toBeLessThan(10_000);
       }
       // An identical failure reads the same on every rank (a job report can show it once).
-      for (const index of [2, 4]) {
+      for (const index of [2, 4, 6]) {
         const messages = reports.map((report) => failure(report.identical.steps[index]).message);
         expect(new Set(messages).size, messages.join('\n')).toBe(1);
       }
