@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '@fsdp-ts/collectives';
 import { describe, expect, it } from 'vitest';
 import type { IdenticalFailureReport, StepOutcome } from './fixtures/identical-failure-rank';
-import type { StepFailureCase } from './fixtures/step-failure-rank';
+import type { HybridFailureCase, StepFailureCase } from './fixtures/step-failure-rank';
 import { watchLaunch } from './support/watched-launch';
 
 const fixture = new URL('./fixtures/step-failure-rank.ts', import.meta.url);
@@ -170,4 +170,22 @@ describe('one rank, or every rank alike, throws in forward (equal-size units)', 
       }
     }, 160_000);
   }
+});
+
+describe('hybrid-shard: the shard and the replicate group agree, or both break', () => {
+  it('W=4 (2 x 2, thread ranks): the same bad batch everywhere keeps both groups usable; one rank alone breaks them on every rank', async () => {
+    const results = (await spawnThreadRanks(4, fixture, 'hybridThrows', {
+      timeoutMs: 150_000,
+    })) as HybridFailureCase[][];
+    for (const [rank, [alike, alone]] of results.entries()) {
+      expect(alike!.failed.code, alike!.failed.message).toBe('step-failed');
+      expect(alike!.failed.groupBroken, alike!.failed.message).toBe(false);
+      expect(alike!.next, `rank ${rank}`).toBe('trained');
+      expect(alone!.failed.code, alone!.failed.message).toBe('step-failed');
+      expect(alone!.failed.groupBroken, alone!.failed.message).toBe(true);
+      // The original error reaches every rank (the rank it names is a rank of the group it came through).
+      expect(alone!.failed.message).toMatch(/\[2, 9\]/);
+      expect(alone!.next, `rank ${rank}`).not.toBe('trained');
+    }
+  }, 160_000);
 });
