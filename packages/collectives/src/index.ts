@@ -41,7 +41,7 @@ export {
   newGroup,
 } from './init-process-group.js';
 export { fsdpRunCommand } from './launcher/fsdp-run-command.js';
-export { ProcessGroup } from './process-group.js';
+export { type FailureAgreement, failureFingerprint, ProcessGroup } from './process-group.js';
 export {
   type SpawnThreadRanksOptions,
   spawnThreadRanks,

@@ -27,6 +27,9 @@ import { Work } from './work.js';
 
 type GroupState = 'active' | 'destroyed';
 
+/** What `recoverOrAbort` found: every rank failed alike (the group is usable), or why not (it is aborted). */
+export type FailureAgreement = { recovered: true } | { recovered: false; reason: CollectiveError };
+
 /**
  * A set of ranks that run collectives together. Every op returns a Work at once and runs on the
  * group's communication worker, in issue order; every rank of the group must issue the same ops
@@ -221,10 +224,47 @@ export class ProcessGroup {
    * CollectiveError (code 'aborted') naming this rank and the error's message, and so do this
    * rank's. Call it when an exception on this rank leaves the ranks unable to issue the same ops;
    * the group cannot be used again (destroy it; restart from a checkpoint). Safe to call twice.
+   * Where every rank may have failed alike, `recoverOrAbort(error)` keeps the group if they did.
    */
   abort(error: unknown): void {
     if (this.state !== 'active') return;
     this.client.post({ type: 'abort', message: describeAbortCause(error) });
+  }
+
+  /**
+   * After a failure outside the collectives (an exception in this rank's own code): keeps the group
+   * if every rank failed alike, aborts it otherwise ([Note: failure agreement]). Collective in the
+   * sense that it runs after every op this rank issued: it tells every peer its failure (the
+   * number of collectives issued so far and the error's fingerprint, see `failureFingerprint`)
+   * and waits, at most `timeoutMs`, for every peer's. All equal: returns `{ recovered: true }`,
+   * nothing was aborted and the group is usable, the same on every rank. Anything else (a peer
+   * that did not fail, or failed at another point or with another error, a broken group, the
+   * timeout): aborts as `abort(error)` does and returns the reason. Blocks the calling thread.
+   */
+  recoverOrAbort(error: unknown, options: OpOptions = {}): FailureAgreement {
+    if (this.state !== 'active') {
+      return {
+        recovered: false,
+        reason: new CollectiveError(`recoverOrAbort on rank ${this.rank}: the group was destroyed.`, {
+          code: 'closed',
+          op: 'recoverOrAbort',
+          rank: this.rank,
+        }),
+      };
+    }
+    const work = this.issue(
+      'barrier',
+      options,
+      { dtype: 'int32', count: 0, input: null, output: null },
+      undefined,
+      { fingerprint: failureFingerprint(error), message: describeAbortCause(error) },
+    );
+    try {
+      work.wait();
+      return { recovered: true };
+    } catch (reason) {
+      return { recovered: false, reason: reason as CollectiveError };
+    }
   }
 
   /**
@@ -253,6 +293,7 @@ export class ProcessGroup {
     fields: Pick<OpMessage, 'dtype' | 'count' | 'input' | 'output'> &
       Partial<Pick<OpMessage, 'reduceOp' | 'root' | 'peer'>>,
     copyBack: (() => void) | undefined,
+    notice?: OpMessage['notice'],
   ): Work {
     this.checkActive(kind);
     const wireDtype = options.wireDtype ?? 'float32';
@@ -271,6 +312,7 @@ export class ProcessGroup {
       output: fields.output,
       status: createStatusWord(),
       timeoutMs,
+      ...(notice === undefined ? {} : { notice }),
     };
     this.client.post(op);
     return new Work(op.status, `${describeOp(op)} on rank ${this.rank}`, timeoutMs, copyBack);
@@ -294,4 +336,14 @@ const ABORT_MESSAGE_CHARS = 4_000;
 function describeAbortCause(error: unknown): string {
   const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
   return text.length > ABORT_MESSAGE_CHARS ? `${text.slice(0, ABORT_MESSAGE_CHARS)}…` : text;
+}
+
+/**
+ * What ranks compare to tell whether they failed alike ([Note: failure agreement]): the error's
+ * name, its `code` if it has one, and its message. Errors whose message names the rank differ.
+ */
+export function failureFingerprint(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const code = (error as { code?: unknown }).code;
+  return `${error.name}|${typeof code === 'string' ? code : ''}|${error.message}`;
 }

@@ -2,10 +2,15 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CollectiveError } from '../src/index.js';
 import {
+  abortMessageLength,
+  decodeFailureNotice,
   decodeHeader,
   eagerBytesIn,
+  encodeFailureNotice,
   encodeHeader,
   encodeLossNotice,
+  failureNoticeIn,
+  failureNoticeLength,
   HEADER_BYTES,
   lossNoticeHeader,
   lossNoticeIn,
@@ -123,5 +128,47 @@ describe('loss notice ([Note: blaming a lost peer])', () => {
     expect(lossNoticeIn(trailerOnly)).toBeUndefined();
     // Never mistaken for an op header.
     expect(decodeOrMalformed(frame.subarray(0, HEADER_BYTES))).toBe('malformed');
+  });
+});
+
+describe('failure notice ([Note: failure agreement])', () => {
+  const notice = fc.record({
+    seq: fc.nat({ max: 0xffffffff }),
+    fingerprint: fc.string(),
+    message: fc.string({ unit: 'grapheme' }),
+  });
+
+  it('round-trips, is told apart from headers, abort and loss notices, and is not read when cut short', () => {
+    fc.assert(
+      fc.property(notice, (original) => {
+        const bytes = encodeFailureNotice(original);
+        const length = failureNoticeLength(bytes.subarray(0, HEADER_BYTES));
+        expect(length).toBe(bytes.length - HEADER_BYTES);
+        expect(decodeFailureNotice(bytes.subarray(HEADER_BYTES), 1)).toEqual(original);
+        expect(failureNoticeIn(bytes, 1)).toEqual(original);
+        expect(failureNoticeIn(bytes.subarray(0, bytes.length - 1), 1)).toBeUndefined();
+        expect(abortMessageLength(bytes)).toBeUndefined();
+        expect(lossNoticeHeader(bytes)).toBeUndefined();
+        expect(decodeOrMalformed(bytes.subarray(0, HEADER_BYTES))).toBe('malformed');
+      }),
+    );
+  });
+
+  it('rejects a body that is not a notice with malformed-frame', () => {
+    for (const body of ['not json', '{"seq":1}', '[]']) {
+      let thrown: unknown;
+      try {
+        decodeFailureNotice(Buffer.from(body), 2);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(CollectiveError);
+      expect((thrown as CollectiveError).code).toBe('malformed-frame');
+      expect((thrown as CollectiveError).peer).toBe(2);
+    }
+  });
+
+  it('is never mistaken for a header: every encoded header reads as no notice', () => {
+    fc.assert(fc.property(header, (valid) => failureNoticeLength(encodeHeader(valid)) === undefined));
   });
 });

@@ -11,7 +11,11 @@ export type FsdpErrorCode =
   | 'wrong-state'
   | 'state-dict-mismatch'
   | 'not-a-member'
-  /** An exception in forward or backward on some rank broke the group on every rank ([Note: step failure]). */
+  /**
+   * An exception in forward, the loss or backward failed the step on every rank ([Note: step
+   * failure]); `groupBroken` says whether the group is broken or every rank failed alike and it
+   * stays usable.
+   */
   | 'step-failed';
 
 export interface FsdpErrorDetails {
@@ -21,17 +25,22 @@ export interface FsdpErrorDetails {
   actual?: unknown;
   fix?: string;
   cause?: unknown;
+  /** 'step-failed': whether the process group is broken (false: every rank failed alike, it stays usable). */
+  groupBroken?: boolean;
 }
 
 export class FsdpError extends FsdpTsError {
   static override readonly marker: string = 'fsdp-ts.error.FsdpError';
   readonly code: FsdpErrorCode;
   readonly rank: number | undefined;
+  /** 'step-failed': whether the process group is broken; undefined for other codes. */
+  readonly groupBroken: boolean | undefined;
 
   constructor(message: string, details: FsdpErrorDetails) {
     super(message, details);
     this.name = 'FsdpError';
     this.code = details.code;
     this.rank = details.rank;
+    this.groupBroken = details.groupBroken;
   }
 }

@@ -251,7 +251,10 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     } finally {
       this.#training.endForward();
       if (training && completed) this.#step.recordForwardOrder();
-      if (!training) this.#step.reshardAll();
+      if (!training) {
+        if (completed) this.#step.reshardAll();
+        else this.#step.reshardAllAfterFailure();
+      }
     }
   }
 

@@ -22,7 +22,8 @@ import type { Module } from './module';
  *   - `afterGradients()`: called once every gradient is computed and accumulated, before
  *     backward returns (FSDP waits for its reduce-scatters here);
  *   - `onError(error)`: called instead when the loss or the gradient computation threw (FSDP
- *     reshards and cancels here); backward then rethrows.
+ *     settles the failure with its peers and reshards here); backward then throws the Error it
+ *     returns (FSDP: its 'step-failed' error), or else the error itself.
  * The hook is called inside backward's tf.tidy, so tensors it creates (anchors) are freed
  * after the step.
  */
@@ -32,7 +33,7 @@ export interface BackwardPlan {
   readonly parameters: readonly Parameter[];
   readonly extraInputs?: readonly tf.Tensor[];
   afterGradients?(): void;
-  onError?(error: unknown): void;
+  onError?(error: unknown): unknown;
 }
 
 export interface BackwardHookModule {

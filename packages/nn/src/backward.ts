@@ -24,8 +24,8 @@ export function backward(module: Module, lossFn: () => tf.Tensor): number {
     (plan as BackwardPlan | null)?.afterGradients?.();
     return loss;
   } catch (error) {
-    (plan as BackwardPlan | null)?.onError?.(error);
-    throw error;
+    const replacement = (plan as BackwardPlan | null)?.onError?.(error);
+    throw replacement instanceof Error ? replacement : error;
   }
 }
 

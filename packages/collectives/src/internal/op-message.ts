@@ -23,6 +23,11 @@ export interface OpMessage {
   output: CollectiveBuffer | null;
   status: Int32Array;
   timeoutMs: number;
+  /**
+   * Only on the op of `group.recoverOrAbort(error)` (kind 'barrier'): the failure this rank asks
+   * its peers to agree on ([Note: failure agreement]).
+   */
+  notice?: { fingerprint: string; message: string };
 }
 
 export interface DestroyMessage {
@@ -43,9 +48,18 @@ export type MainToWorkerMessage =
 
 /** Human-readable description of an op for error messages. */
 export function describeOp(
-  op: { kind: string; dtype: string; count: number; reduceOp: string; root: number; peer: number },
+  op: {
+    kind: string;
+    dtype: string;
+    count: number;
+    reduceOp: string;
+    root: number;
+    peer: number;
+    notice?: unknown;
+  },
   seq?: number,
 ): string {
+  if (op.notice !== undefined) return `failure agreement${seq === undefined ? '' : ` #${seq}`}`;
   const extra =
     op.kind === 'allReduce' || op.kind === 'reduceScatter'
       ? `, op ${op.reduceOp}`

@@ -58,3 +58,71 @@ export async function abortOutcomes(world: ProcessGroup): Promise<CaseOutcome[]>
   }
   return outcomes;
 }
+
+type AgreementCase = 'alike' | 'one-sided' | 'different errors';
+
+/**
+ * group.recoverOrAbort ([Note: failure agreement]) on a fresh group of every rank:
+ * - 'alike': every rank has an all-reduce in flight and then fails with the same error: every
+ *   rank recovers, the all-reduce completed, and the group runs the next ops;
+ * - 'one-sided': the last rank fails while the others wait in an all-reduce: their op fails with
+ *   code 'aborted' naming it and its error, it gets the reason, and the group is broken everywhere;
+ * - 'different errors': every rank fails with its own error: no rank recovers, the group is broken.
+ * The world group stays usable.
+ */
+export async function failureAgreementOutcomes(world: ProcessGroup): Promise<CaseOutcome[]> {
+  const { rank, size } = world;
+  const members = Array.from({ length: size }, (_, index) => index);
+  const failing = size - 1;
+  const outcomes: CaseOutcome[] = [];
+  for (const kind of ['alike', 'one-sided', 'different errors'] as AgreementCase[]) {
+    const name = `recoverOrAbort, ${kind}, ${size} ranks`;
+    const group = await world.newGroup(members);
+    let failure: string | undefined;
+    try {
+      await group.barrier();
+      await world.barrier();
+      const buffer = allocateShared(Float32Array, 16).fill(1);
+      if (kind === 'alike') {
+        const pending = group.allReduce(buffer);
+        const agreement = group.recoverOrAbort(new Error('the same on every rank'));
+        if (!agreement.recovered) failure = `did not recover: ${agreement.reason.message}`;
+        await pending;
+        if (buffer[0] !== size) failure ??= `the all-reduce before it gave ${buffer[0]}, expected ${size}`;
+        await group.barrier();
+        const after = allocateShared(Float32Array, 4).fill(2);
+        await group.allReduce(after);
+        if (after[0] !== 2 * size)
+          failure ??= `the all-reduce after it gave ${after[0]}, expected ${2 * size}`;
+      } else if (kind === 'one-sided') {
+        if (rank === failing) {
+          const agreement = group.recoverOrAbort(new Error(`boom on rank ${failing}`));
+          if (agreement.recovered) failure = 'the failing rank recovered alone';
+        } else
+          failure = await expectAborted(() => group.allReduce(buffer), failing, 'the pending all-reduce');
+        failure ??= await expectAborted(() => group.barrier(), failing, 'the next barrier');
+      } else {
+        const agreement = group.recoverOrAbort(new Error(`boom on rank ${rank}`));
+        if (agreement.recovered) failure = 'recovered from different errors';
+        else if (agreement.reason.code !== 'aborted')
+          failure = `the reason has code '${agreement.reason.code}': ${agreement.reason.message}`;
+        try {
+          await group.barrier();
+          failure ??= 'the next barrier succeeded';
+        } catch (error) {
+          if (!(error instanceof CollectiveError) || error.code !== 'aborted')
+            failure ??= `the next barrier failed with ${String(error)}`;
+        }
+      }
+    } catch (error) {
+      failure = String(error);
+    }
+    await world.barrier();
+    await group.destroy();
+    const after = allocateShared(Float32Array, 4).fill(1);
+    await world.allReduce(after);
+    if (after[0] !== size) failure ??= `the world all-reduce afterwards gave ${after[0]}, expected ${size}`;
+    outcomes.push({ name, ...(failure === undefined ? {} : { failure: `rank ${rank}: ${failure}` }) });
+  }
+  return outcomes;
+}

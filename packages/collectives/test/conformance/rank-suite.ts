@@ -1,5 +1,5 @@
 import { allocateShared, CollectiveError, type ProcessGroup } from '../../src/index.js';
-import { abortOutcomes } from './abort.js';
+import { abortOutcomes, failureAgreementOutcomes } from './abort.js';
 import { conformanceCases } from './cases.js';
 import { type CaseOutcome, runConformance } from './run-conformance.js';
 import { subgroupOutcomes } from './subgroups.js';
@@ -14,7 +14,7 @@ export interface SuiteOptions {
 
 /**
  * What every rank of every backend runs: every op × dtype × size against the reference, the
- * sub-group cases (at world size 4), the abort cases, and a mismatched op, which must fail on
+ * sub-group cases (at world size 4), the abort and failure-agreement cases, and a mismatched op, which must fail on
  * every rank with code 'mismatch' and leave the group usable (the engine base's header check).
  */
 export async function rankConformance(group: ProcessGroup, options: SuiteOptions): Promise<CaseOutcome[]> {
@@ -23,6 +23,7 @@ export async function rankConformance(group: ProcessGroup, options: SuiteOptions
   if (size === 4) outcomes.push(...(await subgroupOutcomes(group)));
   if (size > 1) outcomes.push(mismatchThenRecovery(group, rank, size));
   if (size > 1) outcomes.push(...(await abortOutcomes(group)));
+  if (size > 1) outcomes.push(...(await failureAgreementOutcomes(group)));
   return outcomes;
 }
 

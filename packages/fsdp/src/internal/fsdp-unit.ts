@@ -130,11 +130,21 @@ export class FsdpUnit implements FsdpUnitView {
   reshard(): void {
     if (this.#state === 'gathering') {
       // An exception between prefetch and use: finish the collective (every rank issued it) first.
-      for (const work of this.#gatherWorks) work.wait();
+      // A failed all-gather no longer writes the buffer either: the unit still ends sharded, and
+      // the first failure is rethrown.
+      let failure: unknown;
+      for (const work of this.#gatherWorks) {
+        try {
+          work.wait();
+        } catch (error) {
+          failure ??= error;
+        }
+      }
       this.#gatherWorks = [];
       this.#widening = [];
       for (const handle of this.handles) handle.freeUnsharded();
       this.#state = 'sharded';
+      if (failure !== undefined) throw failure;
       return;
     }
     if (this.#state !== 'unsharded') {

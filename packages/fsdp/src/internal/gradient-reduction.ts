@@ -192,9 +192,21 @@ export class UnitReduction {
     this.#received = false;
   }
 
-  /** After a failed step: waits for what was issued (every rank issued it) and drops unreduced gradients. */
+  /**
+   * After a failed step: waits for what was issued (every rank issued it) and drops unreduced
+   * gradients. A reduction that failed too (the group broke) has nothing more to report: the step
+   * failed already.
+   */
   abort(): void {
-    this.#waitAll();
+    const works = this.#works;
+    this.#works = [];
+    for (const work of works) {
+      try {
+        work.wait();
+      } catch {
+        // See above: the step's failure is what the caller throws.
+      }
+    }
     // Sharded units free their unsharded gradients below: nothing will read them.
     if (!this.#settings.sharding.shardParameters)
       for (const handle of this.#zeroLater) this.#zeroUnwritten(handle);

@@ -1,6 +1,7 @@
 import type { BackwardPlan } from '@fsdp-ts/nn';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import type { FsdpError } from '../errors';
 import { rankMemoryCap } from '../memory-limit';
 import type { ResolvedFsdpOptions } from '../options';
 import type { FsdpUnit, UnitLocation } from './fsdp-unit';
@@ -8,7 +9,7 @@ import { tapGradient } from './gradient-tap';
 import { MemoryPressureCollector } from './memory-pressure';
 import { ReleasedParametersByUnit } from './released-parameters';
 import type { StepContext } from './step-context';
-import { abortGroups } from './step-failure';
+import { isSettledStepFailure, settleStepFailure, stepFailedError } from './step-failure';
 import type { TrainingStateMachine } from './training-state';
 import type { CommunicationStatistics, UnitGathering } from './unit-gathering';
 
@@ -83,8 +84,10 @@ export class StepLifecycle {
       extraInputs: [anchor],
       afterGradients: () => this.finish(),
       onError: (error) => {
-        this.abortGroups(error);
+        // See [Note: step failure]: forward's failure was settled there; any other is settled here.
+        const thrown = isSettledStepFailure(error) ? error : this.settleFailure(error);
         this.abort();
+        return thrown;
       },
     };
   }
@@ -166,20 +169,41 @@ export class StepLifecycle {
     }
   }
 
-  /** See [Note: step failure]: aborts every group FSDP uses. */
-  abortGroups(error: unknown): void {
-    abortGroups([this.#parts.options.group, this.#parts.options.replicateGroup], error);
+  /** See [Note: step failure]: agrees on `error` over every group FSDP uses, or aborts them. */
+  private settleFailure(error: unknown): FsdpError {
+    const { group, replicateGroup } = this.#parts.options;
+    return stepFailedError(error, group.rank, settleStepFailure([group, replicateGroup], error));
   }
 
-  /** After an exception in forward, the loss or backward: leave every unit sharded and usable. */
+  /**
+   * After an exception in forward, the loss or backward (and its settlement, [Note: step failure]):
+   * every issued collective waited for, every unit sharded and its reduction idle, the training
+   * state out of 'backward'.
+   */
   private abort(): void {
     try {
       for (const unit of this.#parts.units) unit.reduction.abort();
-      this.reshardAll();
+      this.reshardAllAfterFailure();
     } finally {
       this.#step = null;
       // After a failed afterGradients the step has already ended.
       if (this.#parts.training.state === 'backward') this.#parts.training.endBackward();
+    }
+  }
+
+  /**
+   * After a failed step or forward: reshards every unit like reshardAll, and a failed all-gather
+   * of a broken group does not replace the step's failure (the caller throws that).
+   */
+  reshardAllAfterFailure(): void {
+    this.#step?.released.releaseAll();
+    if (!this.#parts.options.sharding.shardParameters) return;
+    for (const unit of this.#parts.units) {
+      try {
+        if (unit.state !== 'sharded') unit.reshard();
+      } catch {
+        // The unit ended sharded (see FsdpUnit.reshard); the step failed already.
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 import { CollectiveError } from '../../errors.js';
 import { describeOp, type MainToWorkerMessage, type OpMessage } from '../op-message.js';
 import type { Engine, EngineInit } from './engine.js';
+import { disagreement, type FailureNotice, type NoticeReply } from './failure-notice.js';
 import { headerOf, type OpHeader, sameOp } from './op-header.js';
 
 /**
@@ -25,6 +26,8 @@ import { headerOf, type OpHeader, sameOp } from './op-header.js';
  * and every later op. The notice is read between ops (and by a waiting op); a notice that lands
  * in the middle of a payload cannot be told apart from data, so that peer fails with 'peer-lost'
  * naming the aborting rank instead. Either way every rank ends broken.
+ * `group.recoverOrAbort(error)` first asks the peers whether they all failed alike and aborts
+ * only if not ([Note: failure agreement]).
  */
 export abstract class EngineBase<Init extends EngineInit = EngineInit> implements Engine {
   private collectiveSeq = 0;
@@ -48,6 +51,21 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
 
   /** Sends the abort notice (this rank, `message`) to every peer; see [Note: abort]. */
   protected abstract sendAbort(message: string): void;
+
+  /**
+   * [Note: failure agreement] on this transport: sends `notice` to every peer where its next op
+   * header belongs, reads each peer's reply from there and hands it to `judge`; resolves with the
+   * first disagreement `judge` returns, or undefined once every peer agreed. Throws what a failed
+   * read throws (an abort notice, a lost peer). A backend without notices disagrees at once, so
+   * recoverOrAbort aborts as abort does.
+   */
+  protected collectNotices(
+    _notice: FailureNotice,
+    _op: OpMessage,
+    _judge: (peer: number, reply: NoticeReply) => string | undefined,
+  ): Promise<string | undefined> | string | undefined {
+    return `the ${this.init.backend} backend cannot agree on failures`;
+  }
 
   abort(message: string): void {
     if (this.abortSent) return;
@@ -73,7 +91,7 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
         code: 'aborted',
         rank: this.init.rank,
         peer,
-        fix: `fix the failure on rank ${peer}, then create a new group or restart the job from its last checkpoint (fsdp-run --max-restarts does it).`,
+        fix: `fix the failure on rank ${peer} first (a restart does not fix a bug in its code or data), then create a new group or restart the job from its last checkpoint (fsdp-run --max-restarts does it).`,
       },
     );
   }
@@ -89,16 +107,25 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
 
   async run(op: OpMessage): Promise<void> {
     const seq = this.nextSeq(op);
-    if (this.broken !== undefined) throw this.brokenError(op, seq);
+    if (this.broken !== undefined) {
+      const error = this.brokenError(op, seq);
+      if (op.notice !== undefined) this.abort(op.notice.message);
+      throw error;
+    }
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(this.timeoutError(op, seq, this.waitingOn())), op.timeoutMs);
       this.failRunning = reject;
     });
     try {
-      await Promise.race([this.execute(op, seq), timeout]);
+      await Promise.race([op.notice === undefined ? this.execute(op, seq) : this.agree(op, seq), timeout]);
     } catch (error) {
       const failure = this.describeFailure(error, op, seq);
+      // [Note: failure agreement] No agreement: abort with this rank's failure, as abort does.
+      if (op.notice !== undefined) {
+        this.abort(op.notice.message);
+        throw failure;
+      }
       // An abort notice reached this rank: the aborting rank tells every peer itself, so closing
       // here would only race its notice with a 'peer-lost' from this rank ([Note: abort]).
       if (failure.code === 'aborted') this.markBroken(failure);
@@ -108,6 +135,28 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
       clearTimeout(timer);
       this.failRunning = undefined;
     }
+  }
+
+  /** The op of recoverOrAbort: resolves if every peer failed alike ([Note: failure agreement]). */
+  private async agree(op: OpMessage, seq: number): Promise<void> {
+    const mine: FailureNotice = { seq, fingerprint: op.notice!.fingerprint, message: op.notice!.message };
+    let disagreeing: number | undefined;
+    const reason = await this.collectNotices(mine, op, (peer, reply) => {
+      const why = disagreement(mine, peer, reply);
+      if (why !== undefined) disagreeing ??= peer;
+      return why;
+    });
+    if (reason === undefined) return;
+    throw new CollectiveError(
+      `The ranks did not fail alike (seen on rank ${this.init.rank}): ${reason}. The group is aborted on every rank.`,
+      {
+        code: 'aborted',
+        op: 'recoverOrAbort',
+        rank: this.init.rank,
+        ...(disagreeing === undefined ? {} : { peer: disagreeing }),
+        fix: 'a failure only some ranks had (or had at different points) breaks the group: create a new group or restart the job.',
+      },
+    );
   }
 
   /** This op's header as every rank must state it. */

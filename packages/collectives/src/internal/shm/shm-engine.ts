@@ -4,13 +4,21 @@ import type { CollectiveBuffer } from '../../types.js';
 import { blockAliasing } from '../aliasing.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
+import type { FailureNotice, NoticeReply } from '../engine/failure-notice.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import { describeOp, type OpMessage } from '../op-message.js';
 import { segmentBounds } from '../segments.js';
 import { isArenaBuffer, type SharedMemory } from './shm-arena.js';
 import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot, postedSlot } from './shm-control.js';
 import { pushGather } from './shm-gather.js';
-import { readContribution, readHeader, travelsInline, writeMailbox } from './shm-mailbox.js';
+import {
+  postedNotice,
+  readContribution,
+  readHeader,
+  travelsInline,
+  writeMailbox,
+  writeNoticeMailbox,
+} from './shm-mailbox.js';
 import { shmProfile } from './shm-profile.js';
 import { reduceShared } from './shm-reduce.js';
 
@@ -29,6 +37,7 @@ export interface ShmInit extends EngineInit {
  */
 type PeerMessage =
   | { type: 'abort'; message: string }
+  | { type: 'notice'; notice: FailureNotice }
   | { type: 'op'; header: OpHeader; input: CollectiveBuffer | null; output: CollectiveBuffer | null }
   | { type: 'ack'; seq: number; refusal?: string };
 
@@ -76,6 +85,61 @@ export class ShmEngine extends EngineBase<ShmInit> {
       const message = received.message as PeerMessage;
       if (message.type === 'abort') return this.peerAborted(peer, message.message);
     }
+  }
+
+  /**
+   * [Note: failure agreement] on shm: the notice goes to every peer's port and a notice mark into
+   * this rank's mailbox for the agreement's sequence number, where a peer looks for its next
+   * header; then every peer's mailbox for that number is judged as it comes in.
+   */
+  protected override collectNotices(
+    notice: FailureNotice,
+    op: OpMessage,
+    judge: (peer: number, reply: NoticeReply) => string | undefined,
+  ): string | undefined {
+    const { rank, size, control, ports } = this.init;
+    const deadline = Date.now() + op.timeoutMs;
+    writeNoticeMailbox(control, rank, size, notice.seq);
+    for (let peer = 0; peer < size; peer++)
+      if (peer !== rank) ports[peer]!.postMessage({ type: 'notice', notice });
+    Atomics.store(control, postedSlot(rank, size), notice.seq);
+    for (let peer = 0; peer < size; peer++) if (peer !== rank) this.ring(peer);
+    const waiting = new Set<number>();
+    for (let peer = 0; peer < size; peer++) if (peer !== rank) waiting.add(peer);
+    const slot = doorbellSlot(rank);
+    while (waiting.size > 0) {
+      const seen = Atomics.load(control, slot);
+      for (const peer of [...waiting]) {
+        if (Atomics.load(control, postedSlot(peer, size)) < notice.seq) continue;
+        const reply: NoticeReply | undefined = postedNotice(control, peer, size, notice.seq)
+          ? this.noticeOnPort(peer)
+          : { type: 'op', header: readHeader(control, peer, size, notice.seq) };
+        if (reply === undefined) continue;
+        const why = judge(peer, reply);
+        if (why !== undefined) return why;
+        waiting.delete(peer);
+      }
+      if (waiting.size > 0)
+        this.block(slot, seen, deadline, op, notice.seq, [...waiting][0]!, 'reply to the failure notice');
+    }
+    return undefined;
+  }
+
+  /** The failure notice `peer` posted on its port; undefined while it has not arrived. */
+  private noticeOnPort(peer: number): NoticeReply | undefined {
+    for (;;) {
+      const received = receiveMessageOnPort(this.init.ports[peer]!);
+      if (received === undefined) return undefined;
+      const message = received.message as PeerMessage;
+      if (message.type === 'abort') throw this.peerAborted(peer, message.message);
+      if (message.type === 'notice') return { type: 'notice', notice: message.notice };
+    }
+  }
+
+  /** A peer's failure notice where this rank expected its header: break as for an abort notice. */
+  private peerFailed(peer: number): CollectiveError {
+    const reply = this.noticeOnPort(peer);
+    return this.peerAborted(peer, reply?.type === 'notice' ? reply.notice.message : 'an error');
   }
 
   /** Nothing to close: peers blocked on this rank wake up on their own deadlines. */
@@ -146,7 +210,10 @@ export class ShmEngine extends EngineBase<ShmInit> {
     const slot = doorbellSlot(rank);
     for (;;) {
       const seen = Atomics.load(control, slot);
-      if (Atomics.load(control, postedSlot(peer, size)) >= seq) return readHeader(control, peer, size, seq);
+      if (Atomics.load(control, postedSlot(peer, size)) >= seq) {
+        if (postedNotice(control, peer, size, seq)) throw this.peerFailed(peer);
+        return readHeader(control, peer, size, seq);
+      }
       this.block(slot, seen, deadline, op, seq, peer, 'post its part');
     }
   }
@@ -253,7 +320,7 @@ export class ShmEngine extends EngineBase<ShmInit> {
     deadline: number,
     op: OpMessage,
     seq: number,
-  ): Exclude<PeerMessage, { type: 'abort' }> {
+  ): Exclude<PeerMessage, { type: 'abort' } | { type: 'notice' }> {
     const port = this.init.ports[peer]!;
     const slot = doorbellSlot(this.init.rank);
     for (;;) {
@@ -262,6 +329,7 @@ export class ShmEngine extends EngineBase<ShmInit> {
       if (received !== undefined) {
         const message = received.message as PeerMessage;
         if (message.type === 'abort') throw this.peerAborted(peer, message.message);
+        if (message.type === 'notice') throw this.peerAborted(peer, message.notice.message);
         return message;
       }
       this.block(slot, seen, deadline, op, seq, peer, 'post its part');

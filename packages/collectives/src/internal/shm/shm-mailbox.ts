@@ -61,6 +61,21 @@ export function writeMailbox(
   control[slot + 6] = header.count;
 }
 
+/** The kind word of a mailbox that holds a failure notice instead of a header ([Note: failure agreement]). */
+const NOTICE_KIND = 100;
+
+/** Marks this rank's mailbox for `seq` as holding a failure notice (the notice itself goes over the ports). */
+export function writeNoticeMailbox(control: Int32Array, rank: number, size: number, seq: number): void {
+  const slot = mailboxSlot(rank, size, seq);
+  control[slot] = seq;
+  control[slot + 1] = NOTICE_KIND;
+}
+
+/** Whether `rank` posted a failure notice for `seq` (after its posted slot reached `seq`). */
+export function postedNotice(control: Int32Array, rank: number, size: number, seq: number): boolean {
+  return control[mailboxSlot(rank, size, seq) + 1] === NOTICE_KIND;
+}
+
 /** The header `rank` posted for op `seq` (after its posted slot reached `seq`). */
 export function readHeader(control: Int32Array, rank: number, size: number, seq: number): OpHeader {
   const slot = mailboxSlot(rank, size, seq);

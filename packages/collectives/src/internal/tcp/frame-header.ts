@@ -1,5 +1,6 @@
 import { CollectiveError } from '../../errors.js';
 import type { CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
+import type { FailureNotice } from '../engine/failure-notice.js';
 import type { OpHeader } from '../engine/op-header.js';
 
 /**
@@ -20,6 +21,10 @@ import type { OpHeader } from '../engine/op-header.js';
  *
  * An abort notice ([Note: abort]) is a header with kind byte 255 whose u32 at offset 8 is the
  * byte length of the UTF-8 message that follows it; every other field is 0.
+ *
+ * A failure notice ([Note: failure agreement]) is a header with kind byte 253 whose u32 at offset 8
+ * is the byte length of the UTF-8 JSON that follows it ({ seq, fingerprint, message }); every
+ * other field is 0. Unlike an abort notice it leaves the connection open.
  *
  * A loss notice ([Note: blaming a lost peer]) is a header with kind byte 254, the message length
  * at offset 8 and the rank it blames (i32) at offset 12, why (u8 at offset 16: 0 the sender lost
@@ -60,6 +65,54 @@ export function encodeAbortFrame(message: string): Buffer {
 }
 
 const LOSS_KIND = 254;
+
+const FAILURE_KIND = 253;
+
+/** The failure notice ([Note: failure agreement]): its header, then the notice as JSON. */
+export function encodeFailureNotice(notice: FailureNotice): Buffer {
+  const text = Buffer.from(JSON.stringify(notice), 'utf8');
+  const bytes = Buffer.alloc(HEADER_BYTES + text.length);
+  bytes.writeUInt32LE(MAGIC, 0);
+  bytes.writeUInt8(FAILURE_KIND, 4);
+  bytes.writeUInt32LE(text.length, 8);
+  text.copy(bytes, HEADER_BYTES);
+  return bytes;
+}
+
+/** The JSON length if these 32 bytes are a failure notice's header; undefined otherwise. */
+export function failureNoticeLength(bytes: Uint8Array): number | undefined {
+  if (bytes.length < HEADER_BYTES) return undefined;
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
+  if (view.readUInt32LE(0) !== MAGIC || view.readUInt8(4) !== FAILURE_KIND) return undefined;
+  return view.readUInt32LE(8);
+}
+
+/** The failure notice in `json` (the bytes after its header); throws 'malformed-frame' for anything else. */
+export function decodeFailureNotice(json: Buffer, peer: number): FailureNotice {
+  try {
+    const notice = JSON.parse(json.toString('utf8')) as FailureNotice;
+    if (
+      typeof notice.seq === 'number' &&
+      typeof notice.fingerprint === 'string' &&
+      typeof notice.message === 'string'
+    )
+      return notice;
+  } catch {
+    // reported below
+  }
+  throw new CollectiveError(`Malformed failure notice from rank ${peer}.`, {
+    code: 'malformed-frame',
+    peer,
+    fix: 'make sure every rank runs the same version of @fsdp-ts/collectives.',
+  });
+}
+
+/** A complete failure notice at the start of `bytes` (a closed connection's unread bytes); undefined if none. */
+export function failureNoticeIn(bytes: Buffer, peer: number): FailureNotice | undefined {
+  const length = failureNoticeLength(bytes);
+  if (length === undefined || bytes.length < HEADER_BYTES + length) return undefined;
+  return decodeFailureNotice(bytes.subarray(HEADER_BYTES, HEADER_BYTES + length), peer);
+}
 
 /** Why a notice's sender gave up on the rank it names. */
 export type LossReason = 'lost' | 'timeout';

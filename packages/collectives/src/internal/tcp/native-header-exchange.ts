@@ -1,4 +1,4 @@
-import { abortMessageLength, HEADER_BYTES, lossNoticeHeader } from './frame-header.js';
+import { abortMessageLength, failureNoticeLength, HEADER_BYTES, lossNoticeHeader } from './frame-header.js';
 import { drainInto } from './loss-attribution.js';
 import type { NativeProfile } from './native-profile.js';
 import {
@@ -175,9 +175,14 @@ export class NativeHeaderExchange {
     return false;
   }
 
-  /** An abort or loss notice where a header belongs: back to the link's queue for the engine. */
+  /** An abort, loss or failure notice where a header belongs: back to the link's queue for the engine. */
   private isNotice(link: PeerLink, header: Uint8Array): boolean {
-    if (abortMessageLength(header) === undefined && lossNoticeHeader(header) === undefined) return false;
+    if (
+      abortMessageLength(header) === undefined &&
+      lossNoticeHeader(header) === undefined &&
+      failureNoticeLength(header) === undefined
+    )
+      return false;
     link.requeue([header.slice()]);
     this.notice = link;
     return true;

@@ -99,6 +99,9 @@ export class NativeOpPath {
         this.#exchange = undefined;
       }
       if (exchange.notice !== undefined) {
+        // A failing rank waits for this rank's header to see that it did not fail alike
+        // ([Note: failure agreement]): the header goes out before the notice is read.
+        this.#writeUnsent(exchange);
         for (const link of links) link?.releaseReading();
         // Throws the notice's error (an abort, or a peer's loss).
         await this.context.frames.readFrame(exchange.notice);

@@ -1,11 +1,14 @@
 import type { CollectiveError } from '../../errors.js';
 import type { CollectiveBuffer } from '../../types.js';
+import type { FailureNotice } from '../engine/failure-notice.js';
 import { type OpHeader, sameOp } from '../engine/op-header.js';
 import {
   abortMessageLength,
+  decodeFailureNotice,
   decodeHeader,
   eagerBytesIn,
   encodeHeader,
+  failureNoticeLength,
   HEADER_BYTES,
   lossNoticeHeader,
 } from './frame-header.js';
@@ -96,9 +99,22 @@ export class NodeNetFrames {
     );
   }
 
-  /** A peer's header frame; throws the error of an abort or loss notice that came instead. */
+  /**
+   * A peer's header frame; throws the error of an abort or loss notice that came instead, and for
+   * a failure notice the error of an abort with its message ([Note: failure agreement]).
+   */
   async readFrame(link: PeerLink): Promise<HeaderFrame> {
+    const frame = await this.readFrameOrNotice(link);
+    if ('notice' in frame) throw this.hooks.aborted(link.peer, frame.notice.message);
+    return frame;
+  }
+
+  /** A peer's header frame or failure notice; throws the error of an abort or loss notice. */
+  async readFrameOrNotice(link: PeerLink): Promise<HeaderFrame | { notice: FailureNotice }> {
     const bytes = await this.readBytes(link, HEADER_BYTES);
+    const noticeLength = failureNoticeLength(bytes);
+    if (noticeLength !== undefined)
+      return { notice: decodeFailureNotice(await this.readBytes(link, noticeLength), link.peer) };
     const abortLength = abortMessageLength(bytes);
     if (abortLength !== undefined) {
       const message = await this.readBytes(link, abortLength);

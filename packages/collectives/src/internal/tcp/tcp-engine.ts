@@ -1,9 +1,16 @@
 import { CollectiveError } from '../../errors.js';
 import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
+import type { FailureNotice, NoticeReply } from '../engine/failure-notice.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
-import { abortMessageIn, encodeAbortFrame, MAX_EAGER_BYTES } from './frame-header.js';
+import {
+  abortMessageIn,
+  encodeAbortFrame,
+  encodeFailureNotice,
+  failureNoticeIn,
+  MAX_EAGER_BYTES,
+} from './frame-header.js';
 import { enlargeLocalSendBuffers } from './local-send-buffers.js';
 import { LossBlame } from './loss-blame.js';
 import { engineReduce } from './native-blas.js';
@@ -189,6 +196,33 @@ export class TcpEngine extends EngineBase<TcpInit> {
     }
   }
 
+  /**
+   * [Note: failure agreement] on tcp: the notice frame on every connection (left open), then one
+   * frame read from each, judged as it comes; the first disagreement decides at once.
+   */
+  protected override collectNotices(
+    notice: FailureNotice,
+    _op: OpMessage,
+    judge: (peer: number, reply: NoticeReply) => string | undefined,
+  ): Promise<string | undefined> {
+    const frame = encodeFailureNotice(notice);
+    const links = this.links.filter((link): link is PeerLink => link !== null);
+    for (const link of links) link.write(frame);
+    return new Promise((resolve, reject) => {
+      let waiting = links.length;
+      if (waiting === 0) resolve(undefined);
+      for (const link of links) {
+        this.frames.readFrameOrNotice(link).then((read) => {
+          const reply: NoticeReply =
+            'notice' in read ? { type: 'notice', notice: read.notice } : { type: 'op', header: read.header };
+          const why = judge(link.peer, reply);
+          if (why !== undefined) resolve(why);
+          else if (--waiting === 0) resolve(undefined);
+        }, reject);
+      }
+    });
+  }
+
   protected override waitingOn(): number | undefined {
     const native = this.native?.waitingOn();
     if (native !== undefined) return native;
@@ -199,7 +233,9 @@ export class TcpEngine extends EngineBase<TcpInit> {
   /** A link's connection ended ([Note: breaking the group], [Note: blaming a lost peer]). */
   private peerLost(link: PeerLink, error: CollectiveError): void {
     // A peer that aborted wrote its notice, then closed: the notice may wait unread.
-    const notice = abortMessageIn(link.unreadBytes());
+    // A failing rank that could not agree wrote its failure notice first ([Note: failure agreement]).
+    const unread = link.unreadBytes();
+    const notice = abortMessageIn(unread) ?? failureMessageIn(unread, link.peer);
     if (notice !== undefined) this.blame.settle(this.peerAborted(link.peer, notice));
     else if (!this.isBroken()) this.blame.report({ link, error });
     this.failure.lossSeen();
@@ -297,6 +333,15 @@ export class TcpEngine extends EngineBase<TcpInit> {
       });
     }
     await this.frames.receive(link, op.output!);
+  }
+}
+
+/** The message of a failure notice at the start of a closed connection's unread bytes. */
+function failureMessageIn(unread: Buffer, peer: number): string | undefined {
+  try {
+    return failureNoticeIn(unread, peer)?.message;
+  } catch {
+    return undefined;
   }
 }
 

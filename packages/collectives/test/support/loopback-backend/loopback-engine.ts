@@ -4,6 +4,7 @@ import type { CollectiveBuffer } from '../../../src/index.js';
 import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../../../src/internal/bfloat16.js';
 import type { EngineContext, EngineInit } from '../../../src/internal/engine/engine.js';
 import { EngineBase } from '../../../src/internal/engine/engine-base.js';
+import type { FailureNotice, NoticeReply } from '../../../src/internal/engine/failure-notice.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../../../src/internal/engine/op-header.js';
 import type { OpMessage } from '../../../src/internal/op-message.js';
 import { finishAverage, reduceInto } from '../../../src/internal/reduce-kernels.js';
@@ -17,7 +18,8 @@ export interface LoopbackInit extends EngineInit {
 type Message =
   | { type: 'header'; header: OpHeader }
   | { type: 'data'; bytes: ArrayBuffer }
-  | { type: 'abort'; message: string };
+  | { type: 'abort'; message: string }
+  | { type: 'notice'; notice: FailureNotice };
 
 /** One peer's incoming messages, in order, and the receive waiting for the next. */
 class Inbox {
@@ -164,6 +166,34 @@ export class LoopbackEngine extends EngineBase<LoopbackInit> {
     for (const inbox of this.inboxes) inbox?.post({ type: 'abort', message });
   }
 
+  /** [Note: failure agreement]: the notice in order with the ops, then the next message of every peer. */
+  protected override async collectNotices(
+    notice: FailureNotice,
+    _op: OpMessage,
+    judge: (peer: number, reply: NoticeReply) => string | undefined,
+  ): Promise<string | undefined> {
+    for (const inbox of this.inboxes) inbox?.post({ type: 'notice', notice });
+    return new Promise((resolve, reject) => {
+      const inboxes = this.inboxes.filter((inbox): inbox is Inbox => inbox !== null);
+      let waiting = inboxes.length;
+      if (waiting === 0) resolve(undefined);
+      for (const inbox of inboxes) {
+        inbox.next().then((message) => {
+          const reply: NoticeReply | undefined =
+            message.type === 'notice'
+              ? { type: 'notice', notice: message.notice }
+              : message.type === 'header'
+                ? { type: 'op', header: message.header }
+                : undefined;
+          if (reply === undefined) return reject(malformed(inbox.peer, 'data where a header belongs'));
+          const why = judge(inbox.peer, reply);
+          if (why !== undefined) resolve(why);
+          else if (--waiting === 0) resolve(undefined);
+        }, reject);
+      }
+    });
+  }
+
   protected override closeTransport(): void {
     for (const inbox of this.inboxes) inbox?.close();
   }
@@ -206,6 +236,8 @@ export class LoopbackEngine extends EngineBase<LoopbackInit> {
 
   private async header$(inbox: Inbox): Promise<OpHeader> {
     const message = await inbox.next();
+    // A failing peer's notice where its header belongs: it did not issue this op ([Note: failure agreement]).
+    if (message.type === 'notice') throw this.peerAborted(inbox.peer, message.notice.message);
     if (message.type !== 'header') throw malformed(inbox.peer, 'data where a header belongs');
     return message.header;
   }
