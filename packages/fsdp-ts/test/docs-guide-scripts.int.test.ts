@@ -11,7 +11,7 @@ import { extractTypeScriptBlocks } from './readme-blocks';
 // under the repository's fsdp-run on the guide's number of processes, and compares each rank's
 // stdout lines, in order, with the guide's lines for that rank (ranks interleave in any order).
 // The checkpoints guide resumes, on 3 processes, from the checkpoint the first guide's script
-// saved on 2, so the two run in order in one directory; the layers guide's runs on 2.
+// saved on 2, so the two run in order in one directory; the PyTorch and layers guides' on 2.
 
 const root = join(import.meta.dirname, '..', '..', '..');
 const launcher = join(
@@ -99,6 +99,12 @@ describe('the guides’ scripts print what the guides quote', () => {
     expect(run.printed).toEqual(run.expected);
     expect(existsSync(join(directory, 'checkpoints', 'step-00000040', 'metadata.json'))).toBe(true);
     expect(existsSync(join(directory, 'model.safetensors'))).toBe(true);
+  });
+
+  it('docs/guides/from-pytorch-fsdp.md on 2 processes', async () => {
+    const run = await runGuideScript('docs/guides/from-pytorch-fsdp.md', 2);
+    expect(run.code, run.output).toBe(0);
+    expect(run.printed).toEqual(run.expected);
   });
 
   it('docs/guides/layers-model.md on 2 processes', async () => {
