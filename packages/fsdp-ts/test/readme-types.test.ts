@@ -12,14 +12,26 @@ import { extractTypeScriptBlocks } from './readme-blocks';
 // with the set-up the umbrella README documents (`"types": ["node"]`, `skipLibCheck`). A block
 // that continues an earlier one declares what it assumes in an HTML comment just above its fence
 // (`<!-- prelude ... -->`), invisible on npm and GitHub. So a README example that stops compiling
-// fails `npm test`.
+// fails `npm test`. The guides under docs/ (every docs/**/*.md) are compiled the same way, in the
+// same program.
 
 const root = join(import.meta.dirname, '..', '..', '..');
 const packagesDirectory = join(root, 'packages');
 const require = createRequire(import.meta.url);
 const tsc = require.resolve('typescript/bin/tsc');
 
-it('every package README example compiles under --strict --module nodenext', async () => {
+/** Every Markdown file under `directory`, recursively, as paths relative to the repository root. */
+function markdownFiles(directory: string): string[] {
+  return readdirSync(join(root, directory), { withFileTypes: true })
+    .flatMap((entry) => {
+      const path = `${directory}/${entry.name}`;
+      if (entry.isDirectory()) return markdownFiles(path);
+      return entry.name.endsWith('.md') ? [path] : [];
+    })
+    .sort();
+}
+
+it('every package README and docs/ guide example compiles under --strict --module nodenext', async () => {
   const packages = readdirSync(packagesDirectory).filter((name) =>
     existsSync(join(packagesDirectory, name, 'README.md')),
   );
@@ -31,10 +43,15 @@ it('every package README example compiles under --strict --module nodenext', asy
   rmSync(directory, { recursive: true, force: true });
   mkdirSync(directory, { recursive: true });
   const files: string[] = [];
-  for (const name of packages) {
-    const blocks = extractTypeScriptBlocks(readFileSync(join(packagesDirectory, name, 'README.md'), 'utf8'));
+  const documents = [
+    ...packages.map((name) => ({ label: name, path: `packages/${name}/README.md` })),
+    // docs/guides/first-training-script.md -> docs-guides-first-training-script
+    ...markdownFiles('docs').map((path) => ({ label: path.replace(/\.md$/, '').replaceAll('/', '-'), path })),
+  ];
+  for (const { label, path } of documents) {
+    const blocks = extractTypeScriptBlocks(readFileSync(join(root, path), 'utf8'));
     blocks.forEach((block, index) => {
-      const file = `${name}-${index + 1}-line-${block.line}.mts`;
+      const file = `${label}-${index + 1}-line-${block.line}.mts`;
       // `export {}` makes every block a module, so top-level await and local names stay per block.
       writeFileSync(join(directory, file), `${block.prelude}\n${block.code}\nexport {};\n`);
       files.push(file);
