@@ -231,6 +231,10 @@ describe('the packages published to a local registry and installed into fresh ap
         .split('\n')
         .filter((line) => line.trim() !== '');
       expect(new Set(copies).size, copies.join('\n')).toBe(1);
+      // The installed fsdp-run runs the build ([Note: fsdp-run bin entry]), not the shipped source.
+      expect(
+        existsSync(join(app, 'node_modules', '@fsdp-ts', 'collectives', 'dist', 'bin', 'fsdp-run.js')),
+      ).toBe(true);
       // Every project package came from the registry, built: dist/, LICENSE, no maps, no tests.
       for (const name of publicPackages.filter((name) => name !== '@fsdp-ts/layers')) {
         const directory = join(app, 'node_modules', name);
