@@ -1,36 +1,62 @@
 import { execFile } from 'node:child_process';
 import {
   copyFileSync,
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { directorySize } from './directory-size';
+import { sectionBlocks, shellCommands } from './readme-blocks';
+import { type LocalRegistry, npmEnvironment, startLocalRegistry } from './registry/local-registry';
 
-// The published packages as a user installs them (architecture/decisions/2026-11-30-published-packages.md):
-// `npm pack` every package, install the tarballs into a fresh app outside the repository (with
-// tfjs-core as the documented peer), then use the app the way the READMEs say. Needs the npm
-// registry (for tfjs-core, TypeScript, tsx) and a built repository (`npm test` builds first).
+// The packages as a user gets them (architecture/decisions/2026-11-30-published-packages.md):
+// 1. a throwaway copy of this working tree as a fresh clone has it (tracked and untracked files,
+//    no dist/, its own `npm ci`), where `npx fsdp-run` must run from source without the registry;
+// 2. the release path there: `changeset version`, then `changeset publish` to a real npm registry
+//    on 127.0.0.1 ([Note: the test registry]); each package's prepack builds it;
+// 3. the root README's Install lines in a fresh `npm init -y` app outside the repository, against
+//    that registry (which proxies third-party packages to npm); the README's first script
+//    type-checked under --strict and run with its command on 2 processes, printing the README's
+//    output; the same packages from CommonJS; a CommonJS app told the one-line fix; and
+//    @fsdp-ts/tensor alone within its size budget.
 
 const root = join(import.meta.dirname, '..', '..', '..');
 const run = promisify(execFile);
 const minutes = 60_000;
 const workspace = mkdtempSync(join(tmpdir(), 'fsdp-ts-installed-'));
-const tarballs = join(workspace, 'tarballs');
+const clone = join(workspace, 'clone');
 const app = join(workspace, 'app');
-const npmOptions = ['--no-audit', '--no-fund', '--loglevel=error'];
+const commonjsApp = join(workspace, 'commonjs-app');
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const installBlock = sectionBlocks(readme, 'Install')[0]!;
+const [scriptBlock, commandBlock, outputBlock] = sectionBlocks(readme, 'Your first training script');
+let registry: LocalRegistry | undefined;
+
+interface Outcome {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 /** Runs a command; resolves with its exit code and output, whatever the code. */
-async function outcome(command: string, args: string[], cwd: string, timeout = 5 * minutes) {
-  return run(command, args, { cwd, timeout, maxBuffer: 64 * 1024 * 1024 }).then(
+async function outcome(
+  command: string,
+  args: string[],
+  cwd: string,
+  environment: NodeJS.ProcessEnv,
+  timeout = 5 * minutes,
+): Promise<Outcome> {
+  return run(command, args, { cwd, env: environment, timeout, maxBuffer: 64 * 1024 * 1024 }).then(
     ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
     (error: { code?: number | string; stdout?: string; stderr?: string }) => ({
       code: typeof error.code === 'number' ? error.code : -1,
@@ -40,162 +66,232 @@ async function outcome(command: string, args: string[], cwd: string, timeout = 5
   );
 }
 
-async function succeed(command: string, args: string[], cwd: string, timeout?: number): Promise<string> {
-  const result = await outcome(command, args, cwd, timeout);
-  expect(result.code, `${command} ${args.join(' ')}\n${result.stdout}\n${result.stderr}`).toBe(0);
+async function succeed(
+  command: string,
+  args: string[],
+  cwd: string,
+  environment: NodeJS.ProcessEnv,
+  timeout?: number,
+): Promise<string> {
+  const result = await outcome(command, args, cwd, environment, timeout);
+  expect(result.code, `${command} ${args.join(' ')} in ${cwd}\n${result.stdout}\n${result.stderr}`).toBe(0);
   return result.stdout;
 }
 
-afterAll(() => rmSync(workspace, { recursive: true, force: true }));
+/** A command line from a README, run by the shell in `cwd` against the test registry. */
+function shell(line: string, cwd: string, timeout?: number): Promise<Outcome> {
+  return outcome('sh', ['-c', line], cwd, registry!.environment, timeout);
+}
 
-describe('the packed packages installed into a fresh app', () => {
-  const publicPackages = readdirSync(join(root, 'packages'))
-    .map((directory) => join(root, 'packages', directory))
-    .filter((directory) => existsSync(join(directory, 'package.json')))
-    .filter(
-      (directory) => JSON.parse(readFileSync(join(directory, 'package.json'), 'utf8')).private !== true,
-    );
-  const tarballOf = new Map<string, string>();
+async function shellSucceeds(line: string, cwd: string, timeout?: number): Promise<string> {
+  const result = await shell(line, cwd, timeout);
+  expect(result.code, `${line} in ${cwd}\n${result.stdout}\n${result.stderr}`).toBe(0);
+  return result.stdout;
+}
 
+/**
+ * The files of this working tree a fresh clone would have: tracked and untracked, not ignored
+ * (git's list; without git, everything but what .gitignore names, as release-dry copies).
+ */
+async function copyWorkingTree(destination: string): Promise<void> {
+  const listed = await run('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+    cwd: root,
+    maxBuffer: 64 * 1024 * 1024,
+  }).then(
+    ({ stdout }) => stdout.split('\0').filter((path) => path !== ''),
+    () => undefined,
+  );
+  if (listed === undefined) {
+    const ignored = new Set(['node_modules', '.git', 'dist', '.turbo', 'bench-results', 'output', 'tmp']);
+    cpSync(root, destination, { recursive: true, filter: (source) => !ignored.has(basename(source)) });
+    return;
+  }
+  for (const path of new Set(listed)) {
+    const source = join(root, path);
+    if (!existsSync(source) || !statSync(source).isFile()) continue; // deleted, not yet committed
+    mkdirSync(dirname(join(destination, path)), { recursive: true });
+    copyFileSync(source, join(destination, path));
+  }
+}
+
+const publicPackages = readdirSync(join(root, 'packages'))
+  .filter((directory) => existsSync(join(root, 'packages', directory, 'package.json')))
+  .map((directory) => JSON.parse(readFileSync(join(root, 'packages', directory, 'package.json'), 'utf8')))
+  .filter((manifest) => manifest.private !== true)
+  .map((manifest) => manifest.name as string)
+  .sort();
+
+beforeAll(async () => {
+  const uplink = (await succeed('npm', ['config', 'get', 'registry'], workspace, npmEnvironment())).trim();
+  registry = await startLocalRegistry(join(workspace, 'registry'), uplink);
+}, 10 * minutes);
+
+afterAll(async () => {
+  await registry?.stop();
+  rmSync(workspace, { recursive: true, force: true });
+});
+
+describe('the packages published to a local registry and installed into fresh apps', () => {
   it(
-    'packs every package and installs the tarballs with tfjs-core, TypeScript latest and 5.x',
+    'a fresh clone: `npm ci` links fsdp-run, which runs from source, without the registry',
     async () => {
-      const unbuilt = publicPackages.filter((directory) => !existsSync(join(directory, 'dist', 'index.js')));
-      expect(unbuilt, 'the packages are packed from their build: run `npm run build` first').toEqual([]);
-      mkdirSync(tarballs, { recursive: true });
-      const packed = JSON.parse(
-        await succeed(
-          'npm',
-          [
-            'pack',
-            '--json',
-            '--ignore-scripts',
-            '--pack-destination',
-            tarballs,
-            ...publicPackages.flatMap((d) => ['-w', d]),
-          ],
-          root,
-        ),
-      ) as { name: string; filename: string; files: { path: string }[] }[];
-      for (const { name, filename, files } of packed) {
-        tarballOf.set(name, join(tarballs, filename));
-        const paths = files.map((file) => file.path);
-        expect(paths, name).toContain('LICENSE');
-        expect(
-          paths.filter((path) => path.endsWith('.map') || path.endsWith('.test.ts')),
-          name,
-        ).toEqual([]);
-      }
-      expect(packed.length).toBe(publicPackages.length);
-
-      mkdirSync(app);
-      writeFileSync(
-        join(app, 'package.json'),
-        JSON.stringify({ name: 'installed-app', private: true, type: 'module' }),
-      );
+      await copyWorkingTree(clone);
+      expect(existsSync(join(clone, 'packages', 'collectives', 'dist'))).toBe(false);
       await succeed(
         'npm',
-        [
-          'install',
-          ...npmOptions,
-          ...tarballOf.values(),
-          '@tensorflow/tfjs-core@^4.22.0',
-          'typescript@latest',
-          'typescript5@npm:typescript@5',
-          '@types/node@20',
-        ],
-        app,
+        ['ci', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
+        clone,
+        npmEnvironment(),
         10 * minutes,
       );
-      // One tfjs-core for the whole app, and no @tensorflow/tfjs bundle.
-      const tensorflow = readdirSync(join(app, 'node_modules', '@tensorflow'));
-      expect(tensorflow).not.toContain('tfjs');
-      const copies = (await succeed('npm', ['ls', '--all', '--parseable', '@tensorflow/tfjs-core'], app))
-        .split('\n')
-        .filter((line) => line.trim() !== '');
-      expect(new Set(copies).size, copies.join('\n')).toBe(1);
+      writeFileSync(
+        join(clone, 'fresh-clone-check.ts'),
+        [
+          "import { initProcessGroup } from '@fsdp-ts/collectives';",
+          'const group = await initProcessGroup();',
+          'const values = new Float32Array([group.rank + 1]);',
+          'await group.allReduce(values);',
+          'console.log("fresh clone: rank " + group.rank + " of " + group.size + ": sum " + values[0]);',
+          'await group.destroy();',
+        ].join('\n'),
+      );
+      // --offline: were the bin not linked, npx would have to fetch a package named fsdp-run.
+      const output = await succeed(
+        'npx',
+        ['--offline', 'fsdp-run', '--nproc-per-node', '2', 'fresh-clone-check.ts'],
+        clone,
+        npmEnvironment(),
+        5 * minutes,
+      );
+      expect(output).toContain('fresh clone: rank 0 of 2: sum 3');
+      expect(output).toContain('fresh clone: rank 1 of 2: sum 3');
+      // Still unbuilt: the launcher and the ranks ran the TypeScript sources.
+      expect(existsSync(join(clone, 'packages', 'collectives', 'dist'))).toBe(false);
     },
     15 * minutes,
   );
 
   it(
-    'type-checks the seed scenario with the latest TypeScript and with TypeScript 5',
+    'publishes every public package through changesets (version, publish), each built by its prepack',
     async () => {
-      copyFileSync(join(import.meta.dirname, 'installed-app', 'train.ts'), join(app, 'train.ts'));
-      // The set-up the umbrella README documents under "Using from TypeScript".
-      writeFileSync(
-        join(app, 'tsconfig.json'),
-        JSON.stringify({
-          compilerOptions: {
-            target: 'es2022',
-            module: 'nodenext',
-            strict: true,
-            types: ['node'],
-            skipLibCheck: true,
-            noEmit: true,
-          },
-          files: ['train.ts'],
-        }),
+      const changeset = join(clone, 'node_modules', '@changesets', 'cli', 'bin.js');
+      await succeed(process.execPath, [changeset, 'version'], clone, npmEnvironment());
+      const versions = new Map<string, string>();
+      for (const directory of readdirSync(join(clone, 'packages'))) {
+        const manifestPath = join(clone, 'packages', directory, 'package.json');
+        if (!existsSync(manifestPath)) continue;
+        const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
+        if (manifest.private !== true) versions.set(manifest.name, manifest.version);
+      }
+      expect([...versions.keys()].sort()).toEqual(publicPackages);
+      await succeed(
+        process.execPath,
+        [changeset, 'publish', '--no-git-tag'],
+        clone,
+        registry!.environment,
+        15 * minutes,
       );
+      for (const [name, version] of versions) {
+        const published = JSON.parse(
+          await succeed(
+            'npm',
+            ['view', `${name}@${version}`, 'version', '--json'],
+            workspace,
+            registry!.environment,
+          ),
+        );
+        expect(published, name).toBe(version);
+      }
+    },
+    20 * minutes,
+  );
+
+  it(
+    "installs with the README's Install lines into an `npm init -y` app: one tfjs-core, complete packages",
+    async () => {
+      mkdirSync(app);
+      await shellSucceeds('npm init -y', app);
+      const commands = shellCommands(installBlock.code);
+      expect(commands[0]).toMatch(/^npm install fsdp-ts /);
+      for (const command of commands) await shellSucceeds(command, app, 10 * minutes);
+      // TypeScript 5 beside the latest the README installs (the umbrella README's "Using from TypeScript").
+      await shellSucceeds('npm install --save-dev typescript5@npm:typescript@5', app, 10 * minutes);
+      const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8'));
+      expect(manifest.type).toBe('module');
+      // One tfjs-core for the whole app, and no @tensorflow/tfjs bundle.
+      expect(readdirSync(join(app, 'node_modules', '@tensorflow'))).not.toContain('tfjs');
+      const copies = (
+        await succeed(
+          'npm',
+          ['ls', '--all', '--parseable', '@tensorflow/tfjs-core'],
+          app,
+          registry!.environment,
+        )
+      )
+        .split('\n')
+        .filter((line) => line.trim() !== '');
+      expect(new Set(copies).size, copies.join('\n')).toBe(1);
+      // The installed fsdp-run runs the build ([Note: fsdp-run bin entry]), not the shipped source.
+      expect(
+        existsSync(join(app, 'node_modules', '@fsdp-ts', 'collectives', 'dist', 'bin', 'fsdp-run.js')),
+      ).toBe(true);
+      // Every project package came from the registry, built: dist/, LICENSE, no maps, no tests.
+      for (const name of publicPackages.filter((name) => name !== '@fsdp-ts/layers')) {
+        const directory = join(app, 'node_modules', name);
+        expect(existsSync(join(directory, 'dist', 'index.js')), name).toBe(true);
+        expect(existsSync(join(directory, 'LICENSE')), name).toBe(true);
+        const files = readdirSync(directory, { recursive: true }).map(String);
+        expect(
+          files.filter((file) => file.endsWith('.map') || file.endsWith('.test.ts')),
+          name,
+        ).toEqual([]);
+      }
+    },
+    20 * minutes,
+  );
+
+  it(
+    "type-checks the README's first script under --strict with the latest TypeScript and with TypeScript 5",
+    async () => {
+      expect(scriptBlock?.language).toBe('ts');
+      expect(scriptBlock!.code.split('\n').length).toBeLessThanOrEqual(30);
+      writeFileSync(join(app, 'train.ts'), `${scriptBlock!.code}\n`);
+      // The tsconfig.json the umbrella README documents under "Using from TypeScript".
+      const umbrellaReadme = readFileSync(join(root, 'packages', 'fsdp-ts', 'README.md'), 'utf8');
+      const documented = sectionBlocks(umbrellaReadme, 'Using from TypeScript').find(
+        (block) => block.language === 'json',
+      )!;
+      const tsconfig = JSON.parse(documented.code);
+      expect(tsconfig.compilerOptions.strict).toBe(true);
+      tsconfig.compilerOptions.noEmit = true;
+      writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ ...tsconfig, files: ['train.ts'] }));
       for (const typescript of ['typescript', 'typescript5']) {
         const manifest = JSON.parse(
           readFileSync(join(app, 'node_modules', typescript, 'package.json'), 'utf8'),
         );
         const tsc = join(app, 'node_modules', typescript, manifest.bin.tsc);
-        await succeed(process.execPath, [tsc, '-p', 'tsconfig.json'], app);
+        await succeed(process.execPath, [tsc, '-p', 'tsconfig.json'], app, registry!.environment);
       }
     },
     5 * minutes,
   );
 
   it(
-    'fsdp-run says in one line that a .ts script needs tsx, and that a script is missing',
+    "runs the README's command on 2 processes with the installed fsdp-run and prints the README's output",
     async () => {
-      const fsdpRun = join(app, 'node_modules', '.bin', 'fsdp-run');
-      const withoutTsx = await outcome(fsdpRun, ['--nproc-per-node', '2', 'train.ts'], app, 2 * minutes);
-      expect(withoutTsx.code).not.toBe(0);
-      expect(withoutTsx.stderr.trim().split('\n'), withoutTsx.stderr).toHaveLength(1);
-      expect(withoutTsx.stderr).toContain('npm install --save-dev tsx');
-      const missing = await outcome(fsdpRun, ['--nproc-per-node', '2', 'nothere.mjs'], app, 2 * minutes);
-      expect(missing.code).not.toBe(0);
-      expect(missing.stderr.trim().split('\n'), missing.stderr).toHaveLength(1);
-      expect(missing.stderr).toContain('script not found');
-    },
-    5 * minutes,
-  );
-
-  it(
-    'runs the seed scenario on 2 ranks under fsdp-run, from ESM, after `npm i -D tsx`',
-    async () => {
-      await succeed('npm', ['install', '--save-dev', ...npmOptions, 'tsx'], app, 5 * minutes);
-      const output = await succeed(
-        join(app, 'node_modules', '.bin', 'fsdp-run'),
-        ['--nproc-per-node', '2', 'train.ts'],
-        app,
-        5 * minutes,
-      );
-      const results = output
-        .split('\n')
-        .filter((line) => line.includes('result {'))
-        .map((line) => JSON.parse(line.slice(line.indexOf('{'))))
-        .sort((a, b) => a.rank - b.rank);
-      expect(results.map((result) => result.rank)).toEqual([0, 1]);
-      for (const result of results) {
-        expect(result.sameParameters).toBe(true);
-        expect(result.headUnchanged).toBe(true);
-        expect(result.umbrellaIsSame).toBe(true);
-      }
-      // The gradient is the average over both ranks, so the loss averaged over the ranks falls;
-      // one rank's own loss may rise.
-      const mean = (at: (losses: number[]) => number) =>
-        results.reduce((sum, result) => sum + at(result.losses), 0) / results.length;
-      expect(mean((losses) => losses.at(-1)!)).toBeLessThan(mean((losses) => losses[0]!));
+      expect(commandBlock?.language).toBe('sh');
+      const [command] = shellCommands(commandBlock!.code);
+      expect(command).toBe('npx fsdp-run --nproc-per-node 2 train.ts');
+      const output = await shellSucceeds(command!, app, 5 * minutes);
+      expect(outputBlock?.language).toBe('text');
+      expect(output.trimEnd()).toBe(outputBlock!.code.trimEnd());
+      expect(existsSync(join(app, 'checkpoints', 'step-00000010', 'metadata.json'))).toBe(true);
     },
     6 * minutes,
   );
 
   it(
-    'loads from CommonJS too, as the same objects as the ESM build of the umbrella',
+    'loads from CommonJS and ESM, the umbrella re-exporting the same objects as the packages',
     async () => {
       writeFileSync(
         join(app, 'check.cjs'),
@@ -207,32 +303,23 @@ describe('the packed packages installed into a fresh app', () => {
           "console.log('cjs ok', Object.keys(umbrella).length);",
         ].join('\n'),
       );
-      expect(await succeed(process.execPath, ['check.cjs'], app)).toMatch(/^cjs ok \d+/);
+      expect(await succeed(process.execPath, ['check.cjs'], app, registry!.environment)).toMatch(
+        /^cjs ok \d+/,
+      );
+      writeFileSync(
+        join(app, 'check.mjs'),
+        [
+          "import * as umbrella from 'fsdp-ts';",
+          "import { FullyShardedDataParallel } from '@fsdp-ts/fsdp';",
+          "if (umbrella.FullyShardedDataParallel !== FullyShardedDataParallel) throw new Error('two copies');",
+          "console.log('esm ok');",
+        ].join('\n'),
+      );
+      expect(await succeed(process.execPath, ['check.mjs'], app, registry!.environment)).toBe('esm ok\n');
     },
     2 * minutes,
   );
 
-  it(
-    'installs @fsdp-ts/tensor alone in at most 80 MB',
-    async () => {
-      const alone = join(workspace, 'tensor-alone');
-      mkdirSync(alone);
-      writeFileSync(join(alone, 'package.json'), JSON.stringify({ name: 'tensor-alone', private: true }));
-      await succeed(
-        'npm',
-        // With its one project dependency, the error base (not on the registry before a release).
-        ['install', ...npmOptions, tarballOf.get('@fsdp-ts/tensor')!, tarballOf.get('@fsdp-ts/errors')!],
-        alone,
-        10 * minutes,
-      );
-      // tfjs-core comes in as the (auto-installed) peer; the size is what `du --apparent-size` says.
-      expect(existsSync(join(alone, 'node_modules', '@tensorflow', 'tfjs-core'))).toBe(true);
-      const megabytes = directorySize(join(alone, 'node_modules')) / 1e6;
-      console.log(`fresh install of @fsdp-ts/tensor: ${megabytes.toFixed(1)} MB`);
-      expect(megabytes).toBeLessThanOrEqual(80);
-    },
-    10 * minutes,
-  );
   it(
     'names the two copies of @fsdp-ts/tensor when ESM and CommonJS builds are mixed',
     async () => {
@@ -250,11 +337,58 @@ describe('the packed packages installed into a fresh app', () => {
           '}',
         ].join('\n'),
       );
-      const message = await succeed(process.execPath, ['mixed.mjs'], app);
+      const message = await succeed(process.execPath, ['mixed.mjs'], app, registry!.environment);
       expect(message).toContain('another copy of @fsdp-ts/tensor (2 copies loaded');
       expect(message).toContain('index.cjs');
       expect(message).not.toContain('is not a { params');
     },
     2 * minutes,
+  );
+
+  it(
+    'a CommonJS app (`npm init -y`): fsdp-run says in one line to install tsx, then to set "type": "module"',
+    async () => {
+      mkdirSync(commonjsApp);
+      await shellSucceeds('npm init -y', commonjsApp);
+      expect(JSON.parse(readFileSync(join(commonjsApp, 'package.json'), 'utf8')).type).toBe('commonjs');
+      await shellSucceeds(shellCommands(installBlock.code)[0]!, commonjsApp, 10 * minutes);
+      writeFileSync(join(commonjsApp, 'train.ts'), `${scriptBlock!.code}\n`);
+      const command = shellCommands(commandBlock!.code)[0]!;
+
+      const missing = await shell('npx fsdp-run --nproc-per-node 2 nothere.mjs', commonjsApp, 2 * minutes);
+      expect(missing.code).not.toBe(0);
+      expect(missing.stderr.trim().split('\n'), missing.stderr).toHaveLength(1);
+      expect(missing.stderr).toContain('script not found');
+
+      const withoutTsx = await shell(command, commonjsApp, 2 * minutes);
+      expect(withoutTsx.code).not.toBe(0);
+      expect(withoutTsx.stderr.trim().split('\n'), withoutTsx.stderr).toHaveLength(1);
+      expect(withoutTsx.stderr).toContain('npm install --save-dev tsx');
+
+      await shellSucceeds('npm install --save-dev tsx', commonjsApp, 5 * minutes);
+      const commonjs = await shell(command, commonjsApp, 2 * minutes);
+      expect(commonjs.code).not.toBe(0);
+      expect(commonjs.stderr.trim().split('\n'), commonjs.stderr).toHaveLength(1);
+      expect(commonjs.stderr).toContain('top-level await');
+      expect(commonjs.stderr).toContain('"type": "commonjs"');
+      expect(commonjs.stderr).toContain('npm pkg set type=module');
+    },
+    15 * minutes,
+  );
+
+  it(
+    'installs @fsdp-ts/tensor alone in at most 80 MB',
+    async () => {
+      const alone = join(workspace, 'tensor-alone');
+      mkdirSync(alone);
+      await shellSucceeds('npm init -y', alone);
+      await shellSucceeds('npm install @fsdp-ts/tensor', alone, 10 * minutes);
+      // tfjs-core comes in as the (auto-installed) peer; the size is what `du --apparent-size` says.
+      expect(existsSync(join(alone, 'node_modules', '@tensorflow', 'tfjs-core'))).toBe(true);
+      const megabytes = directorySize(join(alone, 'node_modules')) / 1e6;
+      console.log(`fresh install of @fsdp-ts/tensor: ${megabytes.toFixed(1)} MB`);
+      expect(megabytes).toBeLessThanOrEqual(80);
+    },
+    10 * minutes,
   );
 });

@@ -23,6 +23,8 @@ interface Manifest {
   dependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
   devDependencies?: Record<string, string>;
+  scripts?: Record<string, string>;
+  bin?: Record<string, string>;
 }
 
 const packages = readdirSync(packagesDirectory)
@@ -90,5 +92,20 @@ describe.each(packages)('$manifest.name', ({ directory, manifest }) => {
       expect(manifest.devDependencies?.['@tensorflow/tfjs-core']).toBeDefined();
     }
     expect(manifest.dependencies?.['@tensorflow/tfjs']).toBeUndefined();
+  });
+
+  it('builds itself before `npm pack` and `npm publish` (prepack), so no tarball lacks dist/', () => {
+    expect(manifest.scripts?.build).toBeDefined();
+    expect(manifest.scripts?.prepack).toBe('npm run build');
+  });
+
+  it('links its bins from committed files, so `npm ci` in a fresh clone links them', () => {
+    // [Note: fsdp-run bin entry] npm links a workspace bin only if its target exists at install
+    // time, and dist/ does not exist before the build.
+    for (const [name, target] of Object.entries(manifest.bin ?? {})) {
+      expect(target, name).not.toMatch(/^(\.\/)?dist\//);
+      expect(existsSync(join(packagesDirectory, directory, target)), `${name}: ${target}`).toBe(true);
+      expect(manifest.files, name).toContain(target.replace(/^\.\//, '').split('/')[0]);
+    }
   });
 });

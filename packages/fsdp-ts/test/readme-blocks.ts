@@ -40,3 +40,37 @@ export function extractTypeScriptBlocks(markdown: string): TypeScriptBlock[] {
   }
   return blocks;
 }
+
+/** One fenced block of a Markdown document: its language (the word after the fence) and its code. */
+export interface FencedBlock {
+  language: string;
+  code: string;
+}
+
+/**
+ * The fenced blocks of the section under the level-2 heading `## {heading}`, up to the next level-2
+ * heading, in order. Throws when the document has no such section.
+ */
+export function sectionBlocks(markdown: string, heading: string): FencedBlock[] {
+  const lines = markdown.split('\n');
+  const start = lines.indexOf(`## ${heading}`);
+  if (start === -1) throw new Error(`no '## ${heading}' section`);
+  const blocks: FencedBlock[] = [];
+  for (let index = start + 1; index < lines.length && !lines[index]!.startsWith('## '); index++) {
+    const fence = /^```(\S*)\s*$/.exec(lines[index]!);
+    if (fence === null) continue;
+    const body: string[] = [];
+    index++;
+    while (index < lines.length && !lines[index]!.startsWith('```')) body.push(lines[index++]!);
+    blocks.push({ language: fence[1]!, code: body.join('\n') });
+  }
+  return blocks;
+}
+
+/** The commands of a shell block: one per line, without `#` comments and blank lines. */
+export function shellCommands(code: string): string[] {
+  return code
+    .split('\n')
+    .map((line) => line.replace(/\s+#.*$/, '').trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+}

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CollectiveError } from '../errors.js';
+import { checkTopLevelAwaitFormat } from './module-format-check.js';
 import { PARENT_WATCHDOG_IMPORT } from './parent-watchdog.js';
 
 const TYPESCRIPT_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.tsx']);
@@ -38,7 +39,8 @@ export function buildWorkerCommand(script: string, scriptArguments: readonly str
 
 /**
  * Checks, once and before any rank starts, what every rank would otherwise fail on with its own
- * stack trace: a script that does not exist, and a TypeScript script without tsx installed.
+ * stack trace: a script that does not exist, a TypeScript script without tsx installed, and one
+ * with top-level await that tsx would compile as CommonJS ([Note: CommonJS apps and top-level await]).
  */
 export function checkWorkerScript(script: string): void {
   const path = resolve(script);
@@ -48,12 +50,15 @@ export function checkWorkerScript(script: string): void {
       fix: 'pass the path of the training script, relative to the current directory or absolute.',
     });
   }
-  if (TYPESCRIPT_EXTENSIONS.has(extname(script)) && findTsx(path) === undefined) {
+  if (!TYPESCRIPT_EXTENSIONS.has(extname(script))) return;
+  const tsx = findTsx(path);
+  if (tsx === undefined) {
     throw new CollectiveError(`running ${script} needs tsx, which is not installed.`, {
       code: 'launch',
       fix: 'run `npm install --save-dev tsx` in your project, or compile the script and pass the .js file.',
     });
   }
+  checkTopLevelAwaitFormat(path, tsx);
 }
 
 /**
