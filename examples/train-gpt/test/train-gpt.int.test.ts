@@ -26,16 +26,16 @@ function run(args: string[]): Promise<{ code: number | null; log: string; stdout
 }
 
 /**
- * The root README's demo section: the `npm run demo -- …` command of its ```sh block and the
- * program's output quoted in the ```text block after it.
+ * The example README's "A short run" section: the `npm run demo -- …` command of its ```sh block
+ * and the program's output quoted in the ```text block after it.
  */
 function readmeDemo(): { args: string[]; quoted: string } {
-  const readme = readFileSync(fileURLToPath(new URL('../../../README.md', import.meta.url)), 'utf8');
-  const section = readme.split(/^## /m).find((part) => part.startsWith('The demo\n')) ?? '';
+  const readme = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8');
+  const section = readme.split(/^## /m).find((part) => part.startsWith('A short run\n')) ?? '';
   const match = /```sh\nnpm run demo -- (.+)\n```\n+```text\n([\s\S]*?)```/.exec(section);
   if (match === null)
     throw new Error(
-      "README.md's demo section has no ```sh npm run demo -- … block followed by a ```text block",
+      "examples/train-gpt/README.md's 'A short run' section has no ```sh npm run demo -- … block followed by a ```text block",
     );
   return { args: match[1]!.trim().split(/\s+/), quoted: match[2]! };
 }
@@ -63,9 +63,9 @@ function withoutTimings(output: string): string[] {
     );
 }
 
-// The README's short demo (a tiny model, 20 steps) on 2 real processes through fsdp-run (tcp):
+// The example README's short demo (a tiny model, 20 steps) on 2 real processes through fsdp-run (tcp):
 // its output must be the README's quoted block, timings aside; a second run must give the same
-// numbers bit for bit (see "The demo" in the root README); then a restart with --steps 30 resumes
+// numbers bit for bit (see "A short run" in the example README); then a restart with --steps 30 resumes
 // from the step-20 checkpoint and trains 10 more.
 it('prints what the README quotes, deterministically, resumes from its checkpoint, writes the plot and report', async () => {
   const demo = readmeDemo();

@@ -44,6 +44,7 @@ it('every package README and docs/ guide example compiles under --strict --modul
   mkdirSync(directory, { recursive: true });
   const files: string[] = [];
   const documents = [
+    { label: 'root', path: 'README.md' },
     ...packages.map((name) => ({ label: name, path: `packages/${name}/README.md` })),
     // docs/guides/first-training-script.md -> docs-guides-first-training-script
     ...markdownFiles('docs').map((path) => ({ label: path.replace(/\.md$/, '').replaceAll('/', '-'), path })),
