@@ -85,7 +85,8 @@ function foreignAdvice(name: string, foreign: ForeignNames): string | undefined 
 /**
  * The candidate closest to `name`: one equal but for case, '_' and '-' first (`weight_decay` →
  * `weightDecay`, `--nproc_per_node` → `--nproc-per-node`), else the one with the smallest edit
- * distance if that is at most a third of the name's length (at least 1, at most 3).
+ * distance if that is at most a third of the name's length (at least 1, at most 3), else the
+ * shortest one that `name` (3 characters or more) begins (`minLr` → `minLrRatio`).
  */
 export function nearestName(name: string, candidates: readonly string[]): string | undefined {
   const normalized = normalizeName(name);
@@ -101,7 +102,9 @@ export function nearestName(name: string, candidates: readonly string[]): string
       bestDistance = distance;
     }
   }
-  return best;
+  if (best !== undefined || normalized.length < 3) return best;
+  const extended = candidates.filter((candidate) => normalizeName(candidate).startsWith(normalized));
+  return extended.sort((a, b) => a.length - b.length)[0];
 }
 
 /** Lower case, without leading dashes, '_' and '-': the form names are compared in. */

@@ -73,5 +73,7 @@ describe('checkOptionKeys', () => {
     expect(nearestName('--nproc_per_node', ['--nnodes', '--nproc-per-node'])).toBe('--nproc-per-node');
     expect(nearestName('lt', ['lr', 'eps'])).toBe('lr');
     expect(nearestName('learningRate', ['lr', 'eps'])).toBeUndefined();
+    expect(nearestName('minLr', ['minLrRatio', 'lr'])).toBe('minLrRatio');
+    expect(nearestName('ep', ['epochs'])).toBeUndefined();
   });
 });
