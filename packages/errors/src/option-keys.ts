@@ -86,7 +86,8 @@ function foreignAdvice(name: string, foreign: ForeignNames): string | undefined 
  * The candidate closest to `name`: one equal but for case, '_' and '-' first (`weight_decay` →
  * `weightDecay`, `--nproc_per_node` → `--nproc-per-node`), else the one with the smallest edit
  * distance if that is at most a third of the name's length (at least 1, at most 3), else the
- * shortest one that `name` (3 characters or more) begins (`minLr` → `minLrRatio`).
+ * shortest one that `name` (3 characters or more) begins (`minLr` → `minLrRatio`), else the
+ * longest one (3 characters or more) that begins `name` (`keepLast` → `keep`).
  */
 export function nearestName(name: string, candidates: readonly string[]): string | undefined {
   const normalized = normalizeName(name);
@@ -104,7 +105,12 @@ export function nearestName(name: string, candidates: readonly string[]): string
   }
   if (best !== undefined || normalized.length < 3) return best;
   const extended = candidates.filter((candidate) => normalizeName(candidate).startsWith(normalized));
-  return extended.sort((a, b) => a.length - b.length)[0];
+  if (extended.length > 0) return extended.sort((a, b) => a.length - b.length)[0];
+  const prefixes = candidates.filter((candidate) => {
+    const known = normalizeName(candidate);
+    return known.length >= 3 && normalized.startsWith(known);
+  });
+  return prefixes.sort((a, b) => b.length - a.length)[0];
 }
 
 /** Lower case, without leading dashes, '_' and '-': the form names are compared in. */

@@ -75,5 +75,6 @@ describe('checkOptionKeys', () => {
     expect(nearestName('learningRate', ['lr', 'eps'])).toBeUndefined();
     expect(nearestName('minLr', ['minLrRatio', 'lr'])).toBe('minLrRatio');
     expect(nearestName('ep', ['epochs'])).toBeUndefined();
+    expect(nearestName('keepLast', ['keep', 'step'])).toBe('keep');
   });
 });
