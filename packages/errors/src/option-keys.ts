@@ -85,7 +85,7 @@ function foreignAdvice(name: string, foreign: ForeignNames): string | undefined 
 /**
  * The candidate closest to `name`: one equal but for case, '_' and '-' first (`weight_decay` →
  * `weightDecay`, `--nproc_per_node` → `--nproc-per-node`), else the one with the smallest edit
- * distance if that is at most a third of the name's length (at least 1, at most 3), else the
+ * distance (a swap of neighbours counts one) if that is at most a third of the name's length (at least 1, at most 3), else the
  * shortest one that `name` (3 characters or more) begins (`minLr` → `minLrRatio`), else the
  * longest one (3 characters or more) that begins `name` (`keepLast` → `keep`).
  */
@@ -118,17 +118,22 @@ export function normalizeName(name: string): string {
   return name.replace(/^-+/, '').replace(/[-_]/g, '').toLowerCase();
 }
 
-/** Levenshtein distance (insertions, deletions, substitutions; one row of the table). */
+/**
+ * Edit distance counting insertions, deletions, substitutions and swaps of two neighbours as one
+ * each (optimal string alignment), so `nmae` is one edit from `name`.
+ */
 function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, index) => index);
+  const rows = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
   for (let i = 1; i <= a.length; i++) {
-    let diagonal = row[0]!;
-    row[0] = i;
     for (let j = 1; j <= b.length; j++) {
-      const above = row[j]!;
-      row[j] = Math.min(above + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
-      diagonal = above;
+      const row = rows[i]!;
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row[j] = Math.min(rows[i - 1]![j]! + 1, row[j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        row[j] = Math.min(row[j]!, rows[i - 2]![j - 2]! + 1);
     }
   }
-  return row[b.length]!;
+  return rows[a.length]![b.length]!;
 }

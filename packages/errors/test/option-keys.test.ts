@@ -72,6 +72,7 @@ describe('checkOptionKeys', () => {
   it('finds near names, flags included, and nothing for distant ones', () => {
     expect(nearestName('--nproc_per_node', ['--nnodes', '--nproc-per-node'])).toBe('--nproc-per-node');
     expect(nearestName('lt', ['lr', 'eps'])).toBe('lr');
+    expect(nearestName('nmae', ['name', 'dtype'])).toBe('name');
     expect(nearestName('learningRate', ['lr', 'eps'])).toBeUndefined();
     expect(nearestName('minLr', ['minLrRatio', 'lr'])).toBe('minLrRatio');
     expect(nearestName('ep', ['epochs'])).toBeUndefined();
