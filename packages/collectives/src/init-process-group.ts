@@ -1,8 +1,7 @@
-import type { ForeignNames, OptionKeys } from '@fsdp-ts/errors';
 import { CollectiveError } from './errors.js';
 import type { GroupIdentity, OwnedResource } from './internal/backend-definition.js';
 import { findBackend } from './internal/backend-registry.js';
-import { checkCollectiveOptionKeys } from './internal/check-option-keys.js';
+import { checkInitProcessGroupOptions } from './internal/init-option-keys.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { ProcessGroup } from './process-group.js';
 import type { Store } from './store/store.js';
@@ -33,31 +32,6 @@ export interface InitProcessGroupOptions {
   name?: string;
 }
 
-/** The keys of InitProcessGroupOptions ([Note: option keys] in @fsdp-ts/errors). */
-const initProcessGroupOptionKeys = {
-  backend: true,
-  rank: true,
-  size: true,
-  store: true,
-  secret: true,
-  host: true,
-  secure: true,
-  timeoutMs: true,
-  name: true,
-} as const satisfies OptionKeys<InitProcessGroupOptions>;
-
-/** torch.distributed.init_process_group's arguments, with what fsdp-ts calls them. */
-const pytorchInitNames: ForeignNames = {
-  world_size: "PyTorch's world_size is size here (default: WORLD_SIZE)",
-  worldSize: "PyTorch's world_size is size here (default: WORLD_SIZE)",
-  init_method:
-    'no such option: ranks meet through MASTER_ADDR:MASTER_PORT (env://, what fsdp-run sets) or a store you pass as store',
-  timeout: "PyTorch's timeout is timeoutMs here, in milliseconds",
-  group_name: "PyTorch's group_name is name here",
-  pg_options: 'no equivalent; remove it',
-  device_id: 'no equivalent: collectives move CPU buffers; remove it',
-};
-
 export const DEFAULT_TIMEOUT_MS = 120_000;
 
 let defaultGroup: ProcessGroup | undefined;
@@ -67,7 +41,7 @@ let defaultGroup: ProcessGroup | undefined;
  * job calls it; it resolves once all ranks are connected.
  */
 export async function initProcessGroup(options: InitProcessGroupOptions = {}): Promise<ProcessGroup> {
-  checkCollectiveOptionKeys('initProcessGroup', options, initProcessGroupOptionKeys, pytorchInitNames);
+  checkInitProcessGroupOptions(options);
   const thread = threadRankContext();
   const backend = options.backend ?? (thread === undefined ? 'tcp' : 'shm');
   const rank = options.rank ?? thread?.rank ?? readIntegerEnv('RANK') ?? readIntegerEnv('SLURM_PROCID') ?? 0;
