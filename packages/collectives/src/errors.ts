@@ -8,6 +8,8 @@ export type CollectiveErrorCode =
   | 'peer-lost'
   | 'mismatch'
   | 'invalid-argument'
+  /** An options object (or an fsdp-run flag) that its interface does not declare. */
+  | 'unknown-option'
   | 'closed'
   | 'auth'
   | 'malformed-frame'

@@ -1,6 +1,7 @@
 import { CollectiveError } from './errors.js';
 import type { GroupIdentity, OwnedResource } from './internal/backend-definition.js';
 import { findBackend } from './internal/backend-registry.js';
+import { checkInitProcessGroupOptions } from './internal/init-option-keys.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { ProcessGroup } from './process-group.js';
 import type { Store } from './store/store.js';
@@ -40,6 +41,7 @@ let defaultGroup: ProcessGroup | undefined;
  * job calls it; it resolves once all ranks are connected.
  */
 export async function initProcessGroup(options: InitProcessGroupOptions = {}): Promise<ProcessGroup> {
+  checkInitProcessGroupOptions(options);
   const thread = threadRankContext();
   const backend = options.backend ?? (thread === undefined ? 'tcp' : 'shm');
   const rank = options.rank ?? thread?.rank ?? readIntegerEnv('RANK') ?? readIntegerEnv('SLURM_PROCID') ?? 0;

@@ -1,8 +1,10 @@
 import { CollectiveError } from './errors.js';
 import { checkAliasing } from './internal/aliasing.js';
 import type { BackendDefinition, GroupSetup, OwnedResource } from './internal/backend-definition.js';
+import { checkCollectiveOptionKeys } from './internal/check-option-keys.js';
 import type { CommunicationClient } from './internal/communication-client.js';
 import { describeOp, type OpMessage } from './internal/op-message.js';
+import { opOptionKeys, torchOpNames } from './internal/op-option-keys.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { stage } from './internal/staging.js';
 import { createStatusWord } from './internal/status-word.js';
@@ -68,6 +70,7 @@ export class ProcessGroup {
 
   /** In place: every rank's `buffer` becomes the element-wise reduction over all ranks. */
   allReduce(buffer: CollectiveBuffer, options: ReduceOptions = {}): Work {
+    checkCollectiveOptionKeys(`allReduce`, options, opOptionKeys.allReduce, torchOpNames);
     const dtype = resolveDtype('allReduce', this.rank, buffer, options.dtype);
     const reduceOp = options.op ?? 'sum';
     checkReduceOp('allReduce', this.rank, reduceOp, dtype);
@@ -87,6 +90,7 @@ export class ProcessGroup {
    * other overlap is refused ([Note: in-place all-gather and reduce-scatter]).
    */
   allGather(output: CollectiveBuffer, input: CollectiveBuffer, options: OpOptions & WireOptions = {}): Work {
+    checkCollectiveOptionKeys(`allGather`, options, opOptionKeys.allGather, torchOpNames);
     const dtype = resolveDtype('allGather', this.rank, input, options.dtype);
     checkSameDtype('allGather', this.rank, output, input);
     checkLengths(
@@ -115,6 +119,7 @@ export class ProcessGroup {
    * reduce-scatter]).
    */
   reduceScatter(output: CollectiveBuffer, input: CollectiveBuffer, options: ReduceOptions = {}): Work {
+    checkCollectiveOptionKeys(`reduceScatter`, options, opOptionKeys.reduceScatter, torchOpNames);
     const dtype = resolveDtype('reduceScatter', this.rank, input, options.dtype);
     checkSameDtype('reduceScatter', this.rank, output, input);
     const reduceOp = options.op ?? 'sum';
@@ -139,6 +144,7 @@ export class ProcessGroup {
 
   /** Every rank's `buffer` becomes the root's. */
   broadcast(buffer: CollectiveBuffer, options: BroadcastOptions = {}): Work {
+    checkCollectiveOptionKeys(`broadcast`, options, opOptionKeys.broadcast, torchOpNames);
     const dtype = resolveDtype('broadcast', this.rank, buffer, options.dtype);
     const root = options.root ?? 0;
     checkRank('broadcast', this.rank, root, this.size, 'root', true);
@@ -153,11 +159,13 @@ export class ProcessGroup {
 
   /** Completes once every rank of the group has reached it. */
   barrier(options: OpOptions = {}): Work {
+    checkCollectiveOptionKeys(`barrier`, options, opOptionKeys.barrier, torchOpNames);
     return this.issue('barrier', options, { dtype: 'int32', count: 0, input: null, output: null }, undefined);
   }
 
   /** Sends `buffer` to `peer`, which must call recv with the same length and dtype. */
   send(buffer: CollectiveBuffer, peer: number, options: OpOptions = {}): Work {
+    checkCollectiveOptionKeys(`send`, options, opOptionKeys.send, torchOpNames);
     const dtype = resolveDtype('send', this.rank, buffer, options.dtype);
     checkRank('send', this.rank, peer, this.size, 'peer', false);
     const staged = stage(buffer, false);
@@ -171,6 +179,7 @@ export class ProcessGroup {
 
   /** Receives into `buffer` what `peer` sends. */
   recv(buffer: CollectiveBuffer, peer: number, options: OpOptions = {}): Work {
+    checkCollectiveOptionKeys(`recv`, options, opOptionKeys.recv, torchOpNames);
     const dtype = resolveDtype('recv', this.rank, buffer, options.dtype);
     checkRank('recv', this.rank, peer, this.size, 'peer', false);
     const staged = stage(buffer, true);

@@ -1,5 +1,7 @@
 import { MessageChannel, type Worker } from 'node:worker_threads';
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { CollectiveError } from './errors.js';
+import { checkCollectiveOptionKeys } from './internal/check-option-keys.js';
 import { createArena } from './internal/shm/shm-arena.js';
 import { ShmBroker } from './internal/shm/shm-broker.js';
 import { startWorker } from './internal/start-worker.js';
@@ -18,6 +20,12 @@ export interface SpawnThreadRanksOptions {
   timeoutMs?: number;
 }
 
+/** The keys of SpawnThreadRanksOptions ([Note: option keys] in @fsdp-ts/errors). */
+const spawnThreadRanksOptionKeys = {
+  args: true,
+  timeoutMs: true,
+} as const satisfies OptionKeys<SpawnThreadRanksOptions>;
+
 /**
  * Runs `exportName` of the module at `moduleUrl` on `size` ranks, each a worker thread of this
  * process, and resolves with their return values in rank order. Inside, `initProcessGroup()`
@@ -32,6 +40,11 @@ export async function spawnThreadRanks(
   exportName: string,
   options: SpawnThreadRanksOptions = {},
 ): Promise<unknown[]> {
+  checkCollectiveOptionKeys('spawnThreadRanks', options, spawnThreadRanksOptionKeys, {
+    nprocs: "torch.multiprocessing.spawn's nprocs is spawnThreadRanks' first argument, size",
+    join: 'no equivalent: the promise resolves when every rank has returned',
+    timeout: 'timeoutMs here, in milliseconds',
+  });
   if (!Number.isInteger(size) || size < 1) {
     throw new CollectiveError(`spawnThreadRanks needs a positive integer size; got ${size}.`, {
       code: 'invalid-argument',

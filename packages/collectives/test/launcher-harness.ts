@@ -38,6 +38,8 @@ export function bundleLauncher(): Promise<string> {
         js: "import { createRequire as createRequireForBundle } from 'node:module'; const require = createRequireForBundle(import.meta.url);",
       },
       external: ['zeromq'],
+      // Workspace packages (@fsdp-ts/errors) from their sources, as vitest resolves them.
+      conditions: ['@fsdp-ts/source'],
       logLevel: 'silent',
     });
     bundledPath = outfile;

@@ -1,2 +1,12 @@
-// @fsdp-ts/errors: the error base every fsdp-ts package shares.
+// @fsdp-ts/errors: the error base every fsdp-ts package shares, and the check of options' keys.
 export { FsdpTsError, type FsdpTsErrorDetails } from './fsdp-ts-error';
+export {
+  adviceForName,
+  checkOptionKeys,
+  type ForeignNames,
+  nearestName,
+  normalizeName,
+  type OptionKeys,
+  type UnknownOptionDetails,
+  type UnknownOptionErrorFactory,
+} from './option-keys';

@@ -6,6 +6,8 @@ import { FsdpTsError } from '@fsdp-ts/errors';
 
 export type FsdpErrorCode =
   | 'invalid-option'
+  /** An options object has a key its interface does not declare (see [Note: option keys] in @fsdp-ts/errors). */
+  | 'unknown-option'
   | 'structure-mismatch'
   | 'unsupported-model'
   | 'wrong-state'

@@ -20,7 +20,7 @@ import { type CommunicationStatistics, UnitGathering } from './internal/unit-gat
 import { fsdpRuntime, type WrapperRuntime } from './internal/wrapper-runtime';
 import type { MemoryEstimate } from './memory-estimate';
 import { warnWhenOverMemoryLimit } from './memory-warning';
-import { type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
+import { checkFsdpOptions, type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
 import { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
 import {
   loadShardedStateDict,
@@ -90,6 +90,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     module: M,
     options: FsdpOptions,
   ): Promise<FullyShardedDataParallel<M>> {
+    checkFsdpOptions(options);
     return new FullyShardedDataParallel(module, await withHybridGroups(options));
   }
 

@@ -1,3 +1,5 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
+import { checkFsdpOptionKeys } from './internal/check-option-keys';
 import { resolveShardingPreset, type ShardingPreset, type ShardingStrategy } from './sharding-strategy';
 
 /**
@@ -32,6 +34,14 @@ export interface MemoryEstimateRequest {
 }
 
 /** Bytes per rank by what holds them (see [Note: memory model]). */
+/** The keys of MemoryEstimateRequest ([Note: option keys] in @fsdp-ts/errors). */
+const memoryEstimateRequestKeys = {
+  units: true,
+  worldSize: true,
+  strategy: true,
+  optimizerStateBytesPerElement: true,
+} as const satisfies OptionKeys<MemoryEstimateRequest>;
+
 export interface MemoryEstimate {
   readonly parametersBytes: number;
   readonly gradientsBytes: number;
@@ -56,6 +66,9 @@ function largestUnit(units: readonly UnitSize[]): number {
 export const UNITS_GATHERED_AT_ONCE = 2;
 
 export function estimateMemoryPerRank(request: MemoryEstimateRequest): MemoryEstimate {
+  checkFsdpOptionKeys('estimateMemoryPerRank', request, memoryEstimateRequestKeys, {
+    shardingStrategy: 'strategy here',
+  });
   const { units, worldSize } = request;
   const settings = estimatedSettings(request.strategy);
   const shardParameters = settings.gradientReduction === 'reduce-scatter';

@@ -1,4 +1,6 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { FsdpError } from './errors';
+import { checkFsdpOptionKeys } from './internal/check-option-keys';
 
 /** The dtypes FSDP can communicate in. */
 export type CommunicationDtype = 'float32' | 'bfloat16';
@@ -26,6 +28,26 @@ export interface MixedPrecision {
 }
 
 const dtypes: readonly CommunicationDtype[] = ['float32', 'bfloat16'];
+
+/** The keys of MixedPrecision ([Note: option keys] in @fsdp-ts/errors). */
+export const mixedPrecisionKeys = {
+  paramDtype: true,
+  reduceDtype: true,
+} as const satisfies OptionKeys<MixedPrecision>;
+
+/** Throws FsdpError('unknown-option') for a key MixedPrecision does not have (PyTorch's MixedPrecision fields named). */
+export function checkMixedPrecisionKeys(mixedPrecision: MixedPrecision | undefined): void {
+  checkFsdpOptionKeys('FullyShardedDataParallel mixedPrecision', mixedPrecision, mixedPrecisionKeys, {
+    param_dtype: "PyTorch's param_dtype is paramDtype here: 'bfloat16' or 'float32'",
+    reduce_dtype: "PyTorch's reduce_dtype is reduceDtype here: 'bfloat16' or 'float32'",
+    buffer_dtype:
+      'no equivalent: buffers and compute stay float32; mixedPrecision sets communication dtypes only',
+    keep_low_precision_grads: 'no equivalent: sharded gradients are always float32',
+    cast_forward_inputs: 'no equivalent: compute stays float32, inputs are not cast',
+    cast_root_forward_inputs: 'no equivalent: compute stays float32, inputs are not cast',
+    output_dtype: 'no equivalent: compute stays float32',
+  });
+}
 
 export function resolveMixedPrecision(
   mixedPrecision: MixedPrecision | undefined,

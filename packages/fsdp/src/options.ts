@@ -1,9 +1,11 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { ForeignNames, OptionKeys } from '@fsdp-ts/errors';
 import type { Module } from '@fsdp-ts/nn';
 import { FsdpError } from './errors';
 import { resolveHybridGroups } from './hybrid-shard';
+import { checkFsdpOptionKeys } from './internal/check-option-keys';
 import type { MixedPrecision } from './mixed-precision';
-import { resolveMixedPrecision } from './mixed-precision';
+import { checkMixedPrecisionKeys, resolveMixedPrecision } from './mixed-precision';
 import {
   resolveShardingPreset,
   type ShardingPreset,
@@ -11,7 +13,7 @@ import {
   type ShardingStrategy,
   shardingSettings,
 } from './sharding-strategy';
-import type { AutoWrapPolicy } from './wrap-policy';
+import { type AutoWrapPolicy, checkWrapPolicyKeys } from './wrap-policy';
 
 export interface FsdpOptions {
   /**
@@ -68,6 +70,63 @@ export interface FsdpOptions {
   alignment?: number;
 }
 
+/** The keys of FsdpOptions, checked at run time ([Note: option keys] in @fsdp-ts/errors). */
+export const fsdpOptionKeys = {
+  group: true,
+  shardGroupSize: true,
+  shardGroup: true,
+  replicateGroup: true,
+  mixedPrecision: true,
+  shardingStrategy: true,
+  autoWrapPolicy: true,
+  activationCheckpointing: true,
+  flattenParameters: true,
+  backwardPrefetch: true,
+  forwardPrefetch: true,
+  limitAllGathers: true,
+  ignoredModules: true,
+  syncModuleStates: true,
+  alignment: true,
+} as const satisfies OptionKeys<FsdpOptions>;
+
+/** PyTorch FSDP's constructor arguments (and FSDP2 `fully_shard`'s), with what fsdp-ts calls them. */
+export const pytorchFsdpNames: ForeignNames = {
+  process_group:
+    "PyTorch's process_group is group here: { group: await initProcessGroup() }; for hybrid sharding, shardGroup and replicateGroup (or shardGroupSize with FullyShardedDataParallel.create)",
+  device_mesh:
+    'no device_mesh here: pass group, or for hybrid sharding shardGroup and replicateGroup (or group and shardGroupSize with FullyShardedDataParallel.create)',
+  sharding_strategy:
+    "PyTorch's sharding_strategy is shardingStrategy here, with the values 'full-shard', 'shard-grad-op', 'no-shard' and 'hybrid-shard' (ShardingStrategy.FULL_SHARD is 'full-shard')",
+  auto_wrap_policy:
+    "PyTorch's auto_wrap_policy is autoWrapPolicy here: an array of module classes ([TransformerBlock], as transformer_auto_wrap_policy), { minNumParams: n } (as size_based_auto_wrap_policy) or (module, name) => boolean",
+  use_orig_params:
+    'no such option: fsdp-ts always keeps the original Parameters as views into the flat buffers (what use_orig_params=True gives in PyTorch), so an optimizer may hold any subset of them; remove it',
+  cpu_offload:
+    'no equivalent: fsdp-ts does not offload parameters or gradients; shards live in this process (estimateMemoryPerRank and smallestFittingWorldSize size a job instead); remove it',
+  offload_policy:
+    'no equivalent: fsdp-ts does not offload parameters or gradients; shards live in this process; remove it',
+  mixed_precision:
+    "PyTorch's mixed_precision is mixedPrecision here: { paramDtype: 'bfloat16', reduceDtype: 'bfloat16' } (communication dtypes; shards and compute stay float32)",
+  mp_policy: "FSDP2's mp_policy is mixedPrecision here: { paramDtype: 'bfloat16', reduceDtype: 'bfloat16' }",
+  backward_prefetch:
+    "PyTorch's backward_prefetch is backwardPrefetch here: a boolean (default true, which is BackwardPrefetch.BACKWARD_PRE)",
+  forward_prefetch: "PyTorch's forward_prefetch is forwardPrefetch here: a boolean (default true)",
+  limit_all_gathers: "PyTorch's limit_all_gathers is limitAllGathers here: a boolean (default true)",
+  sync_module_states: "PyTorch's sync_module_states is syncModuleStates here: a boolean (default false)",
+  ignored_modules: "PyTorch's ignored_modules is ignoredModules here: an array of Modules",
+  ignored_states: "PyTorch's ignored_states is ignoredModules here: an array of Modules",
+  device_id:
+    'no equivalent: each process computes on the tfjs backend initBackend() picked, with no device to choose; remove it',
+  param_init_fn:
+    "no such option: build the model inside deferredInit(() => new Model(...)) from @fsdp-ts/nn and wrap it; each unit's shard is initialised directly",
+  state_dict_type:
+    'no such option: call fullStateDict(model) or shardedStateDict(model) (and fullOptimStateDict / shardedOptimStateDict) for FULL_STATE_DICT or SHARDED_STATE_DICT',
+  reshard_after_forward:
+    "FSDP2's reshard_after_forward is a preset here: shardingStrategy 'full-shard' (true) or 'shard-grad-op' (false)",
+  activation_checkpointing_policy:
+    'activationCheckpointing here: true for every unit, or a policy like autoWrapPolicy',
+};
+
 export interface ResolvedFsdpOptions {
   /** The group parameters are sharded over (the shard group under 'hybrid-shard'). */
   readonly group: ProcessGroup;
@@ -90,6 +149,7 @@ export interface ResolvedFsdpOptions {
 }
 
 export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
+  checkFsdpOptions(options);
   const hybrid = resolveHybridGroups(options);
   if (options === undefined || (options.group === undefined && hybrid === null)) {
     throw new FsdpError('FullyShardedDataParallel needs a process group.', {
@@ -124,4 +184,14 @@ export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
     syncModuleStates: options.syncModuleStates ?? false,
     alignment,
   };
+}
+
+/** The keys of `options` and of its nested plain objects (mixedPrecision, an object wrap policy). */
+export function checkFsdpOptions(options: FsdpOptions): void {
+  checkFsdpOptionKeys('FullyShardedDataParallel', options, fsdpOptionKeys, pytorchFsdpNames);
+  if (typeof options !== 'object' || options === null) return;
+  checkMixedPrecisionKeys(options.mixedPrecision);
+  checkWrapPolicyKeys('autoWrapPolicy', options.autoWrapPolicy);
+  if (typeof options.activationCheckpointing !== 'boolean')
+    checkWrapPolicyKeys('activationCheckpointing', options.activationCheckpointing);
 }

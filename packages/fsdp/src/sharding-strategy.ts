@@ -1,5 +1,7 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { FsdpError } from './errors';
+import { checkFsdpOptionKeys } from './internal/check-option-keys';
 
 /**
  * [Note: strategies are presets]
@@ -91,6 +93,25 @@ export const shardingPresets: Readonly<Record<ShardingStrategy, ShardingPreset>>
 
 export const shardingStrategies = Object.keys(shardingPresets) as readonly ShardingStrategy[];
 
+/** The keys of ShardingPreset ([Note: option keys] in @fsdp-ts/errors). */
+const shardingPresetKeys = {
+  name: true,
+  gradientReduction: true,
+  reshardAfterForward: true,
+  recompute: true,
+  replicate: true,
+} as const satisfies OptionKeys<ShardingPreset>;
+
+/**
+ * The built-in strategy PyTorch's spelling of a name stands for: 'FULL_SHARD',
+ * 'ShardingStrategy.FULL_SHARD', 'full_shard', 'fullShard' → 'full-shard' (case, '_' and '-'
+ * ignored, an enum prefix dropped); undefined when none matches.
+ */
+function builtInSpelledAs(name: string): ShardingStrategy | undefined {
+  const normalized = (name.split('.').pop() ?? name).replace(/[-_]/g, '').toLowerCase();
+  return shardingStrategies.find((strategy) => strategy.replace(/-/g, '') === normalized);
+}
+
 /** The preset of a strategy name or object (default full-shard); checks that the runtime supports it. */
 export function resolveShardingPreset(
   strategy: ShardingStrategy | ShardingPreset | undefined,
@@ -101,18 +122,32 @@ export function resolveShardingPreset(
   }
   const name = strategy ?? 'full-shard';
   if (!Object.hasOwn(shardingPresets, name)) {
-    throw new FsdpError(`Unknown sharding strategy ${JSON.stringify(name)}.`, {
-      code: 'invalid-option',
-      expected: shardingStrategies,
-      actual: name,
-      fix: `use one of ${shardingStrategies.join(', ')}, or pass a ShardingPreset object.`,
-    });
+    const meant = typeof name === 'string' ? builtInSpelledAs(name) : undefined;
+    throw new FsdpError(
+      meant === undefined
+        ? `Unknown sharding strategy ${JSON.stringify(name)}.`
+        : `Unknown sharding strategy ${JSON.stringify(name)}: PyTorch's ${name.split('.').pop()} is '${meant}' here.`,
+      {
+        code: 'invalid-option',
+        expected: shardingStrategies,
+        actual: name,
+        fix:
+          meant === undefined
+            ? `use one of ${shardingStrategies.join(', ')}, or pass a ShardingPreset object.`
+            : `pass shardingStrategy: '${meant}'.`,
+      },
+    );
   }
   return shardingPresets[name];
 }
 
 /** Combinations the runtime implements (a preset outside them fails here, not mid-step). */
 function checkPreset(preset: ShardingPreset): void {
+  checkFsdpOptionKeys(
+    'FullyShardedDataParallel shardingStrategy (a ShardingPreset)',
+    preset,
+    shardingPresetKeys,
+  );
   const problem = presetProblem(preset);
   if (problem === null) return;
   throw new FsdpError(`Sharding preset ${JSON.stringify(preset.name)}: ${problem}`, {

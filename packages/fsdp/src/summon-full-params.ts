@@ -1,5 +1,7 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { FsdpError } from './errors';
 import type { FullyShardedDataParallel } from './fully-sharded-data-parallel';
+import { checkFsdpOptionKeys } from './internal/check-option-keys';
 import type { FsdpUnit } from './internal/fsdp-unit';
 import { fsdpRuntime } from './internal/wrapper-runtime';
 
@@ -11,6 +13,13 @@ export interface SummonOptions {
   /** Also gather the sharded gradients: `grad` is full-shape inside (null for frozen ones). */
   withGrads?: boolean;
 }
+
+/** The keys of SummonOptions ([Note: option keys] in @fsdp-ts/errors). */
+const summonOptionKeys = {
+  writeback: true,
+  rank0Only: true,
+  withGrads: true,
+} as const satisfies OptionKeys<SummonOptions>;
 
 /**
  * [Note: summoned parameters]
@@ -31,6 +40,12 @@ export function summonFullParams<T>(
   fn: () => T,
   options: SummonOptions = {},
 ): T {
+  checkFsdpOptionKeys('summonFullParams', options, summonOptionKeys, {
+    offload_to_cpu: 'no equivalent: full parameters are gathered in this process; remove it',
+    rank0_only: "PyTorch's rank0_only is rank0Only here",
+    with_grads: "PyTorch's with_grads is withGrads here",
+    recurse: 'no equivalent: every unit is summoned; remove it',
+  });
   const writeback = options.writeback ?? true;
   const rank0Only = options.rank0Only ?? false;
   const withGrads = options.withGrads ?? false;

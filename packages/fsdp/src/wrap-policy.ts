@@ -1,4 +1,6 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { Module } from '@fsdp-ts/nn';
+import { checkFsdpOptionKeys } from './internal/check-option-keys';
 
 // biome-ignore lint/suspicious/noExplicitAny: module classes take any constructor arguments.
 export type ModuleClass = abstract new (...args: any[]) => Module;
@@ -16,6 +18,24 @@ export type AutoWrapPolicy =
   | readonly ModuleClass[]
   | { readonly minNumParams: number }
   | ((module: Module, name: string) => boolean);
+
+/** The keys of the object form of a policy ([Note: option keys] in @fsdp-ts/errors). */
+const sizePolicyKeys = { minNumParams: true } as const satisfies OptionKeys<
+  Extract<AutoWrapPolicy, { readonly minNumParams: number }>
+>;
+
+/**
+ * Throws FsdpError('unknown-option') when the object form of a policy has a key other than
+ * minNumParams (PyTorch's policy arguments named).
+ */
+export function checkWrapPolicyKeys(option: string, policy: unknown): void {
+  if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) return;
+  checkFsdpOptionKeys(`FullyShardedDataParallel ${option}`, policy, sizePolicyKeys, {
+    min_num_params: "size_based_auto_wrap_policy's min_num_params is minNumParams here: { minNumParams: n }",
+    transformer_layer_cls:
+      "transformer_auto_wrap_policy's transformer_layer_cls is the policy itself here: an array of module classes, [TransformerBlock]",
+  });
+}
 
 /** The unit roots the policy picks, as [dotted name, module] in traversal order. */
 export function selectUnitModules(root: Module, policy: AutoWrapPolicy | undefined): [string, Module][] {

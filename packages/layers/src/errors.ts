@@ -7,6 +7,8 @@ import { FsdpTsError } from '@fsdp-ts/errors';
 
 export type LayersErrorCode =
   | 'invalid-option'
+  /** An options object has a key its interface does not declare (see [Note: option keys] in @fsdp-ts/errors). */
+  | 'unknown-option'
   | 'invalid-data'
   | 'replica-mismatch'
   | 'unsupported-model'

@@ -1,4 +1,5 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { ForeignNames, OptionKeys } from '@fsdp-ts/errors';
 import type * as tf from '@tensorflow/tfjs-core';
 import type { ModelCompileArgs, ModelFitArgs } from '@tensorflow/tfjs-layers';
 import type { InitialWeights } from './internal/check-replicas';
@@ -87,3 +88,64 @@ export interface ShardedFitDatasetArgs {
   validationBatches?: number;
   callbacks?: ModelFitArgs['callbacks'];
 }
+
+/** The keys of ShardedTrainerOptions ([Note: option keys] in @fsdp-ts/errors). */
+export const shardedTrainerOptionKeys = {
+  group: true,
+  optimizer: true,
+  optimizerOptions: true,
+  strategy: true,
+  loss: true,
+  metrics: true,
+  initialWeights: true,
+  bucketSizeBytes: true,
+  overlapGradientReduction: true,
+  log: true,
+} as const satisfies OptionKeys<ShardedTrainerOptions>;
+
+/** PyTorch DDP/FSDP and tfjs names a ShardedTrainer user may write, with what it calls them. */
+export const foreignTrainerNames: ForeignNames = {
+  process_group: 'group here',
+  sharding_strategy: "strategy here: 'replicate', 'shard-optimizer', 'shard-gradients' or 'full-shard'",
+  lr: 'the learning rate goes in optimizerOptions: { lr }',
+  learningRate: 'the learning rate goes in optimizerOptions: { lr }',
+  bucket_cap_mb: 'bucketSizeBytes here, in bytes',
+  broadcast_buffers: "initialWeights here: 'broadcast' (rank 0's weights, the default) or 'check'",
+  find_unused_parameters: 'no equivalent: weights without a gradient are skipped; remove it',
+  gradient_as_bucket_view: 'no equivalent: gradients already live in the reduction buckets; remove it',
+  static_graph: 'no equivalent; remove it',
+};
+
+/** The keys of ShardedFitArgs. */
+export const shardedFitArgKeys = {
+  batchSize: true,
+  epochs: true,
+  initialEpoch: true,
+  verbose: true,
+  shuffle: true,
+  shuffleSeed: true,
+  validationData: true,
+  validationSplit: true,
+  callbacks: true,
+} as const satisfies OptionKeys<ShardedFitArgs>;
+
+/** The keys of ShardedFitDatasetArgs. */
+export const shardedFitDatasetArgKeys = {
+  epochs: true,
+  batchesPerEpoch: true,
+  initialEpoch: true,
+  verbose: true,
+  validationData: true,
+  validationBatchSize: true,
+  validationBatches: true,
+  callbacks: true,
+} as const satisfies OptionKeys<ShardedFitDatasetArgs>;
+
+/** tfjs's model.fit / fitDataset arguments that ShardedTrainer does not take. */
+export const tfjsFitNames: ForeignNames = {
+  stepsPerEpoch: 'fitDataset takes batchesPerEpoch; fit(x, y) trains on all of x and y each epoch',
+  validationSteps: 'fitDataset takes validationBatches; fit validates on all of validationData',
+  classWeight: 'not supported by ShardedTrainer; weight the loss instead',
+  sampleWeight: 'not supported by ShardedTrainer; weight the loss instead',
+  yieldEvery: 'no equivalent; remove it',
+};

@@ -6,10 +6,15 @@ import type * as tf from '@tensorflow/tfjs-core';
 import type { History, LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
 import type { CheckpointSource } from './checkpoint/checkpoint-state';
 import { type LoadedTrainerCheckpoint, loadShardedCheckpoint } from './checkpoint/load-sharded-checkpoint';
-import { type SaveCheckpointArgs, saveShardedCheckpoint } from './checkpoint/save-sharded-checkpoint';
+import {
+  type SaveCheckpointArgs,
+  saveCheckpointArgKeys,
+  saveShardedCheckpoint,
+} from './checkpoint/save-sharded-checkpoint';
 import { LayersError } from './errors';
 import { broadcastWeights } from './internal/broadcast-weights';
 import { bucketize, layerUnits } from './internal/bucket-plan';
+import { checkLayersOptionKeys } from './internal/check-option-keys';
 import { checkReplicas } from './internal/check-replicas';
 import { type CompiledObjective, compiledObjective } from './internal/compiled-objective';
 import { agreedBatches, checkDatasetArgs, datasetPair, isDataset } from './internal/dataset-batches';
@@ -34,12 +39,17 @@ import {
   standardizeTensors,
 } from './internal/validate-data';
 import { WeightBucket } from './internal/weight-bucket';
-import type {
-  BatchDataset,
-  ShardedFitArgs,
-  ShardedFitDatasetArgs,
-  ShardedTrainerOptions,
-  TensorData,
+import {
+  type BatchDataset,
+  foreignTrainerNames,
+  type ShardedFitArgs,
+  type ShardedFitDatasetArgs,
+  type ShardedTrainerOptions,
+  shardedFitArgKeys,
+  shardedFitDatasetArgKeys,
+  shardedTrainerOptionKeys,
+  type TensorData,
+  tfjsFitNames,
 } from './sharded-trainer-options';
 import { resolveStrategy, type ShardedTrainerStrategy, type StrategySettings } from './strategy';
 import { measureTrainerMemory, type TrainerMemory } from './trainer-memory';
@@ -82,6 +92,7 @@ export class ShardedTrainer {
   private stepsTaken = 0;
 
   constructor(model: LayersModel, options: ShardedTrainerOptions) {
+    checkLayersOptionKeys('ShardedTrainer', options, shardedTrainerOptionKeys, foreignTrainerNames);
     this.model = model;
     this.group = options.group;
     this.strategy = options.strategy ?? 'shard-gradients';
@@ -156,6 +167,7 @@ export class ShardedTrainer {
    */
   async fit(x: TensorData, y: TensorData, args: ShardedFitArgs = {}): Promise<History> {
     this.expectIdle('fit');
+    checkLayersOptionKeys('ShardedTrainer.fit', args, shardedFitArgKeys, tfjsFitNames);
     const batchSize = args.batchSize ?? 32;
     const standardize = (xs: TensorData, ys: TensorData, what: string) => this.standardize(xs, ys, what);
     const { train, validation } = splitValidation(this.standardize(x, y, 'fit(x, y)'), args, standardize);
@@ -188,6 +200,7 @@ export class ShardedTrainer {
    */
   async fitDataset(dataset: BatchDataset, args: ShardedFitDatasetArgs): Promise<History> {
     this.expectIdle('fitDataset');
+    checkLayersOptionKeys('ShardedTrainer.fitDataset', args, shardedFitDatasetArgKeys, tfjsFitNames);
     checkDatasetArgs(dataset, args);
     const validationData = args.validationData;
     const validationBatchSize = args.validationBatchSize ?? 32;
@@ -276,6 +289,7 @@ export class ShardedTrainer {
    */
   evaluate(x: TensorData, y: TensorData, args: { batchSize?: number } = {}): Record<string, number> {
     this.expectIdle('evaluate');
+    checkLayersOptionKeys('ShardedTrainer.evaluate', args, { batchSize: true });
     const batch = this.standardize(x, y, 'evaluate(x, y)');
     checkSampleCounts(this.group, batch, args.batchSize ?? 32, null);
     this.adoptVariables();
@@ -322,6 +336,7 @@ export class ShardedTrainer {
    */
   async saveCheckpoint(directory: string, args: SaveCheckpointArgs = {}): Promise<SavedCheckpoint> {
     this.expectIdle('saveCheckpoint');
+    checkLayersOptionKeys('ShardedTrainer.saveCheckpoint', args, saveCheckpointArgKeys);
     this.adoptVariables();
     return saveShardedCheckpoint(directory, this.checkpointSource(), args);
   }

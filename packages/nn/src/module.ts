@@ -1,3 +1,4 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { type Parameter, shapesEqual, type TensorView } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import { NnError, StateDictError, type StateDictShapeMismatch } from './errors';
@@ -8,6 +9,7 @@ import {
   type ForwardWrapper,
   type RemovableHandle,
 } from './forward-hooks';
+import { checkNnOptionKeys } from './internal/check-option-keys';
 import { parameterTensor } from './parameter-scope';
 
 /** A state dict: dotted names to views, in registration order. */
@@ -17,6 +19,9 @@ export interface LoadStateDictOptions {
   /** Default true: every missing or unexpected key is an error (all listed in one StateDictError). */
   strict?: boolean;
 }
+
+/** The keys of LoadStateDictOptions ([Note: option keys] in @fsdp-ts/errors). */
+const loadStateDictOptionKeys = { strict: true } as const satisfies OptionKeys<LoadStateDictOptions>;
 
 export interface LoadStateDictResult {
   missingKeys: string[];
@@ -175,6 +180,9 @@ export abstract class Module {
    * A tied Parameter loads from any one of its names (see [Note: loading tied parameters]).
    */
   loadStateDict(dict: StateDict, options: LoadStateDictOptions = {}): LoadStateDictResult {
+    checkNnOptionKeys('loadStateDict', options, loadStateDictOptionKeys, {
+      assign: 'no equivalent: values are copied into the existing Parameters; remove it',
+    });
     const strict = options.strict ?? true;
     // [Note: loading tied parameters]
     // A tied Parameter is one value under several names. PyTorch's state_dict() lists every name;

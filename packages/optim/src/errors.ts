@@ -7,6 +7,8 @@ import { FsdpTsError } from '@fsdp-ts/errors';
 export type OptimErrorCode =
   | 'invalid-hyperparameter'
   | 'unknown-hyperparameter'
+  /** An options object (not hyperparameters) has a key its interface does not declare. */
+  | 'unknown-option'
   | 'duplicate-parameter'
   | 'invalid-parameter'
   | 'unsupported-dtype'

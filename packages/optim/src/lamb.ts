@@ -61,8 +61,8 @@ export class LAMB extends NormAdaptiveOptimizer<LAMBOptions> {
   }
 
   constructor(params: ParamsInput<LAMBOptions>, options: LAMBConstructorOptions = {}) {
-    const { group, ...hyperparameters } = options;
-    super(params, mergeOptions('LAMB', lambDefaults, hyperparameters), group ?? null);
+    const group = options.group;
+    super(params, mergeOptions('LAMB', lambDefaults, options, ['group']), group ?? null);
   }
 
   protected validateGroup(group: LAMBOptions, where: string): void {

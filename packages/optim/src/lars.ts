@@ -52,8 +52,8 @@ export class LARS extends NormAdaptiveOptimizer<LARSOptions> {
   }
 
   constructor(params: ParamsInput<LARSOptions>, options: LARSConstructorOptions = {}) {
-    const { group, ...hyperparameters } = options;
-    super(params, mergeOptions('LARS', larsDefaults, hyperparameters), group ?? null);
+    const group = options.group;
+    super(params, mergeOptions('LARS', larsDefaults, options, ['group']), group ?? null);
   }
 
   protected validateGroup(group: LARSOptions, where: string): void {

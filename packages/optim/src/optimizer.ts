@@ -1,10 +1,18 @@
 import { explainForeignParameter, Parameter } from '@fsdp-ts/tensor';
 import { OptimError } from './errors';
+import { checkOptimKeys } from './internal/merge-options';
 import { type ParameterArrays, parameterArrays } from './internal/parameter-arrays';
 import { ParameterState } from './internal/parameter-state';
 import { loadOptimizerState, saveOptimizerState } from './internal/state-dict-io';
-import type { BaseOptions, ParamGroup, ParamGroupInput, ParamsInput, ZeroGradOptions } from './param-group';
-import type { OptimizerStateDict, StateDictOptions } from './state-dict';
+import {
+  type BaseOptions,
+  type ParamGroup,
+  type ParamGroupInput,
+  type ParamsInput,
+  type ZeroGradOptions,
+  zeroGradOptionKeys,
+} from './param-group';
+import { type OptimizerStateDict, type StateDictOptions, stateDictOptionKeys } from './state-dict';
 
 /** A parameter ready to be updated this step: its arrays and its (lazily created) state. */
 export interface PreparedParameter {
@@ -109,17 +117,15 @@ export abstract class Optimizer<Options extends BaseOptions> {
       seen.add(param);
       params.push(param);
     }
+    checkOptimKeys(
+      `${where} of ${this.kind}`,
+      input,
+      ['params', ...Object.keys(this.defaults)],
+      'unknown-hyperparameter',
+    );
     const hyperparameters: Record<string, unknown> = {};
     for (const [key, value] of Object.entries(input)) {
       if (key === 'params' || value === undefined) continue;
-      if (!(key in this.defaults)) {
-        throw new OptimError(`${where}: unknown hyperparameter '${key}' for ${this.kind}.`, {
-          code: 'unknown-hyperparameter',
-          expected: Object.keys(this.defaults),
-          actual: key,
-          fix: 'use the camelCase names listed (e.g. weightDecay, not weight_decay).',
-        });
-      }
       hyperparameters[key] = value;
     }
     const group = {
@@ -139,6 +145,10 @@ export abstract class Optimizer<Options extends BaseOptions> {
 
   /** Clears gradients: sets them to null (default) or fills them with zeros in place. */
   zeroGrad(options: ZeroGradOptions = {}): void {
+    checkOptimKeys('zeroGrad', options, zeroGradOptionKeys, 'unknown-option', {
+      set_to_none: "PyTorch's set_to_none is setToNull here",
+      setToNone: "PyTorch's set_to_none is setToNull here",
+    });
     const setToNull = options.setToNull ?? true;
     for (const group of this.paramGroups) {
       for (const param of group.params) {
@@ -150,6 +160,7 @@ export abstract class Optimizer<Options extends BaseOptions> {
 
   /** A copy of the state and hyperparameters, keyed by parameter position (and name). */
   stateDict(options: StateDictOptions = {}): OptimizerStateDict {
+    checkOptimKeys(`${this.kind}.stateDict`, options, stateDictOptionKeys, 'unknown-option', {});
     return saveOptimizerState(this.kind, this.paramGroups, this.state, options.copy ?? true);
   }
 
@@ -159,6 +170,7 @@ export abstract class Optimizer<Options extends BaseOptions> {
    * counts) before changing anything.
    */
   loadStateDict(stateDict: OptimizerStateDict, options: StateDictOptions = {}): void {
+    checkOptimKeys(`${this.kind}.loadStateDict`, options, stateDictOptionKeys, 'unknown-option', {});
     const loaded = loadOptimizerState(
       this.kind,
       this.paramGroups,

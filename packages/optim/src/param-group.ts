@@ -1,3 +1,4 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { Parameter } from '@fsdp-ts/tensor';
 
 /** A hyperparameter value: a number, a flag, or a pair of numbers (`betas`). */
@@ -34,3 +35,6 @@ export interface ZeroGradOptions {
    */
   setToNull?: boolean;
 }
+
+/** The keys of ZeroGradOptions ([Note: option keys] in @fsdp-ts/errors). */
+export const zeroGradOptionKeys = { setToNull: true } as const satisfies OptionKeys<ZeroGradOptions>;

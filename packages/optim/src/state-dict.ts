@@ -1,3 +1,4 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { HyperparameterValue } from './param-group';
 
 /**
@@ -50,3 +51,6 @@ export interface StateDictOptions {
   /** Copy the buffers (default true); false aliases them (see [Note: state dicts without copies]). */
   copy?: boolean;
 }
+
+/** The keys of StateDictOptions ([Note: option keys] in @fsdp-ts/errors). */
+export const stateDictOptionKeys = { copy: true } as const satisfies OptionKeys<StateDictOptions>;

@@ -11,6 +11,8 @@ export type TensorErrorCode =
   | 'dtype-mismatch'
   | 'not-contiguous'
   | 'invalid-argument'
+  /** An options object has a key its interface does not declare (see [Note: option keys] in @fsdp-ts/errors). */
+  | 'unknown-option'
   | 'backend-unavailable'
   | 'backend-not-initialised';
 

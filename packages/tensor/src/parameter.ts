@@ -1,15 +1,34 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { DType } from './dtype/dtype';
 import { formatShape, TensorError } from './errors';
+import { checkTensorOptionKeys } from './internal/check-option-keys';
 import { foreignParameterMessage, PARAMETER_MARKER } from './package-copies';
 import type { ParameterInitializer } from './parameter-initializer';
 import { type Shape, shapeNumel, shapesEqual } from './shape';
-import { Storage, type StorageOptions } from './storage';
+import { Storage, type StorageOptions, storageOptionKeys } from './storage';
 import { TensorView } from './tensor-view';
 
 export interface ParameterOptions {
   name?: string;
   requiresGrad?: boolean;
 }
+
+/** The keys of ParameterOptions ([Note: option keys] in @fsdp-ts/errors). */
+const parameterOptionKeys = {
+  name: true,
+  requiresGrad: true,
+} as const satisfies OptionKeys<ParameterOptions>;
+
+/** The options of Parameter.fromArray, zeros and deferred. */
+type CreateParameterOptions = ParameterOptions & StorageOptions & { dtype?: DType };
+
+const createParameterOptionKeys = {
+  ...parameterOptionKeys,
+  ...storageOptionKeys,
+  dtype: true,
+} as const satisfies OptionKeys<CreateParameterOptions>;
+
+const pytorchParameterNames = { requires_grad: "PyTorch's requires_grad is requiresGrad here" };
 
 let nextParameterId = 1;
 
@@ -52,6 +71,7 @@ export class Parameter {
   private deferredInitializer: ParameterInitializer | null = null;
 
   constructor(data: TensorView, options: ParameterOptions = {}) {
+    checkTensorOptionKeys('Parameter', options, parameterOptionKeys, pytorchParameterNames);
     this.name = options.name ?? '';
     this.shape = Object.freeze([...data.shape]);
     this.dtype = data.dtype;
@@ -74,21 +94,19 @@ export class Parameter {
   }
 
   /** A parameter over a new storage holding `values`. */
-  static fromArray(
-    values: ArrayLike<number>,
-    shape: Shape,
-    options: ParameterOptions & StorageOptions & { dtype?: DType } = {},
-  ) {
+  static fromArray(values: ArrayLike<number>, shape: Shape, options: CreateParameterOptions = {}) {
+    checkTensorOptionKeys('Parameter.fromArray', options, createParameterOptionKeys, pytorchParameterNames);
     return new Parameter(
       TensorView.fromArray(values, shape, options.dtype ?? 'float32', storageOptions(options)),
-      options,
+      parameterOptions(options),
     );
   }
 
-  static zeros(shape: Shape, options: ParameterOptions & StorageOptions & { dtype?: DType } = {}): Parameter {
+  static zeros(shape: Shape, options: CreateParameterOptions = {}): Parameter {
+    checkTensorOptionKeys('Parameter.zeros', options, createParameterOptionKeys, pytorchParameterNames);
     return new Parameter(
       TensorView.zeros(shape, options.dtype ?? 'float32', storageOptions(options)),
-      options,
+      parameterOptions(options),
     );
   }
 
@@ -99,14 +117,15 @@ export class Parameter {
   static deferred(
     shape: Shape,
     initializer: ParameterInitializer,
-    options: ParameterOptions & StorageOptions & { dtype?: DType } = {},
+    options: CreateParameterOptions = {},
   ): Parameter {
+    checkTensorOptionKeys('Parameter.deferred', options, createParameterOptionKeys, pytorchParameterNames);
     const storage = Storage.unallocated(
       options.dtype ?? 'float32',
       shapeNumel(shape),
       storageOptions(options),
     );
-    const parameter = new Parameter(new TensorView(storage, 0, shape), options);
+    const parameter = new Parameter(new TensorView(storage, 0, shape), parameterOptions(options));
     parameter.deferredInitializer = initializer;
     return parameter;
   }
@@ -214,6 +233,13 @@ export class Parameter {
       });
     }
   }
+}
+
+function parameterOptions(options: ParameterOptions): ParameterOptions {
+  return {
+    ...(options.name === undefined ? {} : { name: options.name }),
+    ...(options.requiresGrad === undefined ? {} : { requiresGrad: options.requiresGrad }),
+  };
 }
 
 function storageOptions(options: StorageOptions): StorageOptions {

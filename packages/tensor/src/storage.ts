@@ -1,5 +1,7 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { type DType, itemSize, type TypedArray, typedArrayFor } from './dtype/dtype';
 import { StorageFreedError, TensorError } from './errors';
+import { checkTensorOptionKeys } from './internal/check-option-keys';
 import { storagePool } from './storage-pool';
 
 /** Every storage's byte length is a multiple of this, and its data starts at a multiple of it. */
@@ -15,6 +17,9 @@ export interface StorageOptions {
    */
   pooled?: boolean;
 }
+
+/** The keys of StorageOptions ([Note: option keys] in @fsdp-ts/errors). */
+export const storageOptionKeys = { shared: true, pooled: true } as const satisfies OptionKeys<StorageOptions>;
 
 let nextStorageId = 1;
 
@@ -62,6 +67,7 @@ export class Storage {
 
   /** Allocates a zero-filled storage. Zero-size storages are legal. */
   static allocate(dtype: DType, numel: number, options: StorageOptions = {}): Storage {
+    checkTensorOptionKeys('Storage options', options, storageOptionKeys);
     checkNumel(numel);
     const shared = options.shared ?? false;
     const storage = new Storage(dtype, numel, shared, null, false, options.pooled ?? false);
@@ -76,6 +82,7 @@ export class Storage {
    * only to be dropped.
    */
   static unallocated(dtype: DType, numel: number, options: StorageOptions = {}): Storage {
+    checkTensorOptionKeys('Storage options', options, storageOptionKeys);
     checkNumel(numel);
     return new Storage(dtype, numel, options.shared ?? false, null, false, options.pooled ?? false);
   }

@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { CollectiveError } from '../errors.js';
+import { checkLaunchFlags } from './launch-flags.js';
 import { parseMemorySize } from './memory-cap.js';
 
 /** Everything `fsdp-run` was asked to do. */
@@ -146,6 +147,7 @@ export function parseLaunchArguments(
     .passThroughOptions()
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+  checkLaunchFlags(argv, program);
   program.parse([...argv], { from: 'user' });
   const options = program.opts<{
     nprocPerNode: number;

@@ -1,6 +1,8 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { OptimizerStateDict, ParameterStateEntry } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import type { FlatShard } from '../sharded-state/flat-shard';
 import { parameterShards } from '../sharded-state/model-shards';
 import type { CheckpointLog } from './checkpoint-directory';
@@ -25,6 +27,13 @@ export interface LoadCheckpointOptions {
   log?: CheckpointLog;
 }
 
+/** The keys of LoadCheckpointOptions ([Note: option keys] in @fsdp-ts/errors). */
+export const loadCheckpointOptionKeys = {
+  model: true,
+  optimizer: true,
+  log: true,
+} as const satisfies OptionKeys<LoadCheckpointOptions>;
+
 /**
  * Loads a checkpoint (a step directory, or a root holding `latest`) into an FSDP model and
  * optimizer at any world size (collective): the model is described as its flat shards
@@ -35,6 +44,7 @@ export interface LoadCheckpointOptions {
  * rank then throws, saying the load was partial) or if the optimizer's loadStateDict throws.
  */
 export function loadCheckpoint(path: string, options: LoadCheckpointOptions): LoadedCheckpoint {
+  checkFsdpOptionKeys('loadCheckpoint', options, loadCheckpointOptionKeys);
   const { model, optimizer, log } = options;
   let locations: Map<Parameter, { shard: FlatShard; index: number }> | undefined;
   const describe = () => {

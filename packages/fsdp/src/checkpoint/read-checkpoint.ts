@@ -1,4 +1,6 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { OptionKeys } from '@fsdp-ts/errors';
+import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import type { FlatShard, ShardedModelState } from '../sharded-state/flat-shard';
 import type { CheckpointLog } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
@@ -118,6 +120,15 @@ interface Planned {
  * is reading the rank's bytes twice (the second read mostly from the page cache) instead of
  * holding a copy of them: at 353 M parameters and W=4 a copy was 1 GiB per rank, half a 2 GiB cap.
  */
+/** The keys of ReadCheckpointOptions ([Note: option keys] in @fsdp-ts/errors). */
+const readCheckpointOptionKeys = {
+  group: true,
+  model: true,
+  optimizer: true,
+  replicated: true,
+  log: true,
+} as const satisfies OptionKeys<ReadCheckpointOptions>;
+
 export function readCheckpoint(path: string, options: ReadCheckpointOptions): LoadedCheckpoint {
   const { group, optimizer } = options;
   let directory = path;
@@ -125,6 +136,7 @@ export function readCheckpoint(path: string, options: ReadCheckpointOptions): Lo
   let planned: Planned | undefined;
   let localError: unknown;
   try {
+    checkFsdpOptionKeys('readCheckpoint', options, readCheckpointOptionKeys);
     directory = resolveCheckpointDirectory(path, options.log);
     metadata = readCheckpointMetadata(directory);
     const model = typeof options.model === 'function' ? options.model() : options.model;

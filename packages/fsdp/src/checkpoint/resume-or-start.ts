@@ -1,5 +1,6 @@
+import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import { findLatestCheckpoint } from './checkpoint-directory';
-import { type LoadCheckpointOptions, loadCheckpoint } from './load-checkpoint';
+import { type LoadCheckpointOptions, loadCheckpoint, loadCheckpointOptionKeys } from './load-checkpoint';
 
 /** Where training goes on: the step after the checkpoint loaded (or 0), and that checkpoint's extras. */
 export interface ResumePoint {
@@ -25,6 +26,7 @@ export interface ResumePoint {
  * (CheckpointError naming the file and the reason).
  */
 export function resumeOrStart(root: string, options: LoadCheckpointOptions): ResumePoint {
+  checkFsdpOptionKeys('resumeOrStart', options, loadCheckpointOptionKeys);
   const latest = findLatestCheckpoint(root, options.log);
   if (latest === null) return { step: 0, extra: undefined, path: null, savedWorldSize: null };
   const loaded = loadCheckpoint(latest, options);

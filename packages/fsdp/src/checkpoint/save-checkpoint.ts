@@ -1,4 +1,6 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import { parameterShards } from '../sharded-state/model-shards';
 import { checkpointShards } from './model-shards';
 import { moduleBuffers } from './module-buffers';
@@ -13,12 +15,25 @@ export interface SaveCheckpointOptions extends Omit<WriteCheckpointOptions, 'gro
   optimizer?: CheckpointOptimizer;
 }
 
+/** The keys of SaveCheckpointOptions ([Note: option keys] in @fsdp-ts/errors). */
+const saveCheckpointOptionKeys = {
+  model: true,
+  optimizer: true,
+  step: true,
+  extra: true,
+  buffers: true,
+  documents: true,
+  keep: true,
+  blockBytes: true,
+} as const satisfies OptionKeys<SaveCheckpointOptions>;
+
 /**
  * Saves a checkpoint of an FSDP model (and optimizer) under `root/step-NNNNNNNN/`. Collective:
  * every rank calls it with the same step. The model is described as its flat shards
  * ([Note: sharded model state]) and written by writeCheckpoint.
  */
 export function saveCheckpoint(root: string, options: SaveCheckpointOptions): SavedCheckpoint {
+  checkFsdpOptionKeys('saveCheckpoint', options, saveCheckpointOptionKeys);
   const { model, optimizer, ...rest } = options;
   const state = checkpointShards(model);
   return writeCheckpoint(root, {

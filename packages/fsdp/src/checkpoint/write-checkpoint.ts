@@ -3,6 +3,8 @@ import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { endianness } from 'node:os';
 import { join } from 'node:path';
 import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { OptionKeys } from '@fsdp-ts/errors';
+import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import type { ShardedModelState } from '../sharded-state/flat-shard';
 import { commitStepDirectory, pruneCheckpoints, writeLatestPointer } from './checkpoint-directory';
 import { CheckpointError } from './checkpoint-error';
@@ -293,7 +295,21 @@ function buildMetadata(
   };
 }
 
+/** The keys of WriteCheckpointOptions ([Note: option keys] in @fsdp-ts/errors). */
+const writeCheckpointOptionKeys = {
+  group: true,
+  model: true,
+  optimizer: true,
+  step: true,
+  extra: true,
+  buffers: true,
+  documents: true,
+  keep: true,
+  blockBytes: true,
+} as const satisfies OptionKeys<WriteCheckpointOptions>;
+
 function checkOptions(options: WriteCheckpointOptions): void {
+  checkFsdpOptionKeys('writeCheckpoint', options, writeCheckpointOptionKeys);
   if (endianness() !== 'LE') {
     throw new CheckpointError('Checkpoints are little-endian; this machine is big-endian.', {
       reason: 'io',

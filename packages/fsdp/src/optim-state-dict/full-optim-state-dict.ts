@@ -1,7 +1,10 @@
 import { allocateShared } from '@fsdp-ts/collectives';
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { ParameterStateEntry } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import { checkFsdpOptionKeys } from '../internal/check-option-keys';
+import { pytorchStateDictConfigNames } from '../state-dict/full-state-dict';
 import { localOffset } from '../state-dict/named-parameters';
 import {
   FSDP_OPTIM_STATE_DICT_FORMAT,
@@ -15,6 +18,11 @@ export interface FullOptimStateDictOptions {
   /** Only rank 0 keeps the result (the others get an empty state); every rank must call. */
   rank0Only?: boolean;
 }
+
+/** The keys of FullOptimStateDictOptions ([Note: option keys] in @fsdp-ts/errors). */
+const fullOptimStateDictOptionKeys = {
+  rank0Only: true,
+} as const satisfies OptionKeys<FullOptimStateDictOptions>;
 
 /**
  * [Note: full optimizer state]
@@ -30,6 +38,12 @@ export function fullOptimStateDict(
   optimizer: StatefulOptimizer,
   options: FullOptimStateDictOptions = {},
 ): FsdpOptimStateDict {
+  checkFsdpOptionKeys(
+    'fullOptimStateDict',
+    options,
+    fullOptimStateDictOptionKeys,
+    pytorchStateDictConfigNames,
+  );
   model.expectIdle('fullOptimStateDict()');
   const { saved, names, paramGroups } = namedOptimizerState(model, optimizer);
   const byParameter = new Map<Parameter, ParameterStateEntry>();

@@ -1,9 +1,11 @@
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { CheckpointError } from '../checkpoint/checkpoint-error';
 import { fsyncDirectory } from '../checkpoint/durable-files';
 import { broadcastOutcome } from '../checkpoint/group-agreement';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import { fsdpRuntime } from '../internal/wrapper-runtime';
 import { encodeHeader } from './safetensors-header';
 
@@ -11,6 +13,11 @@ export interface ExportSafetensorsOptions {
   /** String pairs stored under "__metadata__". Default { format: 'pt' }. */
   metadata?: Record<string, string>;
 }
+
+/** The keys of ExportSafetensorsOptions (metadata itself is open: any string pairs). */
+const exportSafetensorsOptionKeys = {
+  metadata: true,
+} as const satisfies OptionKeys<ExportSafetensorsOptions>;
 
 /**
  * Writes the model's full weights to `path` in the safetensors format, float32, under the original
@@ -22,6 +29,7 @@ export function exportSafetensors(
   path: string,
   options: ExportSafetensorsOptions = {},
 ): { bytes: number } {
+  checkFsdpOptionKeys('exportSafetensors', options, exportSafetensorsOptionKeys);
   const group = model.group;
   const tensors = model[fsdpRuntime].units.flatMap((unit) =>
     unit.handles.flatMap((handle) =>

@@ -1,6 +1,8 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { StateDict } from '@fsdp-ts/nn';
 import { TensorView } from '@fsdp-ts/tensor';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
+import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import { fsdpRuntime } from '../internal/wrapper-runtime';
 import { checkNames } from './check-names';
 import { float32Values, localPart, parameterEntries } from './named-parameters';
@@ -9,6 +11,17 @@ export interface FullStateDictOptions {
   /** Only rank 0 receives the values (the others return {}); every rank must still call. Default false. */
   rank0Only?: boolean;
 }
+
+/** The keys of FullStateDictOptions ([Note: option keys] in @fsdp-ts/errors). */
+export const fullStateDictOptionKeys = {
+  rank0Only: true,
+} as const satisfies OptionKeys<FullStateDictOptions>;
+
+/** PyTorch's FullStateDictConfig fields, with what fsdp-ts calls them. */
+export const pytorchStateDictConfigNames = {
+  rank0_only: "PyTorch's rank0_only is rank0Only here",
+  offload_to_cpu: 'no equivalent: the state dict is built in this process; remove it',
+} as const;
 
 /**
  * [Note: full state dict]
@@ -23,6 +36,7 @@ export function fullStateDict(
   model: FullyShardedDataParallel,
   options: FullStateDictOptions = {},
 ): StateDict {
+  checkFsdpOptionKeys('fullStateDict', options, fullStateDictOptionKeys, pytorchStateDictConfigNames);
   model.expectIdle('fullStateDict()');
   const keep = !(options.rank0Only ?? false) || model.group.rank === 0;
   const entries = parameterEntries(model);

@@ -1,3 +1,4 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { type CheckpointBuffer, type SavedCheckpoint, writeCheckpoint } from '@fsdp-ts/fsdp';
 import { asLayersError } from './checkpoint-errors';
 import { describeOptimizerState } from './checkpoint-optimizer';
@@ -12,6 +13,13 @@ export interface SaveCheckpointArgs {
   /** Keep only the newest `keep` checkpoints in the directory. Default 1: a save replaces the previous one. */
   keep?: number;
 }
+
+/** The keys of SaveCheckpointArgs ([Note: option keys] in @fsdp-ts/errors; `extra` itself is open). */
+export const saveCheckpointArgKeys = {
+  step: true,
+  extra: true,
+  keep: true,
+} as const satisfies OptionKeys<SaveCheckpointArgs>;
 
 /**
  * [Note: layers checkpoint layout]

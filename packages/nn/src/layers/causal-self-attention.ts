@@ -1,7 +1,9 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
 import { GPT2_INIT_STD } from '../init';
 import { causalAttention } from '../internal/causal-attention';
+import { checkNnOptionKeys } from '../internal/check-option-keys';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
 import { Linear } from './linear';
@@ -11,6 +13,12 @@ export interface CausalSelfAttentionOptions {
   /** Init std of the output projection (a GPT scales it by 1/√(2·nLayers)). */
   outputInitStd?: number;
 }
+
+/** The keys of CausalSelfAttentionOptions ([Note: option keys] in @fsdp-ts/errors). */
+const causalSelfAttentionOptionKeys = {
+  generator: true,
+  outputInitStd: true,
+} as const satisfies OptionKeys<CausalSelfAttentionOptions>;
 
 /**
  * Multi-head causal self-attention: one fused projection to q, k, v ([3·dModel, dModel], as
@@ -25,6 +33,7 @@ export class CausalSelfAttention extends Module {
 
   constructor(dModel: number, heads: number, options: CausalSelfAttentionOptions = {}) {
     super();
+    checkNnOptionKeys('CausalSelfAttention', options, causalSelfAttentionOptionKeys);
     if (!Number.isInteger(dModel / heads)) {
       throw new NnError(`CausalSelfAttention: dModel ${dModel} is not divisible by ${heads} heads.`, {
         code: 'invalid-argument',

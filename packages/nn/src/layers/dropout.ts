@@ -1,5 +1,7 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
+import { checkNnOptionKeys } from '../internal/check-option-keys';
 import { Module } from '../module';
 import { Generator, type GeneratorState } from '../random/generator';
 import type { RandomStateful } from '../random/random-state';
@@ -9,6 +11,12 @@ export interface DropoutOptions {
   seed?: number;
   generator?: Generator;
 }
+
+/** The keys of DropoutOptions ([Note: option keys] in @fsdp-ts/errors). */
+const dropoutOptionKeys = {
+  seed: true,
+  generator: true,
+} as const satisfies OptionKeys<DropoutOptions>;
 
 /**
  * In training mode, zeroes each element with probability `rate` and scales the rest by
@@ -25,6 +33,9 @@ export class Dropout extends Module implements RandomStateful<GeneratorState> {
 
   constructor(rate: number, options: DropoutOptions = {}) {
     super();
+    checkNnOptionKeys('Dropout', options, dropoutOptionKeys, {
+      p: "torch.nn.Dropout's p is Dropout's first argument, the rate",
+    });
     if (!(rate >= 0 && rate < 1)) {
       throw new NnError(`Dropout: rate ${rate} is out of range.`, {
         code: 'invalid-argument',

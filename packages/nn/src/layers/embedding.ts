@@ -1,6 +1,8 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { GPT2_INIT_STD, normalParameter } from '../init';
+import { checkNnOptionKeys } from '../internal/check-option-keys';
 import { embeddingGatherKernel, embeddingGatherKernelRuns } from '../internal/embedding-gather-kernel';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
@@ -10,6 +12,12 @@ export interface EmbeddingOptions {
   /** Standard deviation of the normal init (default 0.02, GPT-2). */
   initStd?: number;
 }
+
+/** The keys of EmbeddingOptions ([Note: option keys] in @fsdp-ts/errors). */
+const embeddingOptionKeys = {
+  generator: true,
+  initStd: true,
+} as const satisfies OptionKeys<EmbeddingOptions>;
 
 /**
  * A lookup table: int32 ids of any shape [...] give rows of `weight` [count, dimension], shape
@@ -24,6 +32,7 @@ export class Embedding extends Module {
 
   constructor(count: number, dimension: number, options: EmbeddingOptions = {}) {
     super();
+    checkNnOptionKeys('Embedding', options, embeddingOptionKeys);
     this.count = count;
     this.dimension = dimension;
     this.weight = this.registerParameter(

@@ -1,6 +1,8 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
 import { GPT2_INIT_STD } from '../init';
+import { checkNnOptionKeys } from '../internal/check-option-keys';
 import { Module } from '../module';
 import { Generator } from '../random/generator';
 import { Dropout } from './dropout';
@@ -25,6 +27,18 @@ export interface GPTConfig {
   dropout?: number;
 }
 
+/** The keys of GPTConfig ([Note: option keys] in @fsdp-ts/errors). */
+const gptConfigKeys = {
+  vocabSize: true,
+  dModel: true,
+  nLayers: true,
+  nHeads: true,
+  seqLen: true,
+  tieEmbeddings: true,
+  seed: true,
+  dropout: true,
+} as const satisfies OptionKeys<GPTConfig>;
+
 /**
  * A GPT-2 style decoder: token + learned position embeddings → nLayers pre-LN TransformerBlocks →
  * final LayerNorm → lm head (no bias). tokens [B, T] int32 (T ≤ seqLen) → logits [B, T, vocabSize].
@@ -46,6 +60,14 @@ export class GPT extends Module {
 
   constructor(config: GPTConfig) {
     super();
+    checkNnOptionKeys('GPT', config, gptConfigKeys, {
+      n_layer: "nanoGPT's n_layer is nLayers here",
+      n_head: "nanoGPT's n_head is nHeads here",
+      n_embd: "nanoGPT's n_embd is dModel here",
+      block_size: "nanoGPT's block_size is seqLen here",
+      n_positions: "Hugging Face's n_positions is seqLen here",
+      tie_word_embeddings: "Hugging Face's tie_word_embeddings is tieEmbeddings here",
+    });
     this.config = { tieEmbeddings: true, seed: 0, dropout: 0, ...config };
     const { vocabSize, dModel, nLayers, nHeads, seqLen, tieEmbeddings, seed, dropout } = this.config;
     const generator = new Generator(seed);

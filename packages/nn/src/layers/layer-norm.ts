@@ -1,7 +1,9 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { constantParameter } from '../init';
 import { arrayKernelsRun } from '../internal/array-kernel';
+import { checkNnOptionKeys } from '../internal/check-option-keys';
 import { layerNormKernel } from '../internal/layer-norm-kernel';
 import { sumRows } from '../internal/sum-rows';
 import { Module } from '../module';
@@ -10,6 +12,11 @@ export interface LayerNormOptions {
   /** Added to the variance (default 1e-5, PyTorch's). */
   epsilon?: number;
 }
+
+/** The keys of LayerNormOptions ([Note: option keys] in @fsdp-ts/errors). */
+const layerNormOptionKeys = {
+  epsilon: true,
+} as const satisfies OptionKeys<LayerNormOptions>;
 
 /**
  * Normalises the last dimension to mean 0 and variance 1 (biased variance, like PyTorch), then
@@ -27,6 +34,9 @@ export class LayerNorm extends Module {
 
   constructor(dimension: number, options: LayerNormOptions = {}) {
     super();
+    checkNnOptionKeys('LayerNorm', options, layerNormOptionKeys, {
+      eps: "torch.nn.LayerNorm's eps is epsilon here",
+    });
     this.dimension = dimension;
     this.epsilon = options.epsilon ?? 1e-5;
     this.weight = this.registerParameter('weight', constantParameter([dimension], 1));

@@ -1,7 +1,9 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { type Parameter, shapesEqual } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
 import { constantParameter, GPT2_INIT_STD, normalParameter } from '../init';
+import { checkNnOptionKeys } from '../internal/check-option-keys';
 import { linearKernel } from '../internal/linear-kernel';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
@@ -20,6 +22,14 @@ export interface LinearOptions {
   weight?: Parameter;
 }
 
+/** The keys of LinearOptions ([Note: option keys] in @fsdp-ts/errors). */
+const linearOptionKeys = {
+  bias: true,
+  generator: true,
+  initStd: true,
+  weight: true,
+} as const satisfies OptionKeys<LinearOptions>;
+
 /**
  * y = x · weightᵀ + bias, over the last dimension of x. `weight` has PyTorch's layout
  * [outFeatures, inFeatures], so state dicts match PyTorch and a weight can be tied to an
@@ -36,6 +46,7 @@ export class Linear extends Module {
 
   constructor(inFeatures: number, outFeatures: number, options: LinearOptions = {}) {
     super();
+    checkNnOptionKeys('Linear', options, linearOptionKeys);
     this.inFeatures = inFeatures;
     this.outFeatures = outFeatures;
     if (options.weight === undefined) {

@@ -1,5 +1,7 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import type * as tf from '@tensorflow/tfjs-core';
 import { GPT2_INIT_STD } from '../init';
+import { checkNnOptionKeys } from '../internal/check-option-keys';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
 import { GELU, type GeluApproximation } from './gelu';
@@ -15,6 +17,14 @@ export interface MLPOptions {
   outputInitStd?: number;
 }
 
+/** The keys of MLPOptions ([Note: option keys] in @fsdp-ts/errors). */
+const mLPOptionKeys = {
+  hidden: true,
+  approximation: true,
+  generator: true,
+  outputInitStd: true,
+} as const satisfies OptionKeys<MLPOptions>;
+
 /** Linear(dModel → hidden) → GELU → Linear(hidden → dModel). */
 export class MLP extends Module {
   readonly inputProjection: Linear;
@@ -23,6 +33,7 @@ export class MLP extends Module {
 
   constructor(dModel: number, options: MLPOptions = {}) {
     super();
+    checkNnOptionKeys('MLP', options, mLPOptionKeys);
     const hidden = options.hidden ?? 4 * dModel;
     const generator = options.generator === undefined ? {} : { generator: options.generator };
     this.inputProjection = this.registerModule('inputProjection', new Linear(dModel, hidden, generator));

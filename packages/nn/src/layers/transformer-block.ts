@@ -1,5 +1,7 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import * as tf from '@tensorflow/tfjs-core';
 import { GPT2_INIT_STD } from '../init';
+import { checkNnOptionKeys } from '../internal/check-option-keys';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
 import { CausalSelfAttention } from './causal-self-attention';
@@ -17,6 +19,14 @@ export interface TransformerBlockOptions {
   dropoutSeed?: number;
 }
 
+/** The keys of TransformerBlockOptions ([Note: option keys] in @fsdp-ts/errors). */
+const transformerBlockOptionKeys = {
+  generator: true,
+  residualInitStd: true,
+  dropout: true,
+  dropoutSeed: true,
+} as const satisfies OptionKeys<TransformerBlockOptions>;
+
 /**
  * A pre-LayerNorm transformer block (GPT-2):
  *   x = x + dropout(attention(attentionNorm(x)))
@@ -33,6 +43,7 @@ export class TransformerBlock extends Module {
 
   constructor(dModel: number, heads: number, options: TransformerBlockOptions = {}) {
     super();
+    checkNnOptionKeys('TransformerBlock', options, transformerBlockOptionKeys);
     const outputInitStd = options.residualInitStd ?? GPT2_INIT_STD;
     const generator = options.generator === undefined ? {} : { generator: options.generator };
     const rate = options.dropout ?? 0;

@@ -1,4 +1,6 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { OptimError } from '../errors';
+import { checkOptimKeys } from '../internal/merge-options';
 import { checkNonNegative } from '../internal/validate';
 import { LRScheduler, type SchedulableOptimizer } from './lr-scheduler';
 
@@ -10,6 +12,13 @@ export interface LinearWarmupCosineLROptions {
   /** The floor as a fraction of the base lr (default 0). */
   minLrRatio?: number;
 }
+
+/** The keys of LinearWarmupCosineLROptions ([Note: option keys] in @fsdp-ts/errors). */
+const linearWarmupCosineLROptionKeys = {
+  warmupSteps: true,
+  totalSteps: true,
+  minLrRatio: true,
+} as const satisfies OptionKeys<LinearWarmupCosineLROptions>;
 
 /**
  * Linear warm-up then half-cosine decay, per step (Hugging Face's `get_cosine_schedule_with_warmup`,
@@ -24,6 +33,11 @@ export class LinearWarmupCosineLR extends LRScheduler {
   readonly minLrRatio: number;
 
   constructor(optimizer: SchedulableOptimizer, options: LinearWarmupCosineLROptions) {
+    checkOptimKeys('LinearWarmupCosineLR', options, linearWarmupCosineLROptionKeys, 'unknown-option', {
+      num_warmup_steps: "Hugging Face's num_warmup_steps is warmupSteps here",
+      num_training_steps: "Hugging Face's num_training_steps is totalSteps here",
+      eta_min: 'minLrRatio here: the floor as a fraction of the base lr, not an absolute lr',
+    });
     super(optimizer);
     const { warmupSteps, totalSteps, minLrRatio = 0 } = options;
     checkNonNegative('LinearWarmupCosineLR', 'warmupSteps', warmupSteps);

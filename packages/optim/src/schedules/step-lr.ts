@@ -1,4 +1,6 @@
+import type { OptionKeys } from '@fsdp-ts/errors';
 import { OptimError } from '../errors';
+import { checkOptimKeys } from '../internal/merge-options';
 import { checkNonNegative } from '../internal/validate';
 import { LRScheduler, type SchedulableOptimizer } from './lr-scheduler';
 
@@ -9,12 +11,18 @@ export interface StepLROptions {
   gamma?: number;
 }
 
+/** The keys of StepLROptions ([Note: option keys] in @fsdp-ts/errors). */
+const stepLROptionKeys = { stepSize: true, gamma: true } as const satisfies OptionKeys<StepLROptions>;
+
 /** lr = baseLr · gamma^⌊epoch / stepSize⌋ (PyTorch's StepLR, in closed form). */
 export class StepLR extends LRScheduler {
   readonly stepSize: number;
   readonly gamma: number;
 
   constructor(optimizer: SchedulableOptimizer, options: StepLROptions) {
+    checkOptimKeys('StepLR', options, stepLROptionKeys, 'unknown-option', {
+      step_size: "PyTorch's step_size is stepSize here",
+    });
     super(optimizer);
     if (!Number.isInteger(options.stepSize) || options.stepSize < 1) {
       throw new OptimError(`StepLR: invalid stepSize ${options.stepSize}.`, {
