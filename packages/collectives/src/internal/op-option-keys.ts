@@ -24,4 +24,5 @@ export const torchOpNames: ForeignNames = {
   src: "torch.distributed.broadcast's src is root here (a rank of this group)",
   dst: 'no such option: send(buffer, peer) takes the peer as its second argument',
   timeout: 'timeoutMs here, in milliseconds',
+  reduceOp: "op here: 'sum' | 'avg' | 'max' | 'min'",
 };
