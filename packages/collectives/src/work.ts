@@ -68,11 +68,18 @@ export class Work implements PromiseLike<void> {
   private async waitAsync(): Promise<void> {
     const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
     const deadline = Date.now() + this.timeoutMs + WAIT_GRACE_MS;
-    while (Atomics.load(this.status, 0) === PENDING) {
-      const remaining = deadline - Date.now();
-      if (remaining <= 0) break;
-      const result = waitAsync(this.status, 0, PENDING, remaining);
-      if (result.async) await result.value;
+    // [Note: process exit] Atomics.waitAsync does not keep the event loop alive, and the
+    // communication worker is unref()'d: an awaited Work holds the loop with a timer of its own.
+    const keepAlive = setTimeout(() => undefined, Math.min(this.timeoutMs + WAIT_GRACE_MS, 2 ** 31 - 1));
+    try {
+      while (Atomics.load(this.status, 0) === PENDING) {
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) break;
+        const result = waitAsync(this.status, 0, PENDING, remaining);
+        if (result.async) await result.value;
+      }
+    } finally {
+      clearTimeout(keepAlive);
     }
     this.settle();
   }

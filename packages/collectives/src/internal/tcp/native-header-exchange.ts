@@ -1,4 +1,4 @@
-import { abortMessageLength, HEADER_BYTES, lossNoticeHeader } from './frame-header.js';
+import { abortMessageLength, goodbyeHeader, HEADER_BYTES, lossNoticeHeader } from './frame-header.js';
 import { drainInto } from './loss-attribution.js';
 import type { NativeProfile } from './native-profile.js';
 import {
@@ -116,7 +116,11 @@ export class NativeHeaderExchange {
         const header = this.received[peer];
         if (link === null || header == null || this.filled[peer]! === HEADER_BYTES) continue;
         const fd = link.fd();
-        if (fd === undefined) return 'yield';
+        if (fd === undefined) {
+          // Departed with its header still missing: nothing more comes ([Note: clean departure]).
+          link.failDeparted();
+          return 'yield';
+        }
         const recvStart = profile?.mark();
         const count = sockets.recv(
           fd,
@@ -175,9 +179,17 @@ export class NativeHeaderExchange {
     return false;
   }
 
-  /** An abort or loss notice where a header belongs: back to the link's queue for the engine. */
+  /**
+   * An abort or loss notice, or a goodbye ([Note: clean departure]), where a header belongs: back
+   * to the link's queue for the engine.
+   */
   private isNotice(link: PeerLink, header: Uint8Array): boolean {
-    if (abortMessageLength(header) === undefined && lossNoticeHeader(header) === undefined) return false;
+    if (
+      abortMessageLength(header) === undefined &&
+      lossNoticeHeader(header) === undefined &&
+      goodbyeHeader(header) === undefined
+    )
+      return false;
     link.requeue([header.slice()]);
     this.notice = link;
     return true;
@@ -185,6 +197,11 @@ export class NativeHeaderExchange {
 
   private pump(link: PeerLink, outgoing: Outgoing): 'progress' | 'blocked' | 'lost' {
     const fd = link.fd();
+    if (fd === undefined && link.departed() !== undefined) {
+      // A departed peer needs nothing more ([Note: clean departure]); its goodbye is read next.
+      outgoing.chunks.length = 0;
+      return 'blocked';
+    }
     if (fd === undefined) return 'lost';
     let progressed = false;
     while (outgoing.chunks.length > 0) {

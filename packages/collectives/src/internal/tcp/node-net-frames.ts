@@ -6,6 +6,7 @@ import {
   decodeHeader,
   eagerBytesIn,
   encodeHeader,
+  goodbyeHeader,
   HEADER_BYTES,
   lossNoticeHeader,
 } from './frame-header.js';
@@ -96,7 +97,10 @@ export class NodeNetFrames {
     );
   }
 
-  /** A peer's header frame; throws the error of an abort or loss notice that came instead. */
+  /**
+   * A peer's header frame; throws the error of an abort or loss notice, or of a goodbye, that
+   * came instead.
+   */
   async readFrame(link: PeerLink): Promise<HeaderFrame> {
     const bytes = await this.readBytes(link, HEADER_BYTES);
     const abortLength = abortMessageLength(bytes);
@@ -116,6 +120,9 @@ export class NodeNetFrames {
       this.hooks.lossNoticed(error);
       throw error;
     }
+    // The peer finished and left before this op ([Note: clean departure]).
+    const goodbye = goodbyeHeader(bytes);
+    if (goodbye !== undefined) throw link.goodbyeRead(goodbye);
     return { header: decodeHeader(bytes, link.peer), eagerBytes: eagerBytesIn(bytes) };
   }
 

@@ -3,7 +3,7 @@ import type { EngineContext, EngineInit } from '../engine/engine.js';
 import { EngineBase } from '../engine/engine-base.js';
 import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
 import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
-import { abortMessageIn, encodeAbortFrame, MAX_EAGER_BYTES } from './frame-header.js';
+import { abortMessageIn, encodeAbortFrame, encodeGoodbye, MAX_EAGER_BYTES } from './frame-header.js';
 import { enlargeLocalSendBuffers } from './local-send-buffers.js';
 import { LossBlame } from './loss-blame.js';
 import { engineReduce } from './native-blas.js';
@@ -160,6 +160,23 @@ export class TcpEngine extends EngineBase<TcpInit> {
     }
   }
 
+  /**
+   * [Note: clean departure] The process ends normally and nothing is queued: a goodbye on every
+   * open connection, in the kernel, then the end of each stream (FIN), so a peer still finishing
+   * this rank's last op reads all of it and takes the end for a departure, not a loss.
+   */
+  async depart(): Promise<void> {
+    if (this.state !== 'ready' || this.isBroken()) return;
+    const goodbye = encodeGoodbye({ collectives: this.collectivesRun() });
+    const open = this.links.filter(
+      (link): link is PeerLink =>
+        link !== null && link.failed() === undefined && link.departed() === undefined,
+    );
+    for (const link of open) link.write(goodbye);
+    await Promise.all(open.map((link) => link.flushed().catch(() => undefined)));
+    for (const link of open) link.end();
+  }
+
   close(): void {
     if (this.profile !== undefined && this.state !== 'closed')
       process.stderr.write(`${this.profile.report(this.init.rank)}\n`);
@@ -222,6 +239,9 @@ export class TcpEngine extends EngineBase<TcpInit> {
   protected override async execute(op: OpMessage, seq: number): Promise<void> {
     try {
       await this.executeProfiled(op, seq);
+      // [Note: clean departure] Every byte the op owes a peer is in the kernel before its Work
+      // completes (a barrier's header, say, that node:net could not write at once).
+      for (const link of this.links) if (link?.hasPendingWrites() === true) await link.flushed();
     } catch (error) {
       // A lost connection failed the op while its blame is being decided: fail with the verdict.
       const verdict = this.blame.deciding;
