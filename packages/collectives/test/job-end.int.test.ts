@@ -86,7 +86,7 @@ describe('jobs end like PyTorch', () => {
       runs.push(
         ...(await Promise.all(jobs.slice(start, start + 3).map(([size, env]) => job(size, 'exit', env)))),
       );
-    runs.forEach((run, index) => expectClean(run, jobs[index]![0]));
+    for (const [index, run] of runs.entries()) expectClean(run, jobs[index]![0]);
   }, 150_000);
 
   it('tcp: ops still queued at process.exit(0) are finished first, on every rank', async () => {
