@@ -1,6 +1,7 @@
 import { CollectiveError } from './errors.js';
 import type { GroupIdentity, OwnedResource } from './internal/backend-definition.js';
 import { findBackend } from './internal/backend-registry.js';
+import { noticeNoLauncher } from './internal/no-launcher-notice.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { ProcessGroup } from './process-group.js';
 import type { Store } from './store/store.js';
@@ -41,6 +42,7 @@ let defaultGroup: ProcessGroup | undefined;
  */
 export async function initProcessGroup(options: InitProcessGroupOptions = {}): Promise<ProcessGroup> {
   const thread = threadRankContext();
+  noticeNoLauncher(options, thread !== undefined);
   const backend = options.backend ?? (thread === undefined ? 'tcp' : 'shm');
   const rank = options.rank ?? thread?.rank ?? readIntegerEnv('RANK') ?? readIntegerEnv('SLURM_PROCID') ?? 0;
   const size =
