@@ -273,7 +273,9 @@ export class ProcessGroup {
       timeoutMs,
     };
     this.client.post(op);
-    return new Work(op.status, `${describeOp(op)} on rank ${this.rank}`, timeoutMs, copyBack);
+    return new Work(op.status, `${describeOp(op)} on rank ${this.rank}`, timeoutMs, copyBack, () =>
+      this.client.settled(op.status),
+    );
   }
 
   private checkActive(what: string): void {

@@ -31,12 +31,15 @@ export class Work implements PromiseLike<void> {
    * @param description e.g. "allReduce (4 float32 elements, op sum) on rank 1"
    * @param timeoutMs the op's timeout; the worker enforces it, this only bounds the wait
    * @param onSucceeded runs once on the waiting thread after success (copies staged buffers back)
+   * @param onSettled runs once when a caller first sees the outcome (wait, await): the op's
+   *   outcome is then the caller's, not the exit report's ([Note: process exit])
    */
   constructor(
     private readonly status: Int32Array,
     private readonly description: string,
     private readonly timeoutMs: number,
     private readonly onSucceeded: (() => void) | undefined,
+    private readonly onSettled?: () => void,
   ) {}
 
   /** Whether the op has finished (successfully or not), without blocking. */
@@ -86,6 +89,7 @@ export class Work implements PromiseLike<void> {
 
   private settle(): void {
     if (this.state === 'pending') {
+      this.onSettled?.();
       const value = Atomics.load(this.status, 0);
       if (value === SUCCEEDED) this.succeed();
       else if (value === FAILED) this.fail(readFailure(this.status));

@@ -103,7 +103,7 @@ describe('jobs end like PyTorch', () => {
     const reports = run.stderr.split('\n').filter((line) => line.includes('fsdp-ts: rank'));
     expect(reports, output).toHaveLength(1);
     expect(reports[0]).toMatch(
-      /^\[rank 2\] fsdp-ts: rank 2 exited with 1 collective still queued: allGather \(1000 float32 elements\) failed: allGather #52 \(1000 float32 elements\) on rank 2 failed \(peer rank [01]\): rank [01] left the group: its process ended normally after 51 collectives, and this rank needs more from it/,
+      /^\[rank 2\] fsdp-ts: rank 2 exited with 1 collective it never waited for that did not succeed: allGather \(1000 float32 elements\) failed: allGather #52 \(1000 float32 elements\) on rank 2 failed \(peer rank [01]\): rank [01] left the group: its process ended normally after 51 collectives, and this rank needs more from it/,
     );
     expect(run.stderr, output).toMatch(/rank 2 \(local rank 2\) exited with code 1/);
     // The ranks that ended are not blamed and fail nothing.

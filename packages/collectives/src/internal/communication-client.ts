@@ -4,7 +4,7 @@ import type { BackendDefinition } from './backend-definition.js';
 import type { EngineInit } from './engine/engine.js';
 import { describeOp, type MainToWorkerMessage } from './op-message.js';
 import { loadableModule, startWorker } from './start-worker.js';
-import { DEPARTED, DEPARTING, FAILED, markFailed, PENDING, readFailure } from './status-word.js';
+import { DEPARTED, DEPARTING, FAILED, markFailed, PENDING, readFailure, SUCCEEDED } from './status-word.js';
 
 type ClientState = 'starting' | 'ready' | 'destroying' | 'destroyed';
 
@@ -22,9 +22,10 @@ type ClientState = 'starting' | 'ready' | 'destroying' | 'destroyed';
  *   DEPARTED. Only then does Node stop the worker and close its sockets: the worker ends its own
  *   streams first (closing sockets before the worker ends was what once aborted a process
  *   holding zeromq sockets, DESIGN.md);
- * - queued ops that fail or do not finish in that time are reported on stderr, one line per group
- *   naming each op and its outcome, and the exit code becomes 1: never lost silently. Ops that
- *   finish say nothing.
+ * - an op whose outcome no caller saw (never waited for or awaited) and that failed, or did not
+ *   finish in that time, is reported on stderr, one line per group naming each op and its
+ *   outcome, and the exit code becomes 1: never lost silently. Ops that finish say nothing; the
+ *   client forgets an op once it succeeded or a caller saw its outcome (Work's `onSettled`).
  * Another exit code (an uncaught exception, `process.exit(1)`) skips all this: no goodbye, so
  * peers see the loss as before.
  */
@@ -62,10 +63,13 @@ interface WorkerReply {
  */
 export class CommunicationClient {
   private state: ClientState = 'starting';
-  /** Status word of every op posted and maybe not finished, with its description. */
+  /**
+   * Every op posted whose outcome no caller has seen yet, unless it succeeded: its status word
+   * and description ([Note: process exit] reports the rest).
+   */
   private readonly pending = new Map<Int32Array, string>();
-  /** Ops pending when the departure started, with their descriptions ([Note: process exit]). */
-  private queuedAtExit: [Int32Array, string][] = [];
+  /** The ops no caller had seen when the departure started ([Note: process exit]). */
+  private unseenAtExit: [Int32Array, string][] = [];
   private readonly waiters = new Map<string, (reply: WorkerReply) => void>();
   private exitError: CollectiveError | undefined;
   private readonly exited: Promise<void>;
@@ -151,7 +155,7 @@ export class CommunicationClient {
   post(message: MainToWorkerMessage): void {
     if (message.type === 'op') {
       for (const status of this.pending.keys())
-        if (Atomics.load(status, 0) !== PENDING) this.pending.delete(status);
+        if (Atomics.load(status, 0) === SUCCEEDED) this.pending.delete(status);
       if (this.exitError !== undefined) {
         markFailed(message.status, this.exitError);
         return;
@@ -159,6 +163,11 @@ export class CommunicationClient {
       this.pending.set(message.status, describeOp(message));
     }
     this.worker.postMessage(message);
+  }
+
+  /** A caller saw the op's outcome (Work.wait or await): no exit report for it. */
+  settled(status: Int32Array): void {
+    this.pending.delete(status);
   }
 
   /** Stops the worker after its current op (pending ones fail with code 'closed'); joins it. */
@@ -185,7 +194,7 @@ export class CommunicationClient {
   startDeparture(): boolean {
     const word = this.init.departure;
     if (!this.isUsable() || word === undefined) return false;
-    this.queuedAtExit = [...this.pending].filter(([status]) => Atomics.load(status, 0) === PENDING);
+    this.unseenAtExit = [...this.pending];
     Atomics.store(word, 0, DEPARTING);
     this.worker.postMessage({ type: 'depart' });
     return true;
@@ -193,7 +202,7 @@ export class CommunicationClient {
 
   /**
    * Blocks until the worker departed or `deadline` (Date.now() ms) passed; reports on stderr every
-   * op queued at exit that failed or did not finish. True when nothing needed reporting.
+   * op no caller waited for that failed or did not finish. True when nothing needed reporting.
    */
   finishDeparture(deadline: number): boolean {
     const word = this.init.departure!;
@@ -203,17 +212,17 @@ export class CommunicationClient {
       Atomics.wait(word, 0, DEPARTING, remaining);
     }
     const departed = Atomics.load(word, 0) === DEPARTED;
-    const outcomes = this.queuedAtExit.flatMap(([status, description]) => {
+    const outcomes = this.unseenAtExit.flatMap(([status, description]) => {
       const state = Atomics.load(status, 0);
       if (state === PENDING) return [`${description} did not finish within ${EXIT_FLUSH_MS / 1000} s`];
       if (state === FAILED) return [`${description} failed: ${readFailure(status).message}`];
       return [];
     });
     if (outcomes.length > 0 || !departed) {
-      const queued = this.queuedAtExit.length;
+      const count = outcomes.length;
       const what =
-        outcomes.length > 0
-          ? `${queued} collective${queued === 1 ? '' : 's'} still queued: ${outcomes.join('; ')}`
+        count > 0
+          ? `${count} collective${count === 1 ? '' : 's'} it never waited for that did not succeed: ${outcomes.join('; ')}`
           : `its goodbye to its peers unsent after ${EXIT_FLUSH_MS / 1000} s (they may report it lost)`;
       process.stderr.write(`fsdp-ts: rank ${this.init.rank} exited with ${what}.\n`);
     }
