@@ -31,8 +31,10 @@ type LinkState = 'open' | 'departed' | 'failed';
  * a rank still in the op the peer finished completes it; a read past them (this rank issues an op
  * the departed rank never did) fails with code 'peer-lost' naming the peer and how many
  * collectives it completed. Writes to a departed peer are dropped (it needs nothing more: it
- * finished). So a killed peer is detected exactly as before, and a peer that finished first
- * never fails the ranks still finishing the same op.
+ * finished). Such a failure breaks the group on this rank without closing its links (TcpEngine's
+ * `breakGroup`): nothing it sent is in doubt, peers still finishing earlier ops finish them, and
+ * its own exit says goodbye too. So a killed peer is detected exactly as before, and a peer that
+ * finished first never fails the ranks still finishing the same op.
  */
 
 /**

@@ -32,6 +32,11 @@ type EngineState = 'listening' | 'connecting' | 'ready' | 'closed';
  */
 export class TcpEngine extends EngineBase<TcpInit> {
   private state: EngineState = 'listening';
+  /**
+   * The group broke because a peer that had left normally was needed ([Note: clean departure]):
+   * the links stay open and this rank still says goodbye when it leaves.
+   */
+  private brokenByDeparture = false;
   private acceptor: PeerAcceptor | undefined;
   private readonly links: (PeerLink | null)[];
   private readonly scratch = new RingScratch();
@@ -166,7 +171,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
    * this rank's last op reads all of it and takes the end for a departure, not a loss.
    */
   async depart(): Promise<void> {
-    if (this.state !== 'ready' || this.isBroken()) return;
+    if (this.state !== 'ready' || (this.isBroken() && !this.brokenByDeparture)) return;
     const goodbye = encodeGoodbye({ collectives: this.collectivesRun() });
     const open = this.links.filter(
       (link): link is PeerLink =>
@@ -230,6 +235,15 @@ export class TcpEngine extends EngineBase<TcpInit> {
 
   /** A timeout naming a peer tells the others first ([Note: timing out tells the others]). */
   protected override breakGroup(error: CollectiveError): void {
+    // [Note: clean departure] An op needed a peer that had left normally (the ranks issued
+    // different ops): this rank cannot go on, but nothing it sent is in doubt, so its links stay
+    // open for peers still finishing earlier ops, and its own exit says goodbye.
+    const departed = error.peer === undefined ? undefined : this.links[error.peer]?.departed();
+    if (departed !== undefined && !this.isBroken()) {
+      this.brokenByDeparture = true;
+      this.markBroken(error);
+      return;
+    }
     if (error.code === 'timeout' && error.peer !== undefined && !this.isBroken())
       this.failure.timedOut(error);
     super.breakGroup(error);
