@@ -27,7 +27,7 @@ import type { OpHeader } from '../engine/op-header.js';
  * header again as a trailer, so it is found where a header is expected and at the end of
  * whatever a closed connection left unread.
  *
- * A goodbye ([Note: clean departure] in peer-link.ts) is a header with kind byte 253, the number
+ * A goodbye ([Note: clean departure] in peer-link.ts) is a header with kind byte 252, the number
  * of collectives its sender completed (u32 at offset 8) and the 16 ASCII bytes
  * `FSDP-TS-GOODBYE!` at offset 16; it is the last thing a rank writes on a connection before its
  * process ends normally, so it is found where a header is expected and as the last 32 bytes of
@@ -134,7 +134,7 @@ export function lossNoticeIn(bytes: Buffer): LossNotice | undefined {
   };
 }
 
-const GOODBYE_KIND = 253;
+const GOODBYE_KIND = 252;
 const GOODBYE_MARKER = Buffer.from('FSDP-TS-GOODBYE!', 'ascii');
 
 /** What a goodbye says: how many collectives its sender completed before it left. */
