@@ -63,7 +63,10 @@ async function shutDown(): Promise<void> {
 /** Every queued op ran: say goodbye, then tell the main thread, blocked at process exit. */
 async function depart(): Promise<void> {
   try {
-    await engine.depart?.();
+    // An engine that never started has no one to say goodbye to.
+    if (engine !== undefined) await engine.depart?.();
+  } catch {
+    // The process is ending: a goodbye that cannot be written leaves peers to see a loss.
   } finally {
     if (init.departure !== undefined) {
       Atomics.store(init.departure, 0, DEPARTED);
