@@ -2,6 +2,7 @@ import { CollectiveError } from './errors.js';
 import type { GroupIdentity, OwnedResource } from './internal/backend-definition.js';
 import { findBackend } from './internal/backend-registry.js';
 import { checkInitProcessGroupOptions } from './internal/init-option-keys.js';
+import { noticeNoLauncher } from './internal/no-launcher-notice.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { ProcessGroup } from './process-group.js';
 import type { Store } from './store/store.js';
@@ -43,6 +44,7 @@ let defaultGroup: ProcessGroup | undefined;
 export async function initProcessGroup(options: InitProcessGroupOptions = {}): Promise<ProcessGroup> {
   checkInitProcessGroupOptions(options);
   const thread = threadRankContext();
+  noticeNoLauncher(options, thread !== undefined);
   const backend = options.backend ?? (thread === undefined ? 'tcp' : 'shm');
   const rank = options.rank ?? thread?.rank ?? readIntegerEnv('RANK') ?? readIntegerEnv('SLURM_PROCID') ?? 0;
   const size =

@@ -324,7 +324,9 @@ export class ProcessGroup {
       ...(notice === undefined ? {} : { notice }),
     };
     this.client.post(op);
-    return new Work(op.status, `${describeOp(op)} on rank ${this.rank}`, timeoutMs, copyBack);
+    return new Work(op.status, `${describeOp(op)} on rank ${this.rank}`, timeoutMs, copyBack, () =>
+      this.client.settled(op.status),
+    );
   }
 
   private checkActive(what: string): void {

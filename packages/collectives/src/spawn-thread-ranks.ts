@@ -30,7 +30,9 @@ const spawnThreadRanksOptionKeys = {
  * Runs `exportName` of the module at `moduleUrl` on `size` ranks, each a worker thread of this
  * process, and resolves with their return values in rank order. Inside, `initProcessGroup()`
  * picks the `shm` backend and this rank automatically. If any rank throws, the others are
- * terminated and the promise rejects with a CollectiveError (code 'launch') naming the rank.
+ * terminated and the promise rejects with a CollectiveError (code 'launch') naming the rank. A
+ * rank that calls `process.exit(0)` ends its thread (its queued ops finish first) with the result
+ * `undefined`; another exit code rejects like a throw.
  * The module may be TypeScript when this package runs from source (tsx is registered in the
  * threads); from the build it must be JavaScript.
  */
@@ -81,16 +83,35 @@ export async function spawnThreadRanks(
           transferList: [channel.port2],
         });
         workers.push(worker);
+        let finished = false;
+        const finish = (value: unknown) => {
+          if (finished) return;
+          finished = true;
+          results[rank] = value;
+          if (--remaining === 0) {
+            clearTimeout(timer);
+            resolve();
+          }
+        };
+        // A rank that calls process.exit(0) ends its thread like a script that ends: its result
+        // is undefined. Another code fails the run ([Note: process exit] in communication-client.ts).
+        worker.on('exit', (code) => {
+          if (code === 0) finish(undefined);
+          else if (!finished) {
+            clearTimeout(timer);
+            reject(
+              new CollectiveError(`Thread rank ${rank} exited with code ${code} before returning.`, {
+                code: 'launch',
+                rank,
+              }),
+            );
+          }
+        });
         worker.on(
           'message',
           (message: { type: string; value?: unknown; message?: string; stack?: string }) => {
-            if (message.type === 'result') {
-              results[rank] = message.value;
-              if (--remaining === 0) {
-                clearTimeout(timer);
-                resolve();
-              }
-            } else if (message.type === 'error') {
+            if (message.type === 'result') finish(message.value);
+            else if (message.type === 'error') {
               clearTimeout(timer);
               reject(
                 new CollectiveError(`Thread rank ${rank} failed: ${message.message}`, {

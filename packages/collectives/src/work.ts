@@ -31,12 +31,15 @@ export class Work implements PromiseLike<void> {
    * @param description e.g. "allReduce (4 float32 elements, op sum) on rank 1"
    * @param timeoutMs the op's timeout; the worker enforces it, this only bounds the wait
    * @param onSucceeded runs once on the waiting thread after success (copies staged buffers back)
+   * @param onSettled runs once when a caller first sees the outcome (wait, await): the op's
+   *   outcome is then the caller's, not the exit report's ([Note: process exit])
    */
   constructor(
     private readonly status: Int32Array,
     private readonly description: string,
     private readonly timeoutMs: number,
     private readonly onSucceeded: (() => void) | undefined,
+    private readonly onSettled?: () => void,
   ) {}
 
   /** Whether the op has finished (successfully or not), without blocking. */
@@ -68,17 +71,25 @@ export class Work implements PromiseLike<void> {
   private async waitAsync(): Promise<void> {
     const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
     const deadline = Date.now() + this.timeoutMs + WAIT_GRACE_MS;
-    while (Atomics.load(this.status, 0) === PENDING) {
-      const remaining = deadline - Date.now();
-      if (remaining <= 0) break;
-      const result = waitAsync(this.status, 0, PENDING, remaining);
-      if (result.async) await result.value;
+    // [Note: process exit] Atomics.waitAsync does not keep the event loop alive, and the
+    // communication worker is unref()'d: an awaited Work holds the loop with a timer of its own.
+    const keepAlive = setTimeout(() => undefined, Math.min(this.timeoutMs + WAIT_GRACE_MS, 2 ** 31 - 1));
+    try {
+      while (Atomics.load(this.status, 0) === PENDING) {
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) break;
+        const result = waitAsync(this.status, 0, PENDING, remaining);
+        if (result.async) await result.value;
+      }
+    } finally {
+      clearTimeout(keepAlive);
     }
     this.settle();
   }
 
   private settle(): void {
     if (this.state === 'pending') {
+      this.onSettled?.();
       const value = Atomics.load(this.status, 0);
       if (value === SUCCEEDED) this.succeed();
       else if (value === FAILED) this.fail(readFailure(this.status));

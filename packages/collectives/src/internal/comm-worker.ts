@@ -8,7 +8,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { findBackend } from './backend-registry.js';
 import type { Engine, EngineInit, EngineModule } from './engine/engine.js';
 import type { MainToWorkerMessage, OpMessage } from './op-message.js';
-import { markFailed, markSucceeded } from './status-word.js';
+import { DEPARTED, markFailed, markSucceeded } from './status-word.js';
 
 const port = parentPort!;
 const init = workerData as EngineInit;
@@ -16,6 +16,8 @@ const queue: OpMessage[] = [];
 let running = false;
 let current: OpMessage | undefined;
 let destroying = false;
+/** The process is ending normally ([Note: process exit] in communication-client.ts). */
+let departing = false;
 let engine: Engine;
 
 /** The backend's engine: built-in ones by name, others from the module the main thread named. */
@@ -43,14 +45,33 @@ async function drain(): Promise<void> {
   }
   running = false;
   if (destroying) await shutDown();
+  else if (departing) await depart();
 }
 
 async function shutDown(): Promise<void> {
   try {
+    // Nothing left to run (destroy of an idle group): a goodbye first, so peers still finishing
+    // the last op read all of it ([Note: clean departure] in tcp/peer-link.ts).
+    if (queue.length === 0 && current === undefined) await engine.depart?.();
     await engine.close();
   } finally {
     port.postMessage({ type: 'destroyed' });
     port.close();
+  }
+}
+
+/** Every queued op ran: say goodbye, then tell the main thread, blocked at process exit. */
+async function depart(): Promise<void> {
+  try {
+    // An engine that never started has no one to say goodbye to.
+    if (engine !== undefined) await engine.depart?.();
+  } catch {
+    // The process is ending: a goodbye that cannot be written leaves peers to see a loss.
+  } finally {
+    if (init.departure !== undefined) {
+      Atomics.store(init.departure, 0, DEPARTED);
+      Atomics.notify(init.departure, 0);
+    }
   }
 }
 
@@ -71,6 +92,9 @@ port.on('message', (message: MainToWorkerMessage) => {
       // tcp: closing the sockets fails the running op at once instead of at its timeout.
       if (running) void engine.close();
       else void shutDown();
+    } else if (message.type === 'depart') {
+      departing = true;
+      if (!running) void depart();
     } else if (message.type === 'abort') engine.abort(message.message);
     else engine.control?.(message);
   });

@@ -2,11 +2,51 @@ import type { Worker } from 'node:worker_threads';
 import { CollectiveError } from '../errors.js';
 import type { BackendDefinition } from './backend-definition.js';
 import type { EngineInit } from './engine/engine.js';
-import type { MainToWorkerMessage } from './op-message.js';
+import { describeOp, type MainToWorkerMessage } from './op-message.js';
 import { loadableModule, startWorker } from './start-worker.js';
-import { markFailed, PENDING } from './status-word.js';
+import { DEPARTED, DEPARTING, FAILED, markFailed, PENDING, readFailure, SUCCEEDED } from './status-word.js';
 
 type ClientState = 'starting' | 'ready' | 'destroying' | 'destroyed';
+
+/**
+ * [Note: process exit]
+ * A process group must neither keep a finished script alive nor fail its peers when the process
+ * ends (PyTorch scripts end without `destroy_process_group()`). So:
+ * - the communication worker is unref()'d: it never keeps the event loop alive by itself; what
+ *   waits for it holds the loop (an awaited Work's timer, start-up and destroy timers), and the
+ *   store client's socket is ref()'d only while a request is in flight (store-client.ts);
+ * - on 'exit' with code 0 (the script's last line ran, or it called `process.exit(0)`) the main
+ *   thread, for every group not destroyed, sets the group's departure word to DEPARTING, posts
+ *   'depart', and blocks (Atomics.wait, at most EXIT_FLUSH_MS) until the worker has run every op
+ *   still queued and the engine said goodbye ([Note: clean departure] in tcp/peer-link.ts):
+ *   DEPARTED. Only then does Node stop the worker and close its sockets: the worker ends its own
+ *   streams first (closing sockets before the worker ends was what once aborted a process
+ *   holding zeromq sockets, DESIGN.md);
+ * - an op whose outcome no caller saw (never waited for or awaited) and that failed, or did not
+ *   finish in that time, is reported on stderr, one line per group naming each op and its
+ *   outcome, and the exit code becomes 1: never lost silently. Ops that finish say nothing; the
+ *   client forgets an op once it succeeded or a caller saw its outcome (Work's `onSettled`).
+ * Another exit code (an uncaught exception, `process.exit(1)`) skips all this: no goodbye, so
+ * peers see the loss as before.
+ */
+const EXIT_FLUSH_MS = 30_000;
+
+/** Every client not destroyed yet, for the 'exit' hook. */
+const liveClients = new Set<CommunicationClient>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', (code) => {
+    if (code !== 0) return;
+    const leaving = [...liveClients].filter((client) => client.startDeparture());
+    const deadline = Date.now() + EXIT_FLUSH_MS;
+    let failed = false;
+    for (const client of leaving) failed = !client.finishDeparture(deadline) || failed;
+    if (failed) process.exitCode = 1;
+  });
+}
 
 interface WorkerReply {
   type: string;
@@ -23,7 +63,13 @@ interface WorkerReply {
  */
 export class CommunicationClient {
   private state: ClientState = 'starting';
-  private readonly pending = new Set<Int32Array>();
+  /**
+   * Every op posted whose outcome no caller has seen yet, unless it succeeded: its status word
+   * and description ([Note: process exit] reports the rest).
+   */
+  private readonly pending = new Map<Int32Array, string>();
+  /** The ops no caller had seen when the departure started ([Note: process exit]). */
+  private unseenAtExit: [Int32Array, string][] = [];
   private readonly waiters = new Map<string, (reply: WorkerReply) => void>();
   private exitError: CollectiveError | undefined;
   private readonly exited: Promise<void>;
@@ -41,6 +87,7 @@ export class CommunicationClient {
     this.exited = new Promise((resolve) => {
       worker.on('error', (error) => this.failAll(error));
       worker.on('exit', (code) => {
+        liveClients.delete(this);
         this.failAll(new Error(`the communication worker exited with code ${code}`));
         resolve();
       });
@@ -56,8 +103,14 @@ export class CommunicationClient {
     timeoutMs: number,
   ): Promise<{ client: CommunicationClient; reply: WorkerReply }> {
     if (backend.engineModule !== undefined) init.engineModule = loadableModule(backend.engineModule);
+    init.departure = new Int32Array(new SharedArrayBuffer(4));
     const worker = startWorker('comm-worker', { workerData: init, transferList: [...transferList] as never });
     const client = new CommunicationClient(worker, init, backend as BackendDefinition<never>);
+    // [Note: process exit] The worker never keeps the event loop alive on its own. After the
+    // listeners: adding a 'message' listener refs the worker's port again.
+    worker.unref();
+    installExitHook();
+    liveClients.add(client);
     const reply = await client.expect(readyType, timeoutMs);
     return { client, reply };
   }
@@ -101,20 +154,29 @@ export class CommunicationClient {
 
   post(message: MainToWorkerMessage): void {
     if (message.type === 'op') {
-      for (const status of this.pending) if (Atomics.load(status, 0) !== PENDING) this.pending.delete(status);
+      for (const status of this.pending.keys())
+        if (Atomics.load(status, 0) === SUCCEEDED) this.pending.delete(status);
       if (this.exitError !== undefined) {
         markFailed(message.status, this.exitError);
         return;
       }
-      this.pending.add(message.status);
+      this.pending.set(message.status, describeOp(message));
     }
     this.worker.postMessage(message);
+  }
+
+  /** A caller saw the op's outcome (Work.wait or await): no exit report for it. */
+  settled(status: Int32Array): void {
+    this.pending.delete(status);
   }
 
   /** Stops the worker after its current op (pending ones fail with code 'closed'); joins it. */
   async destroy(): Promise<void> {
     if (this.state === 'destroying' || this.state === 'destroyed') return this.exited;
     this.state = 'destroying';
+    liveClients.delete(this);
+    // Whoever awaits destroy() holds the event loop until the worker has ended.
+    this.worker.ref();
     Atomics.store(this.init.abort, 0, 1);
     this.backend.abort(this.init);
     const finished = this.expect('destroyed', 10_000).catch(() => undefined);
@@ -123,6 +185,48 @@ export class CommunicationClient {
     await Promise.race([this.exited, new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
     await this.worker.terminate();
     this.state = 'destroyed';
+  }
+
+  /**
+   * [Note: process exit] Asks the worker to finish its queue and say goodbye; false when there
+   * is nothing to do (not started, destroyed, or its worker is gone).
+   */
+  startDeparture(): boolean {
+    const word = this.init.departure;
+    if (!this.isUsable() || word === undefined) return false;
+    this.unseenAtExit = [...this.pending];
+    Atomics.store(word, 0, DEPARTING);
+    this.worker.postMessage({ type: 'depart' });
+    return true;
+  }
+
+  /**
+   * Blocks until the worker departed or `deadline` (Date.now() ms) passed; reports on stderr every
+   * op no caller waited for that failed or did not finish. True when nothing needed reporting.
+   */
+  finishDeparture(deadline: number): boolean {
+    const word = this.init.departure!;
+    while (Atomics.load(word, 0) === DEPARTING) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      Atomics.wait(word, 0, DEPARTING, remaining);
+    }
+    const departed = Atomics.load(word, 0) === DEPARTED;
+    const outcomes = this.unseenAtExit.flatMap(([status, description]) => {
+      const state = Atomics.load(status, 0);
+      if (state === PENDING) return [`${description} did not finish within ${EXIT_FLUSH_MS / 1000} s`];
+      if (state === FAILED) return [`${description} failed: ${readFailure(status).message}`];
+      return [];
+    });
+    if (outcomes.length > 0 || !departed) {
+      const count = outcomes.length;
+      const what =
+        count > 0
+          ? `${count} collective${count === 1 ? '' : 's'} it never waited for that did not succeed: ${outcomes.join('; ')}`
+          : `its goodbye to its peers unsent after ${EXIT_FLUSH_MS / 1000} s (they may report it lost)`;
+      process.stderr.write(`fsdp-ts: rank ${this.init.rank} exited with ${what}.\n`);
+    }
+    return outcomes.length === 0;
   }
 
   private anyWaiter(): ((reply: WorkerReply) => void) | undefined {
@@ -139,7 +243,7 @@ export class CommunicationClient {
         cause: error,
       },
     );
-    for (const status of this.pending)
+    for (const status of this.pending.keys())
       if (Atomics.load(status, 0) === PENDING) markFailed(status, this.exitError);
     this.pending.clear();
   }

@@ -40,10 +40,19 @@ export interface AbortMessage {
   message: string;
 }
 
+/**
+ * The process is ending normally: finish the queued ops, say goodbye to the peers and report on
+ * the departure word ([Note: process exit] in communication-client.ts).
+ */
+export interface DepartMessage {
+  type: 'depart';
+}
+
 export type MainToWorkerMessage =
   | OpMessage
   | DestroyMessage
   | AbortMessage
+  | DepartMessage
   | { type: 'connect'; endpoints: string[] };
 
 /** Human-readable description of an op for error messages. */

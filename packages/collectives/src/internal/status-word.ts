@@ -11,6 +11,11 @@ export const PENDING = 0;
 export const SUCCEEDED = 1;
 export const FAILED = 2;
 
+/** The departure word's states ([Note: process exit] in communication-client.ts). */
+export const STAYING = 0;
+export const DEPARTING = 1;
+export const DEPARTED = 2;
+
 const HEADER_BYTES = 8;
 const STATUS_BYTES = 4096;
 /** Status words carved from one SharedArrayBuffer before a new one is allocated. */

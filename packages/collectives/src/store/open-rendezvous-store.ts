@@ -32,6 +32,8 @@ export async function openRendezvousStore(
           secret: environment.secret,
         })
       : undefined;
+  // [Note: process exit] The store this rank hosts does not keep its process alive.
+  server?.unref();
   try {
     const store = await connectStore({
       host: environment.masterAddr,

@@ -123,6 +123,8 @@ export class StoreClient implements Store {
     });
     socket.on('close', () => this.markLost(undefined));
     socket.resume();
+    // [Note: process exit] The connection holds the event loop only while a request waits.
+    socket.unref();
   }
 
   /** Calls `listener` once if the connection to the store drops (not after `close()`). */
@@ -198,6 +200,8 @@ export class StoreClient implements Store {
     if (this.state !== 'open') return;
     this.state = 'closed';
     this.failPending(new CollectiveError('The store client was closed.', { code: 'closed' }));
+    // Whoever awaits the close holds the event loop until it is done.
+    this.socket.ref();
     await new Promise<void>((resolve) => {
       this.socket.once('close', () => resolve());
       this.socket.end();
@@ -223,6 +227,7 @@ export class StoreClient implements Store {
           : setTimeout(
               () => {
                 this.pending.delete(id);
+                if (this.pending.size === 0) this.socket.unref();
                 reject(
                   new CollectiveError(
                     `The store at ${this.address} did not answer ${request.op} in ${deadlineMs} ms.`,
@@ -236,6 +241,7 @@ export class StoreClient implements Store {
               },
               Math.min(deadlineMs, 2 ** 31 - 1),
             );
+      if (this.pending.size === 0) this.socket.ref();
       this.pending.set(id, { op: request.op, resolve, reject, timer });
       this.socket.write(this.channel.seal(encodeStoreRequest({ ...request, id })));
     });
@@ -245,6 +251,7 @@ export class StoreClient implements Store {
     const pending = this.pending.get(response.id);
     if (pending === undefined) return;
     this.pending.delete(response.id);
+    if (this.pending.size === 0) this.socket.unref();
     clearTimeout(pending.timer);
     if (response.status === 'ok') pending.resolve(response.value);
     else
@@ -271,6 +278,7 @@ export class StoreClient implements Store {
       this.pending.delete(id);
       pending.reject(error);
     }
+    this.socket.unref();
   }
 }
 

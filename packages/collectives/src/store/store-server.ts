@@ -34,6 +34,12 @@ export interface StoreServer {
   readonly connectionCount: number;
   /** Stops listening and closes every connection; pending waits fail on the clients. */
   close(): Promise<void>;
+  /**
+   * Lets the process end while the server runs (its listening socket and connections no longer
+   * hold the event loop): a rank 0 that hosts the job's store ends with its script, as with
+   * torch's TCPStore ([Note: process exit] in communication-client.ts).
+   */
+  unref(): void;
 }
 
 const WILDCARDS = new Set(['', '0.0.0.0', '::', '0:0:0:0:0:0:0:0', '::0']);
@@ -58,8 +64,10 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const state = new StoreState();
   const sockets = new Set<Socket>();
   let authenticated = 0;
+  let referenced = true;
   const server: Server = createServer((socket) => {
     sockets.add(socket);
+    if (!referenced) socket.unref();
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => {});
     socket.setNoDelay(true);
@@ -118,8 +126,15 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     get connectionCount() {
       return authenticated;
     },
+    unref: () => {
+      referenced = false;
+      server.unref();
+      for (const socket of sockets) socket.unref();
+    },
     close: () =>
       new Promise<void>((resolve) => {
+        // Whoever awaits the close holds the event loop until it is done.
+        server.ref();
         state.closeAll();
         for (const socket of sockets) socket.destroy();
         server.close(() => resolve());

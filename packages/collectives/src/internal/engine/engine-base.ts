@@ -232,6 +232,11 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     return this.broken !== undefined;
   }
 
+  /** How many collectives this engine has run (the sequence number of the last). */
+  protected collectivesRun(): number {
+    return this.collectiveSeq;
+  }
+
   private nextSeq(op: OpMessage): number {
     if (op.kind === 'send') return ++this.sendSeq[op.peer]!;
     if (op.kind === 'recv') return ++this.recvSeq[op.peer]!;

@@ -31,6 +31,12 @@ import type { OpHeader } from '../engine/op-header.js';
  * that rank, 1 the sender timed out waiting for it), the UTF-8 message, then the same 32-byte
  * header again as a trailer, so it is found where a header is expected and at the end of
  * whatever a closed connection left unread.
+ *
+ * A goodbye ([Note: clean departure] in peer-link.ts) is a header with kind byte 252, the number
+ * of collectives its sender completed (u32 at offset 8) and the 16 ASCII bytes
+ * `FSDP-TS-GOODBYE!` at offset 16; it is the last thing a rank writes on a connection before its
+ * process ends normally, so it is found where a header is expected and as the last 32 bytes of
+ * what a closed connection left unread.
  */
 export const HEADER_BYTES = 32;
 const MAGIC = 0x50445346;
@@ -179,6 +185,33 @@ export function lossNoticeIn(bytes: Buffer): LossNotice | undefined {
     message: bytes.toString('utf8', start + HEADER_BYTES, start + HEADER_BYTES + atEnd.length),
     reason: atEnd.reason,
   };
+}
+
+const GOODBYE_KIND = 252;
+const GOODBYE_MARKER = Buffer.from('FSDP-TS-GOODBYE!', 'ascii');
+
+/** What a goodbye says: how many collectives its sender completed before it left. */
+export interface Goodbye {
+  collectives: number;
+}
+
+/** The goodbye a rank writes on every connection before its process ends normally. */
+export function encodeGoodbye(goodbye: Goodbye): Buffer {
+  const bytes = Buffer.alloc(HEADER_BYTES);
+  bytes.writeUInt32LE(MAGIC, 0);
+  bytes.writeUInt8(GOODBYE_KIND, 4);
+  bytes.writeUInt32LE(goodbye.collectives >>> 0, 8);
+  GOODBYE_MARKER.copy(bytes, 16);
+  return bytes;
+}
+
+/** The goodbye these 32 bytes are, if they are one. */
+export function goodbyeHeader(bytes: Uint8Array): Goodbye | undefined {
+  if (bytes.length < HEADER_BYTES) return undefined;
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
+  if (view.readUInt32LE(0) !== MAGIC || view.readUInt8(4) !== GOODBYE_KIND) return undefined;
+  if (!view.subarray(16, 32).equals(GOODBYE_MARKER)) return undefined;
+  return { collectives: view.readUInt32LE(8) };
 }
 
 /** The message length if these 32 bytes are an abort notice's header; undefined otherwise. */

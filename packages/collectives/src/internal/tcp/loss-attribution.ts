@@ -69,7 +69,9 @@ export function attributeLoss(
   ];
   const gone = new Set(ended.map(({ link }) => link));
   // A survivor's notice may also wait on a connection that is still open.
-  const open = links.filter((link): link is PeerLink => link !== null && !gone.has(link));
+  const open = links.filter(
+    (link): link is PeerLink => link !== null && !gone.has(link) && link.departed() === undefined,
+  );
   const told = [...ended, ...open.map((link) => ({ link, notice: lossNoticeIn(link.unreadBytes()) }))].find(
     (candidate) => candidate.notice !== undefined && candidate.notice.lost !== context.rank,
   );
@@ -133,6 +135,8 @@ function endedNatively(
     const revents = polls.revents(index);
     if ((revents & (POLLERR | POLLHUP | POLLRDHUP)) === 0) return;
     drainInto(link, polls.fd(index), sockets);
+    // A peer that said goodbye left normally ([Note: clean departure]): not a loss.
+    if (link.departedNatively()) return;
     ended.push({
       link,
       reset: (revents & (POLLERR | POLLHUP)) !== 0,

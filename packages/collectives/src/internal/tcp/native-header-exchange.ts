@@ -1,4 +1,10 @@
-import { abortMessageLength, failureNoticeLength, HEADER_BYTES, lossNoticeHeader } from './frame-header.js';
+import {
+  abortMessageLength,
+  failureNoticeLength,
+  goodbyeHeader,
+  HEADER_BYTES,
+  lossNoticeHeader,
+} from './frame-header.js';
 import { drainInto } from './loss-attribution.js';
 import type { NativeProfile } from './native-profile.js';
 import {
@@ -116,7 +122,11 @@ export class NativeHeaderExchange {
         const header = this.received[peer];
         if (link === null || header == null || this.filled[peer]! === HEADER_BYTES) continue;
         const fd = link.fd();
-        if (fd === undefined) return 'yield';
+        if (fd === undefined) {
+          // Departed with its header still missing: nothing more comes ([Note: clean departure]).
+          link.failDeparted();
+          return 'yield';
+        }
         const recvStart = profile?.mark();
         const count = sockets.recv(
           fd,
@@ -175,12 +185,16 @@ export class NativeHeaderExchange {
     return false;
   }
 
-  /** An abort, loss or failure notice where a header belongs: back to the link's queue for the engine. */
+  /**
+   * An abort, loss or failure notice ([Note: failure agreement]), or a goodbye ([Note: clean
+   * departure]), where a header belongs: back to the link's queue for the engine.
+   */
   private isNotice(link: PeerLink, header: Uint8Array): boolean {
     if (
       abortMessageLength(header) === undefined &&
       lossNoticeHeader(header) === undefined &&
-      failureNoticeLength(header) === undefined
+      failureNoticeLength(header) === undefined &&
+      goodbyeHeader(header) === undefined
     )
       return false;
     link.requeue([header.slice()]);
@@ -190,6 +204,11 @@ export class NativeHeaderExchange {
 
   private pump(link: PeerLink, outgoing: Outgoing): 'progress' | 'blocked' | 'lost' {
     const fd = link.fd();
+    if (fd === undefined && link.departed() !== undefined) {
+      // A departed peer needs nothing more ([Note: clean departure]); its goodbye is read next.
+      outgoing.chunks.length = 0;
+      return 'blocked';
+    }
     if (fd === undefined) return 'lost';
     let progressed = false;
     while (outgoing.chunks.length > 0) {

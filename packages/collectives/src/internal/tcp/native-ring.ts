@@ -79,7 +79,17 @@ export class NativeRingRun {
   run(sliceMs: number): 'done' | 'yield' {
     const started = performance.now();
     this.drainQueued();
-    const previousFd = this.previous.fd()!;
+    // [Note: clean departure] A departed peer's bytes were queued and are taken above; if the op
+    // still needs more from it, or must still send it some, it left too soon.
+    if (this.previous.departed() !== undefined && this.stepIndex < this.steps.length) {
+      this.previous.failDeparted();
+      return 'yield';
+    }
+    if (this.next?.departed() !== undefined && this.sendQueue.length > 0) {
+      this.next.failDeparted();
+      return 'yield';
+    }
+    const previousFd = this.previous.fd() ?? -1;
     const nextFd = this.next?.fd() ?? -1;
     const { sockets, receiveBuffer, profile } = this;
     for (;;) {
@@ -194,6 +204,7 @@ export class NativeRingRun {
   private lost(link: PeerLink, errno: number | undefined): 'yield' {
     const fd = link.fd();
     if (fd !== undefined) drainInto(link, fd, this.sockets);
+    // A peer that said goodbye departed ([Note: clean departure]): the next slice goes on without it.
     link.lostNatively(errno);
     return 'yield';
   }

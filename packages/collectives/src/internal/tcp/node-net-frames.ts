@@ -9,6 +9,7 @@ import {
   eagerBytesIn,
   encodeHeader,
   failureNoticeLength,
+  goodbyeHeader,
   HEADER_BYTES,
   lossNoticeHeader,
 } from './frame-header.js';
@@ -100,8 +101,9 @@ export class NodeNetFrames {
   }
 
   /**
-   * A peer's header frame; throws the error of an abort or loss notice that came instead, and for
-   * a failure notice the error of an abort with its message ([Note: failure agreement]).
+   * A peer's header frame; throws the error of an abort or loss notice, or of a goodbye, that
+   * came instead, and for a failure notice the error of an abort with its message ([Note:
+   * failure agreement]).
    */
   async readFrame(link: PeerLink): Promise<HeaderFrame> {
     const frame = await this.readFrameOrNotice(link);
@@ -132,6 +134,9 @@ export class NodeNetFrames {
       this.hooks.lossNoticed(error);
       throw error;
     }
+    // The peer finished and left before this op ([Note: clean departure]).
+    const goodbye = goodbyeHeader(bytes);
+    if (goodbye !== undefined) throw link.goodbyeRead(goodbye);
     return { header: decodeHeader(bytes, link.peer), eagerBytes: eagerBytesIn(bytes) };
   }
 

@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { isTlsFailure } from '../../auth/secure-socket.js';
 import { CollectiveError } from '../../errors.js';
+import { type Goodbye, goodbyeHeader, HEADER_BYTES } from './frame-header.js';
 
 interface Sink {
   remaining: number;
@@ -9,7 +10,32 @@ interface Sink {
   reject: (error: Error) => void;
 }
 
-type LinkState = 'open' | 'failed';
+/**
+ * 'open'; 'departed' (the peer said goodbye and ended the stream: [Note: clean departure]);
+ * 'failed' (lost, closed here, or read past a departed peer's last byte).
+ */
+type LinkState = 'open' | 'departed' | 'failed';
+
+/**
+ * [Note: clean departure]
+ * A rank whose process ends normally (its script returns, or calls `process.exit(0)`, with or
+ * without `destroy()`) first finishes the ops it issued, then writes a goodbye (frame-header.ts)
+ * on every connection, waits until the kernel has it, and ends the stream; only then may the
+ * process go (communication-client.ts, "process exit"). Every byte an op owes a peer is in the
+ * kernel before its Work completes (TcpEngine waits for every link's writes after each op), so
+ * the goodbye comes after everything the rank sent. A killed rank writes no goodbye.
+ * On the other side the end of a stream is a loss only without a goodbye: a connection that ends
+ * (node:net's close or error, or the native path's end of stream) with a goodbye as the last 32
+ * bytes it left unread, or whose goodbye was read where a header belonged, is 'departed', not
+ * lost: nobody is blamed and nothing breaks. The bytes the peer sent before it stay readable, so
+ * a rank still in the op the peer finished completes it; a read past them (this rank issues an op
+ * the departed rank never did) fails with code 'peer-lost' naming the peer and how many
+ * collectives it completed. Writes to a departed peer are dropped (it needs nothing more: it
+ * finished). Such a failure breaks the group on this rank without closing its links (TcpEngine's
+ * `breakGroup`): nothing it sent is in doubt, peers still finishing earlier ops finish them, and
+ * its own exit says goodbye too. So a killed peer is detected exactly as before, and a peer that
+ * finished first never fails the ranks still finishing the same op.
+ */
 
 /**
  * One authenticated connection to a peer, carrying both directions. Reads are "give me exactly
@@ -24,6 +50,8 @@ export class PeerLink {
   private pendingWrites = 0;
   private flushWaiters: { resolve: () => void; reject: (error: Error) => void }[] = [];
   private failure: CollectiveError | undefined;
+  /** The peer's goodbye, once it departed ([Note: clean departure]). */
+  private departure: Goodbye | undefined;
   /** node:net reading is held for the native data path ([Note: held reading]). */
   private held = false;
 
@@ -44,9 +72,9 @@ export class PeerLink {
             true,
             'auth',
           )
-        : this.lose(`the connection to rank ${peer} failed (${cause.message})`, cause, true),
+        : this.ended(`the connection to rank ${peer} failed (${cause.message})`, cause),
     );
-    socket.on('close', () => this.lose(`rank ${peer} closed the connection`, undefined, true));
+    socket.on('close', () => this.ended(`rank ${peer} closed the connection`, undefined));
     socket.resume();
   }
 
@@ -60,6 +88,8 @@ export class PeerLink {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.sink !== undefined) throw new Error(`PeerLink ${this.peer}: overlapping reads`);
     if (bytes === 0) return Promise.resolve();
+    // A departed peer's bytes stay readable; nothing comes after them ([Note: clean departure]).
+    if (this.state === 'departed' && this.queuedBytes() < bytes) return Promise.reject(this.departedError());
     return new Promise((resolve, reject) => {
       this.sink = { remaining: bytes, onBytes, resolve, reject };
       while (this.sink !== undefined && this.queued.length > 0) this.consume(this.queued.shift()!);
@@ -67,7 +97,7 @@ export class PeerLink {
   }
 
   write(data: Uint8Array): void {
-    if (this.failure !== undefined || data.length === 0) return;
+    if (this.state !== 'open' || data.length === 0) return;
     this.pendingWrites++;
     this.socket.write(data, () => {
       this.pendingWrites--;
@@ -75,10 +105,15 @@ export class PeerLink {
     });
   }
 
+  /** Whether some write has not been handed to the kernel yet. */
+  hasPendingWrites(): boolean {
+    return this.pendingWrites > 0 && this.state === 'open';
+  }
+
   /** Resolves once every write so far has been handed to the kernel. */
   flushed(): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    if (this.pendingWrites === 0) return Promise.resolve();
+    if (this.pendingWrites === 0 || this.state === 'departed') return Promise.resolve();
     return new Promise((resolve, reject) => this.flushWaiters.push({ resolve, reject }));
   }
 
@@ -87,14 +122,38 @@ export class PeerLink {
    * undefined (a TLS socket, a closed one, or a platform without one).
    */
   fd(): number | undefined {
-    if (this.failure !== undefined) return undefined;
+    if (this.state !== 'open') return undefined;
     const fd = (this.socket as unknown as { _handle?: { fd?: unknown } | null })._handle?.fd;
     return typeof fd === 'number' && fd >= 0 ? fd : undefined;
   }
 
-  /** Why this link failed, or undefined while it is open. */
+  /** Why this link failed, or undefined while it is open (or departed). */
   failed(): CollectiveError | undefined {
     return this.failure;
+  }
+
+  /** The peer's goodbye once it departed ([Note: clean departure]), else undefined. */
+  departed(): Goodbye | undefined {
+    return this.departure;
+  }
+
+  /**
+   * The goodbye was read where a header belonged: the peer departed. Its end of stream, when it
+   * comes, is no loss. Returns the error the op that expected a header fails with.
+   */
+  goodbyeRead(goodbye: Goodbye): CollectiveError {
+    this.depart(goodbye);
+    return this.departedError();
+  }
+
+  /**
+   * The native path needs more from (or must still send to) a departed peer: the link fails
+   * with the departure's error, without blaming anyone ([Note: clean departure]).
+   */
+  failDeparted(): void {
+    if (this.state !== 'departed') return;
+    this.state = 'failed';
+    this.failure = this.departedError();
   }
 
   /**
@@ -153,8 +212,20 @@ export class PeerLink {
 
   /** The native data path saw this connection end (errno set) or close (see native-ring.ts). */
   lostNatively(errno: number | undefined): void {
-    if (errno === undefined) this.lose(`rank ${this.peer} closed the connection`, undefined, true);
-    else this.lose(`the connection to rank ${this.peer} failed (errno ${errno})`, undefined, true);
+    if (errno === undefined) this.ended(`rank ${this.peer} closed the connection`, undefined);
+    else this.ended(`the connection to rank ${this.peer} failed (errno ${errno})`, undefined);
+  }
+
+  /**
+   * Whether what the native path drained from an ended connection ends with a goodbye: the link
+   * is then departed ([Note: clean departure]).
+   */
+  departedNatively(): boolean {
+    if (this.state === 'open') {
+      const goodbye = this.trailingGoodbye();
+      if (goodbye !== undefined) this.depart(goodbye);
+    }
+    return this.state === 'departed';
   }
 
   /** The bytes that arrived but nobody read yet. */
@@ -171,6 +242,58 @@ export class PeerLink {
   close(): void {
     this.lose(`this rank closed its connection to rank ${this.peer}`, undefined, false);
     this.socket.destroy();
+  }
+
+  /** The peer ended the connection: departed after a goodbye, else lost ([Note: clean departure]). */
+  private ended(message: string, cause: unknown): void {
+    if (this.state !== 'open') return;
+    const goodbye = this.trailingGoodbye();
+    if (goodbye !== undefined) this.depart(goodbye);
+    else this.lose(message, cause, true);
+  }
+
+  private depart(goodbye: Goodbye): void {
+    if (this.state !== 'open') return;
+    this.state = 'departed';
+    this.departure = goodbye;
+    // A waiting read has taken everything queued: nothing more will come for it.
+    const sink = this.sink;
+    this.sink = undefined;
+    sink?.reject(this.departedError());
+    for (const waiter of this.flushWaiters.splice(0)) waiter.resolve();
+  }
+
+  private departedError(): CollectiveError {
+    const collectives = this.departure?.collectives ?? 0;
+    return new CollectiveError(
+      `rank ${this.peer} left the group: its process ended normally after ${collectives} collective${collectives === 1 ? '' : 's'}, and this rank needs more from it`,
+      {
+        code: 'peer-lost',
+        peer: this.peer,
+        fix: `every rank must issue the same collectives before its script ends: rank ${this.peer} issued fewer (a loop that ran fewer steps there, or an early return or process.exit).`,
+      },
+    );
+  }
+
+  /** The goodbye that ends the bytes queued so far, if they end with one. */
+  private trailingGoodbye(): Goodbye | undefined {
+    this.absorbBuffered();
+    const tail: Buffer[] = [];
+    let length = 0;
+    for (let index = this.queued.length - 1; index >= 0 && length < HEADER_BYTES; index--) {
+      tail.unshift(this.queued[index]!);
+      length += this.queued[index]!.length;
+    }
+    if (length < HEADER_BYTES) return undefined;
+    const bytes = Buffer.concat(tail);
+    return goodbyeHeader(bytes.subarray(bytes.length - HEADER_BYTES));
+  }
+
+  private queuedBytes(): number {
+    this.absorbBuffered();
+    let total = 0;
+    for (const chunk of this.queued) total += chunk.length;
+    return total;
   }
 
   private receive(chunk: Buffer): void {
@@ -205,7 +328,7 @@ export class PeerLink {
     byPeer: boolean,
     code: 'peer-lost' | 'auth' = 'peer-lost',
   ): void {
-    if (this.state === 'failed') return;
+    if (this.state !== 'open') return;
     this.state = 'failed';
     this.failure = new CollectiveError(message, {
       code,

@@ -8,6 +8,7 @@ import {
   abortMessageIn,
   encodeAbortFrame,
   encodeFailureNotice,
+  encodeGoodbye,
   failureNoticeIn,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
@@ -39,6 +40,11 @@ type EngineState = 'listening' | 'connecting' | 'ready' | 'closed';
  */
 export class TcpEngine extends EngineBase<TcpInit> {
   private state: EngineState = 'listening';
+  /**
+   * The group broke because a peer that had left normally was needed ([Note: clean departure]):
+   * the links stay open and this rank still says goodbye when it leaves.
+   */
+  private brokenByDeparture = false;
   private acceptor: PeerAcceptor | undefined;
   private readonly links: (PeerLink | null)[];
   private readonly scratch = new RingScratch();
@@ -167,6 +173,23 @@ export class TcpEngine extends EngineBase<TcpInit> {
     }
   }
 
+  /**
+   * [Note: clean departure] The process ends normally and nothing is queued: a goodbye on every
+   * open connection, in the kernel, then the end of each stream (FIN), so a peer still finishing
+   * this rank's last op reads all of it and takes the end for a departure, not a loss.
+   */
+  async depart(): Promise<void> {
+    if (this.state !== 'ready' || (this.isBroken() && !this.brokenByDeparture)) return;
+    const goodbye = encodeGoodbye({ collectives: this.collectivesRun() });
+    const open = this.links.filter(
+      (link): link is PeerLink =>
+        link !== null && link.failed() === undefined && link.departed() === undefined,
+    );
+    for (const link of open) link.write(goodbye);
+    await Promise.all(open.map((link) => link.flushed().catch(() => undefined)));
+    for (const link of open) link.end();
+  }
+
   close(): void {
     if (this.profile !== undefined && this.state !== 'closed')
       process.stderr.write(`${this.profile.report(this.init.rank)}\n`);
@@ -249,6 +272,15 @@ export class TcpEngine extends EngineBase<TcpInit> {
 
   /** A timeout naming a peer tells the others first ([Note: timing out tells the others]). */
   protected override breakGroup(error: CollectiveError): void {
+    // [Note: clean departure] An op needed a peer that had left normally (the ranks issued
+    // different ops): this rank cannot go on, but nothing it sent is in doubt, so its links stay
+    // open for peers still finishing earlier ops, and its own exit says goodbye.
+    const departed = error.peer === undefined ? undefined : this.links[error.peer]?.departed();
+    if (departed !== undefined && !this.isBroken()) {
+      this.brokenByDeparture = true;
+      this.markBroken(error);
+      return;
+    }
     if (error.code === 'timeout' && error.peer !== undefined && !this.isBroken())
       this.failure.timedOut(error);
     super.breakGroup(error);
@@ -258,6 +290,9 @@ export class TcpEngine extends EngineBase<TcpInit> {
   protected override async execute(op: OpMessage, seq: number): Promise<void> {
     try {
       await this.executeProfiled(op, seq);
+      // [Note: clean departure] Every byte the op owes a peer is in the kernel before its Work
+      // completes (a barrier's header, say, that node:net could not write at once).
+      for (const link of this.links) if (link?.hasPendingWrites() === true) await link.flushed();
     } catch (error) {
       // A lost connection failed the op while its blame is being decided: fail with the verdict.
       const verdict = this.blame.deciding;
