@@ -70,9 +70,12 @@ export function launch(args: string[], env: NodeJS.ProcessEnv = {}, fromSource =
   const launcher = fromSource
     ? ['--conditions=@fsdp-ts/source', '--import', 'tsx', join(packageRoot, 'src/bin/fsdp-run.ts')]
     : [bundledPath!];
+  // The ranks resolve workspace packages (@fsdp-ts/errors) to their sources as vitest does, not
+  // to a dist/ that may be stale or absent: the bundled launcher does not run from source itself.
+  const nodeOptions = [process.env.NODE_OPTIONS, '--conditions=@fsdp-ts/source'].filter(Boolean).join(' ');
   const child = spawn(process.execPath, [...launcher, ...args], {
     cwd: packageRoot,
-    env: { ...process.env, ...env },
+    env: { ...process.env, NODE_OPTIONS: nodeOptions, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

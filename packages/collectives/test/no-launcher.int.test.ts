@@ -19,11 +19,11 @@ const LAUNCHER_VARIABLES = [
   'SLURM_NTASKS',
 ];
 
-/** `node --import tsx no-launcher-rank.ts <mode>` from the package root, as `npx tsx` would run it. */
+/** `node --import tsx no-launcher-rank.ts <mode>` from the package root, as `npx tsx` would run it (workspace packages from source). */
 function runAlone(mode: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env = { ...process.env };
   for (const name of LAUNCHER_VARIABLES) delete env[name];
-  const child = spawn(process.execPath, ['--import', 'tsx', script, mode], {
+  const child = spawn(process.execPath, ['--conditions=@fsdp-ts/source', '--import', 'tsx', script, mode], {
     cwd: packageRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
