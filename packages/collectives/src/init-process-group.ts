@@ -1,3 +1,4 @@
+import { readOptionalInteger } from './environment/read-environment.js';
 import { CollectiveError } from './errors.js';
 import type { GroupIdentity, OwnedResource } from './internal/backend-definition.js';
 import { findBackend } from './internal/backend-registry.js';
@@ -46,9 +47,18 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
   const thread = threadRankContext();
   noticeNoLauncher(options, thread !== undefined);
   const backend = options.backend ?? (thread === undefined ? 'tcp' : 'shm');
-  const rank = options.rank ?? thread?.rank ?? readIntegerEnv('RANK') ?? readIntegerEnv('SLURM_PROCID') ?? 0;
+  const rank =
+    options.rank ??
+    thread?.rank ??
+    readOptionalInteger('RANK', 0) ??
+    readOptionalInteger('SLURM_PROCID', 0) ??
+    0;
   const size =
-    options.size ?? thread?.size ?? readIntegerEnv('WORLD_SIZE') ?? readIntegerEnv('SLURM_NTASKS') ?? 1;
+    options.size ??
+    thread?.size ??
+    readOptionalInteger('WORLD_SIZE', 1) ??
+    readOptionalInteger('SLURM_NTASKS', 1) ??
+    1;
   if (!Number.isInteger(size) || size < 1 || !Number.isInteger(rank) || rank < 0 || rank >= size) {
     throw new CollectiveError(`initProcessGroup: rank ${rank} of size ${size} is not a valid rank.`, {
       code: 'invalid-argument',
@@ -94,9 +104,4 @@ export function defaultProcessGroup(): ProcessGroup {
 /** `defaultProcessGroup().newGroup(ranks)`: a sub-group of world ranks (see ProcessGroup.newGroup). */
 export function newGroup(ranks: readonly number[]): Promise<ProcessGroup> {
   return defaultProcessGroup().newGroup(ranks);
-}
-
-function readIntegerEnv(name: string): number | undefined {
-  const value = process.env[name];
-  return value === undefined || value === '' ? undefined : Number(value);
 }

@@ -178,3 +178,25 @@ describe('resolveSocketAddress', () => {
     expect(await localAddressRoutingTo('127.0.0.2', 9)).toMatch(/^127\./);
   });
 });
+
+describe('initProcessGroup reads the torchrun variables strictly', () => {
+  it('a RANK or WORLD_SIZE that is not a whole number is named, not read as rank NaN', async () => {
+    const { initProcessGroup } = await import('../src/init-process-group.js');
+    const saved = { RANK: process.env.RANK, WORLD_SIZE: process.env.WORLD_SIZE };
+    try {
+      process.env.RANK = 'two';
+      process.env.WORLD_SIZE = '2';
+      await expect(initProcessGroup()).rejects.toThrow("RANK='two' is malformed; expected an integer >= 0");
+      process.env.RANK = '0';
+      process.env.WORLD_SIZE = '2.5';
+      await expect(initProcessGroup()).rejects.toThrow(
+        "WORLD_SIZE='2.5' is malformed; expected an integer >= 1",
+      );
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+});

@@ -161,6 +161,19 @@ function readMasterPort(env: NodeJS.ProcessEnv, worldSize: number): number {
   });
 }
 
+/**
+ * `name`'s value as an integer >= `minimum`, or undefined when it is not set (or empty); a value
+ * that is set but not such an integer throws the same typed error as readEnvironment.
+ */
+export function readOptionalInteger(
+  name: string,
+  minimum: number,
+  env: NodeJS.ProcessEnv = process.env,
+): number | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : integer(env, name, minimum);
+}
+
 function integer(env: NodeJS.ProcessEnv, name: string, minimum: number): number {
   const value = env[name];
   if (value === undefined || value.trim() === '') {
