@@ -45,6 +45,7 @@ describe('tied parameters under FSDP (GPT with tied embeddings, W=2)', () => {
         expect(report.logitsMaxError).toBeLessThan(1e-5);
         expect(report.reimportError).toBeNull();
         expect(report.loadFullBothNamesError).toBeNull();
+        expect(report.loadFullOnlyAliasLoads).toBe(true);
         // Like Module.stateDict(): a tied parameter once, under its first name.
         expect(report.fullStateDictNames).toContain('tokenEmbedding.weight');
         expect(report.fullStateDictNames).not.toContain('lmHead.weight');

@@ -67,8 +67,8 @@ export function fullStateDict(
 
 /**
  * Loads a full state dict: every rank passes the whole dict and keeps its own part (no
- * communication). Names and shapes are checked first (tied parameters' other names are
- * accepted); every offender is named in one FsdpError('state-dict-mismatch') and nothing is
+ * communication). Names and shapes are checked first (a tied parameter needs only one of its
+ * names, and loads from the first present); every offender is named in one FsdpError('state-dict-mismatch') and nothing is
  * loaded then.
  */
 export function loadFullStateDict(model: FullyShardedDataParallel, dict: StateDict): void {
@@ -76,15 +76,23 @@ export function loadFullStateDict(model: FullyShardedDataParallel, dict: StateDi
   const entries = parameterEntries(model);
   const expected = new Map<string, readonly number[]>();
   const aliases = new Map<string, readonly number[]>();
-  for (const entry of entries) {
-    expected.set(entry.name, entry.shape);
-    for (const alias of entry.aliases) aliases.set(alias, entry.shape);
-  }
+  // A tied parameter loads from the first of its names the dict has (as @fsdp-ts/nn's
+  // loadStateDict does, [Note: loading tied parameters]): safetensors.torch.save_model keeps one
+  // name of each tied pair. It is missing only when the dict has none of them.
+  const sources = entries.map(
+    (entry) => [entry.name, ...entry.aliases].find((name) => Object.hasOwn(dict, name)) ?? entry.name,
+  );
+  entries.forEach((entry, index) => {
+    for (const name of [entry.name, ...entry.aliases]) {
+      if (name === sources[index]) expected.set(name, entry.shape);
+      else aliases.set(name, entry.shape);
+    }
+  });
   for (const [name, view] of model.namedBuffers()) expected.set(name, view.shape);
   const actual = new Map(Object.entries(dict).map(([name, view]) => [name, view.shape] as const));
   checkNames('loadFullStateDict', expected, aliases, actual);
-  for (const entry of entries) {
-    const source = float32Values(dict[entry.name]!);
+  for (const [index, entry] of entries.entries()) {
+    const source = float32Values(dict[sources[index]!]!);
     const { offset, values } = localPart(entry);
     values.set(source.subarray(offset, offset + values.length));
   }
