@@ -18,6 +18,7 @@ export type CollectiveErrorCode =
   /** A rank called `group.abort(error)`: the group is broken on every rank with that rank's error. */
   | 'aborted';
 
+/** The typed fields a CollectiveError carries (code, op, rank, peer, expected, actual, fix, cause). */
 export interface CollectiveErrorDetails {
   code: CollectiveErrorCode;
   op?: string;
@@ -39,6 +40,10 @@ export interface CollectiveErrorDetails {
  */
 const baseMarker = Symbol.for('fsdp-ts.error');
 
+/**
+ * The error every collective, store and launcher failure throws: a code, the op, the rank and peer, what
+ * was expected and what came, and how to fix it.
+ */
 export class CollectiveError extends Error {
   static readonly marker: string = 'fsdp-ts.error.CollectiveError';
   readonly expected: unknown;
@@ -70,6 +75,7 @@ export class CollectiveError extends Error {
     return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[key] === true;
   }
 
+  /** True for a CollectiveError from any copy of this package (matched by its `Symbol.for` marker). */
   static override [Symbol.hasInstance](value: unknown): boolean {
     return CollectiveError.isInstance(value);
   }

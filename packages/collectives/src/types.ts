@@ -44,6 +44,7 @@ export interface BroadcastOptions extends OpOptions, WireOptions {
   root?: number;
 }
 
+/** The name of a collective operation, as errors and traces report it. */
 export type CollectiveKind =
   | 'allReduce'
   | 'allGather'

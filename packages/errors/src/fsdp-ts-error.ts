@@ -54,6 +54,10 @@ export class FsdpTsError extends Error {
     return hasMarker(this, value);
   }
 
+  /**
+   * True for an instance of this class from any copy of the package (matched by its `Symbol.for` marker),
+   * so `instanceof` works across duplicate installs.
+   */
   static override [Symbol.hasInstance](value: unknown): boolean {
     // biome-ignore lint/complexity/noThisInStatic: `this` is the subclass called on; its marker decides.
     return hasMarker(this, value);

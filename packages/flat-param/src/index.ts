@@ -1,4 +1,9 @@
-// @fsdp-ts/flat-param: flat parameters whose original Parameters stay alive as views.
+/**
+ * Flat parameters whose original Parameters stay alive as views.
+ *
+ * @packageDocumentation
+ * @module @fsdp-ts/flat-param
+ */
 export { FlatParamError, type FlatParamErrorCode, type FlatParamErrorDetails } from './errors';
 export {
   FlatParamHandle,

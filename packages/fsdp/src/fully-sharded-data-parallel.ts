@@ -264,10 +264,12 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     return this.module.namedModules(prefix);
   }
 
+  /** The wrapped module, under the name `module`. */
   override namedChildren(): [string, Module][] {
     return this.module.namedChildren();
   }
 
+  /** The wrapped module. */
   override children(): Module[] {
     return this.module.children();
   }

@@ -1,4 +1,9 @@
-// @fsdp-ts/fsdp: FullyShardedDataParallel that keeps the original parameters as views.
+/**
+ * FullyShardedDataParallel that keeps the original parameters as views.
+ *
+ * @packageDocumentation
+ * @module @fsdp-ts/fsdp
+ */
 export {
   type CheckpointEntry,
   type CheckpointLog,

@@ -29,17 +29,25 @@ import type { Module } from './module';
  */
 export const backwardHook: unique symbol = Symbol.for('@fsdp-ts/nn.backwardHook');
 
+/**
+ * What a module's backward hook asks of backward: extra inputs, and callbacks after gradients and on error.
+ */
 export interface BackwardPlan {
   readonly parameters: readonly Parameter[];
   readonly extraInputs?: readonly tf.Tensor[];
+  /** Runs after the gradients are computed. */
   afterGradients?(): void;
+  /** Runs when backward fails; returns the error to throw. */
   onError?(error: unknown): unknown;
 }
 
+/** A module that takes part in backward through a backward hook (as FullyShardedDataParallel does). */
 export interface BackwardHookModule {
+  /** The module's plan for this backward. */
   [backwardHook](): BackwardPlan;
 }
 
+/** True when the module has a backward hook. */
 export function hasBackwardHook(module: Module): module is Module & BackwardHookModule {
   return typeof (module as Partial<BackwardHookModule>)[backwardHook] === 'function';
 }

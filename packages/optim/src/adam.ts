@@ -13,6 +13,7 @@ export interface AdamOptions extends BaseOptions {
   maximize: boolean;
 }
 
+/** Adam's default hyperparameters (PyTorch's). */
 export const adamDefaults: Readonly<AdamOptions> = Object.freeze({
   lr: 1e-3,
   betas: Object.freeze([0.9, 0.999] as const),
@@ -79,6 +80,7 @@ export class Adam extends AdamFamily {
   }
 }
 
+/** AdamW's default hyperparameters: Adam's with weight decay 0.01 (PyTorch's). */
 export const adamWDefaults: Readonly<AdamOptions> = Object.freeze({ ...adamDefaults, weightDecay: 1e-2 });
 
 /** Adam with decoupled weight decay (p ← p·(1 − lr·wd) before the step), as `torch.optim.AdamW`. */

@@ -8,6 +8,7 @@ import { type Shape, shapeNumel, shapesEqual } from './shape';
 import { Storage, type StorageOptions, storageOptionKeys } from './storage';
 import { TensorView } from './tensor-view';
 
+/** Options of a Parameter: its name and whether it requires a gradient. */
 export interface ParameterOptions {
   name?: string;
   requiresGrad?: boolean;
@@ -102,6 +103,7 @@ export class Parameter {
     );
   }
 
+  /** A new parameter of `shape` filled with zeros. */
   static zeros(shape: Shape, options: CreateParameterOptions = {}): Parameter {
     checkTensorOptionKeys('Parameter.zeros', options, createParameterOptionKeys, pytorchParameterNames);
     return new Parameter(
@@ -204,6 +206,7 @@ export class Parameter {
     return shapesEqual(this.dataView.shape, this.shape);
   }
 
+  /** The parameter's name, shape and dtype, for messages. */
   toString(): string {
     const deferred =
       this.deferredInitializer === null ? '' : `, deferred ${this.deferredInitializer.description}`;

@@ -143,6 +143,7 @@ export class TensorView {
     return new TensorView(this.storage, this.offset, resolved, strides);
   }
 
+  /** A 1-D view of the same elements (`view([numel])`). */
   flatten(): TensorView {
     return this.view([this.numel]);
   }
@@ -166,6 +167,7 @@ export class TensorView {
     );
   }
 
+  /** A view with dimensions `first` and `second` swapped, sharing the storage. */
   transpose(first: number, second: number): TensorView {
     const order = this.shape.map((_, dim) => dim);
     order[first] = second;
@@ -250,6 +252,7 @@ export class TensorView {
     return codecFor(this.dtype).decode(this.storage.array()[this.offsetOf(index)]!);
   }
 
+  /** Writes `value` at `index` (one index per dimension). */
   set(index: readonly number[], value: number): void {
     this.storage.array()[this.offsetOf(index)] = codecFor(this.dtype).encode(value);
   }
@@ -284,6 +287,7 @@ export class TensorView {
     return offset;
   }
 
+  /** The view's dtype, shape, offset and strides, for messages. */
   toString(): string {
     return `TensorView(${this.dtype}${formatShape(this.shape)}, offset ${this.offset}, strides ${formatShape(this.strides)})`;
   }

@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { CollectiveError } from '../errors.js';
 
+/** Options of reading a host and port from the environment. */
 export interface SocketAddressOptions {
   masterAddr: string;
   masterPort: number;

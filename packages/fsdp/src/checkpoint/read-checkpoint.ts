@@ -56,6 +56,7 @@ export interface OptimizerReader {
   stage?(staged: StagedOptimizerState): () => void;
 }
 
+/** Options of readCheckpoint. */
 export interface ReadCheckpointOptions {
   group: ProcessGroup;
   /**
@@ -77,6 +78,7 @@ export interface ReadCheckpointOptions {
   log?: CheckpointLog;
 }
 
+/** What readCheckpoint returns: the metadata and the tensors it read. */
 export interface LoadedCheckpoint {
   /** The step directory loaded. */
   path: string;
@@ -129,6 +131,7 @@ const readCheckpointOptionKeys = {
   log: true,
 } as const satisfies OptionKeys<ReadCheckpointOptions>;
 
+/** Reads a checkpoint directory into full tensors, without a model or a process group. */
 export function readCheckpoint(path: string, options: ReadCheckpointOptions): LoadedCheckpoint {
   const { group, optimizer } = options;
   let directory = path;

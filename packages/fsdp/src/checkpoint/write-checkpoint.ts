@@ -65,6 +65,7 @@ export interface WriteCheckpointOptions {
   blockBytes?: number;
 }
 
+/** What writing a checkpoint returns: where it went and what it holds. */
 export interface SavedCheckpoint {
   path: string;
   step: number;

@@ -10,6 +10,7 @@ export class ModuleList<M extends Module = Module> extends Module {
     for (const module of modules) this.push(module);
   }
 
+  /** Appends a module, registered under its index. */
   push(module: M): this {
     this.registerModule(String(this.items.length), module);
     this.items.push(module);
@@ -20,6 +21,7 @@ export class ModuleList<M extends Module = Module> extends Module {
     return this.items.length;
   }
 
+  /** The module at `index`. */
   at(index: number): M {
     const module = this.items[index];
     if (module === undefined) {
@@ -33,6 +35,7 @@ export class ModuleList<M extends Module = Module> extends Module {
     return module;
   }
 
+  /** Iterates the modules in order. */
   [Symbol.iterator](): Iterator<M> {
     return this.items[Symbol.iterator]();
   }
