@@ -2,6 +2,7 @@
  * Process groups (tcp, shm), Work handles, the rendezvous store and fsdp-run.
  *
  * @packageDocumentation
+ * @document ../README.md
  * @module @fsdp-ts/collectives
  */
 export { type AllocateSharedOptions, allocateShared } from './allocate-shared.js';

@@ -2,6 +2,7 @@
  * The error base every fsdp-ts package shares, and the check of options' keys.
  *
  * @packageDocumentation
+ * @document ../README.md
  * @module @fsdp-ts/errors
  */
 export { FsdpTsError, type FsdpTsErrorDetails } from './fsdp-ts-error';

@@ -146,6 +146,7 @@ export class FlatParamHandle {
     );
   }
 
+  /** 'sharded' or 'unsharded'; changed only by useUnshardedViews() and useShardedViews(). */
   get state(): FlatParamState {
     return this.currentState;
   }

@@ -2,6 +2,7 @@
  * Flat parameters whose original Parameters stay alive as views.
  *
  * @packageDocumentation
+ * @document ../README.md
  * @module @fsdp-ts/flat-param
  */
 export { FlatParamError, type FlatParamErrorCode, type FlatParamErrorDetails } from './errors';

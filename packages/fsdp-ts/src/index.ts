@@ -3,6 +3,7 @@
  * alone (`@fsdp-ts/tensor`, `@fsdp-ts/collectives`, ...).
  *
  * @packageDocumentation
+ * @document ../README.md
  * @module fsdp-ts
  */
 export * from '@fsdp-ts/collectives';

@@ -220,6 +220,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     this.#training.expectIdle(method);
   }
 
+  /** The process group the parameters are sharded over. */
   get group(): ProcessGroup {
     return this.options.group;
   }

@@ -2,6 +2,7 @@
  * FullyShardedDataParallel that keeps the original parameters as views.
  *
  * @packageDocumentation
+ * @document ../README.md
  * @module @fsdp-ts/fsdp
  */
 export {

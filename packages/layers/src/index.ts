@@ -2,6 +2,7 @@
  * Sharded data-parallel training of tf.LayersModel across processes and hosts.
  *
  * @packageDocumentation
+ * @document ../README.md
  * @module @fsdp-ts/layers
  */
 export type { LoadedTrainerCheckpoint } from './checkpoint/load-sharded-checkpoint';

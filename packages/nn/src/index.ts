@@ -2,6 +2,7 @@
  * Modules, layers, a GPT, and the gradient entry point.
  *
  * @packageDocumentation
+ * @document ../README.md
  * @module @fsdp-ts/nn
  */
 export { backward } from './backward';

@@ -25,6 +25,10 @@ export const adamDefaults: Readonly<AdamOptions> = Object.freeze({
 
 /** Adam and AdamW share everything but where weight decay enters. State: `expAvg`, `expAvgSq`, `maxExpAvgSq`. */
 abstract class AdamFamily extends Optimizer<AdamOptions> {
+  /**
+   * True when weight decay is applied to the weights directly (AdamW), false when it is added to the
+   * gradient (Adam).
+   */
   protected abstract get decoupledWeightDecay(): boolean;
 
   protected validateGroup(group: AdamOptions, where: string): void {

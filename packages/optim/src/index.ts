@@ -2,6 +2,7 @@
  * Optimizers over Parameter views (full, sharded or empty), param groups, LR schedules.
  *
  * @packageDocumentation
+ * @document ../README.md
  * @module @fsdp-ts/optim
  */
 export { Adam, type AdamOptions, AdamW, adamDefaults, adamWDefaults } from './adam';

@@ -2,6 +2,7 @@
  * Storage, views, Parameter, and the TensorFlow.js bridge.
  *
  * @packageDocumentation
+ * @document ../README.md
  * @module @fsdp-ts/tensor
  */
 

@@ -115,6 +115,7 @@ export class Storage {
     return Storage.wrap(dtype, array.buffer, array.byteOffset, array.length);
   }
 
+  /** True while the storage holds memory. */
   get isAllocated(): boolean {
     return this.memory !== null;
   }

@@ -76,10 +76,12 @@ export class TensorView {
     return view;
   }
 
+  /** The storage's dtype. */
   get dtype(): DType {
     return this.storage.dtype;
   }
 
+  /** The number of dimensions. */
   get rank(): number {
     return this.shape.length;
   }

@@ -17,6 +17,7 @@ export class ModuleList<M extends Module = Module> extends Module {
     return this;
   }
 
+  /** The number of modules in the list. */
   get length(): number {
     return this.items.length;
   }
