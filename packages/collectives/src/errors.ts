@@ -46,12 +46,19 @@ const baseMarker = Symbol.for('fsdp-ts.error');
  */
 export class CollectiveError extends Error {
   static readonly marker: string = 'fsdp-ts.error.CollectiveError';
+  /** What the code expected (from the details). */
   readonly expected: unknown;
+  /** What came instead (from the details). */
   readonly actual: unknown;
+  /** How to fix it; the message ends with it as " Fix: …". */
   readonly fix: string | undefined;
+  /** What went wrong, as one of CollectiveErrorCode's values. */
   readonly code: CollectiveErrorCode;
+  /** The operation that failed (e.g. 'allReduce'), when one did. */
   readonly op: string | undefined;
+  /** This process's rank in the group, when known. */
   readonly rank: number | undefined;
+  /** The peer rank involved, when one was. */
   readonly peer: number | undefined;
 
   constructor(message: string, details: CollectiveErrorDetails) {
