@@ -7,10 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 // [Note: API reference check]
 // `npm run docs` runs TypeDoc with the root typedoc.json: every published package's
-// src/index.ts, the guides in docs/, and validation warnings treated as errors (an export of a
-// kind listed in `requiredToBeDocumented` without a doc comment, a broken `{@link}`). This test
-// builds the site once, with that same configuration, into a temporary folder, then opens the
-// index, one page per package and one guide in headless Chromium and reads what rendered.
+// src/index.ts (its module comment names the package and adds its README as a document),
+// docs/README.md as the index, the guides in docs/guides/, and validation warnings treated as
+// errors (an export of a kind listed in `requiredToBeDocumented` without a doc comment, a broken
+// `{@link}`). This test builds the site once, with that same configuration, into a temporary
+// folder, fails on any other TypeDoc warning too, then opens the index, the module list, one page
+// per package and one guide in headless Chromium and reads what a reader would see.
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, '..', '..', '..');
@@ -22,7 +24,7 @@ const packagePages = [
   { name: '@fsdp-ts/errors', page: 'modules/_fsdp-ts_errors.html', knownExport: 'FsdpTsError' },
   { name: '@fsdp-ts/tensor', page: 'modules/_fsdp-ts_tensor.html', knownExport: 'TensorView' },
   { name: '@fsdp-ts/collectives', page: 'modules/_fsdp-ts_collectives.html', knownExport: 'ProcessGroup' },
-  { name: '@fsdp-ts/nn', page: 'modules/_fsdp-ts_nn.html', knownExport: 'Module' },
+  { name: '@fsdp-ts/nn', page: 'modules/_fsdp-ts_nn.html', knownExport: 'CausalSelfAttention' },
   { name: '@fsdp-ts/flat-param', page: 'modules/_fsdp-ts_flat-param.html', knownExport: 'FlatParamHandle' },
   { name: '@fsdp-ts/optim', page: 'modules/_fsdp-ts_optim.html', knownExport: 'AdamW' },
   { name: '@fsdp-ts/fsdp', page: 'modules/_fsdp-ts_fsdp.html', knownExport: 'FullyShardedDataParallel' },
