@@ -71,8 +71,8 @@ export interface LayoutOptions {
 const EMPTY: ShardIntersection = Object.freeze({ offsetInShard: 0, offsetInParam: 0, length: 0 });
 
 /**
- * Lays parameters out in one flat buffer padded to a multiple of the world size, and says where each rank's
- * shard cuts each parameter.
+ * Lays out a unit's parameters in one flat buffer padded to a multiple of the world size
+ * ([Note: flat layout]).
  */
 export function computeFlatParamLayout(
   specs: readonly LayoutParameterSpec[],

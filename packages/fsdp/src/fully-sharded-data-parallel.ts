@@ -265,12 +265,12 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     return this.module.namedModules(prefix);
   }
 
-  /** The wrapped module, under the name `module`. */
+  /** The wrapped module's direct submodules, with their names: the wrapper shows the wrapped module's tree. */
   override namedChildren(): [string, Module][] {
     return this.module.namedChildren();
   }
 
-  /** The wrapped module. */
+  /** The wrapped module's direct submodules. */
   override children(): Module[] {
     return this.module.children();
   }

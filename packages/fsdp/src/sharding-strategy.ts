@@ -60,7 +60,7 @@ export interface ShardingSettings {
   readonly replicateGroup: ProcessGroup | null;
 }
 
-/** What each sharding strategy means: when to reshard and how to shard and replicate. */
+/** Each sharding strategy's preset: gradient reduction, resharding after forward, recompute, replication. */
 export const shardingPresets: Readonly<Record<ShardingStrategy, ShardingPreset>> = {
   'full-shard': {
     name: 'full-shard',

@@ -29,15 +29,13 @@ import type { Module } from './module';
  */
 export const backwardHook: unique symbol = Symbol.for('@fsdp-ts/nn.backwardHook');
 
-/**
- * What a module's backward hook asks of backward: extra inputs, and callbacks after gradients and on error.
- */
+/** What a backward hook returns: the parameters, extra inputs and two callbacks (see backwardHook). */
 export interface BackwardPlan {
   readonly parameters: readonly Parameter[];
   readonly extraInputs?: readonly tf.Tensor[];
-  /** Runs after the gradients are computed. */
+  /** Called once every gradient is computed and accumulated, before backward returns. */
   afterGradients?(): void;
-  /** Runs when backward fails; returns the error to throw. */
+  /** Called when the loss or gradients threw; backward throws the Error it returns, or else the error. */
   onError?(error: unknown): unknown;
 }
 

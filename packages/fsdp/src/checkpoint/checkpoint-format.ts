@@ -99,7 +99,7 @@ export interface SavedReplicatedState {
   documents: { name: string; kind: 'json' | 'bytes'; byteOffset: number; byteLength: number }[];
 }
 
-/** The checkpoint's metadata file: format, version, tensors, data files and optimizer. */
+/** A checkpoint's metadata: format and version, step, world sizes, strategy, parameters, files, optimizer. */
 export interface CheckpointMetadata {
   format: typeof CHECKPOINT_FORMAT;
   formatVersion: typeof CHECKPOINT_FORMAT_VERSION | 2 | 1;

@@ -2,7 +2,7 @@ import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import type { LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
 import { LayersError } from '../errors';
 
-/** How replicas start from the same weights: broadcast rank 0's, or check they already match. */
+/** How ranks start from the same weights: 'broadcast' copies rank 0's, 'check' requires them equal. */
 export type InitialWeights = 'broadcast' | 'check';
 
 function hashText(text: string): number {

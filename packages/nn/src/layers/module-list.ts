@@ -22,7 +22,7 @@ export class ModuleList<M extends Module = Module> extends Module {
     return this.items.length;
   }
 
-  /** The module at `index`. */
+  /** The module at `index`; throws an NnError outside [0, length). */
   at(index: number): M {
     const module = this.items[index];
     if (module === undefined) {
