@@ -60,7 +60,7 @@ export class ProcessGroup {
     return this.setup.size;
   }
 
-  /** The backend this group runs on (tcp or shm). */
+  /** The name of the backend this group runs on ('tcp', 'shm' or a registered one). */
   get backend(): Backend {
     return this.setup.backend;
   }

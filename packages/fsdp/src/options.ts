@@ -15,7 +15,7 @@ import {
 } from './sharding-strategy';
 import { type AutoWrapPolicy, checkWrapPolicyKeys } from './wrap-policy';
 
-/** Options of FullyShardedDataParallel (PyTorch FSDP's constructor arguments, TypeScript-cased). */
+/** Options of FullyShardedDataParallel. */
 export interface FsdpOptions {
   /**
    * The process group to shard over. Required, except for 'hybrid-shard' given `shardGroup` and

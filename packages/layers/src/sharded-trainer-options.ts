@@ -6,7 +6,7 @@ import type { InitialWeights } from './internal/check-replicas';
 import type { OptimizerFactory, OptimizerName, OptimizerOptions } from './internal/resolve-optimizer';
 import type { ShardedTrainerStrategy } from './strategy';
 
-/** Options of ShardedTrainer: the model, the process group, the strategy and the optimizer. */
+/** Options of ShardedTrainer: the process group, the optimizer, the strategy, loss and metrics. */
 export interface ShardedTrainerOptions {
   /** The process group to train over (`await initProcessGroup()` under fsdp-run or spawnThreadRanks). */
   group: ProcessGroup;

@@ -39,7 +39,7 @@ export const lambDefaults: Readonly<LAMBOptions> = Object.freeze({
 });
 
 /**
- * Options of the LAMB constructor: hyperparameters and the group the trust ratio's norms are reduced over.
+ * Options of the LAMB constructor: hyperparameters, and the process group the parameters are sharded over.
  */
 export interface LAMBConstructorOptions extends Partial<LAMBOptions> {
   /** The process group the parameters are sharded over; see [Note: sharded norms]. */

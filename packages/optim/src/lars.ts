@@ -35,7 +35,7 @@ export const larsDefaults: Readonly<LARSOptions> = Object.freeze({
 });
 
 /**
- * Options of the LARS constructor: hyperparameters and the group the trust ratio's norms are reduced over.
+ * Options of the LARS constructor: hyperparameters, and the process group the parameters are sharded over.
  */
 export interface LARSConstructorOptions extends Partial<LARSOptions> {
   /** The process group the parameters are sharded over; see [Note: sharded norms]. */

@@ -10,7 +10,7 @@ export interface StoreWaitOptions {
 
 /** A key-value store the ranks rendezvous through (PyTorch's `c10d::Store`). */
 export interface Store {
-  /** Sets `key` to `value`, replacing any earlier value. */
+  /** Sets `key` to `value`. */
   set(key: string, value: Uint8Array | string): Promise<void>;
   /** Waits until the key exists, then returns its value. */
   get(key: string, options?: StoreWaitOptions): Promise<Uint8Array>;
@@ -25,6 +25,6 @@ export interface Store {
   wait(keys: readonly string[], options?: StoreWaitOptions): Promise<void>;
   /** Returns whether the key existed. */
   delete(key: string): Promise<boolean>;
-  /** Closes the store; later calls fail. */
+  /** Closes the store (a client: its connection). */
   close(): Promise<void>;
 }
