@@ -2,6 +2,7 @@ import { reserve } from './internal/shm/shm-arena.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import type { CollectiveBuffer } from './types.js';
 
+/** Options of allocateShared. */
 export interface AllocateSharedOptions {
   /**
    * Place the buffer in the shared arena of the thread ranks (spawnThreadRanks), where the shm

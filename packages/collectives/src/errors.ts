@@ -18,6 +18,7 @@ export type CollectiveErrorCode =
   /** A rank called `group.abort(error)`: the group is broken on every rank with that rank's error. */
   | 'aborted';
 
+/** The typed fields a CollectiveError carries (code, op, rank, peer, expected, actual, fix, cause). */
 export interface CollectiveErrorDetails {
   code: CollectiveErrorCode;
   op?: string;
@@ -39,14 +40,25 @@ export interface CollectiveErrorDetails {
  */
 const baseMarker = Symbol.for('fsdp-ts.error');
 
+/**
+ * The error every collective, store and launcher failure throws: a code, the op, the rank and peer, what
+ * was expected and what came, and how to fix it.
+ */
 export class CollectiveError extends Error {
   static readonly marker: string = 'fsdp-ts.error.CollectiveError';
+  /** What the code expected (from the details). */
   readonly expected: unknown;
+  /** What came instead (from the details). */
   readonly actual: unknown;
+  /** How to fix it; the message ends with it as " Fix: …". */
   readonly fix: string | undefined;
+  /** What went wrong, as one of CollectiveErrorCode's values. */
   readonly code: CollectiveErrorCode;
+  /** The operation that failed (e.g. 'allReduce'), when one did. */
   readonly op: string | undefined;
+  /** This process's rank in the group, when known. */
   readonly rank: number | undefined;
+  /** The peer rank involved, when one was. */
   readonly peer: number | undefined;
 
   constructor(message: string, details: CollectiveErrorDetails) {
@@ -70,6 +82,7 @@ export class CollectiveError extends Error {
     return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[key] === true;
   }
 
+  /** True for a CollectiveError from any copy of this package (matched by its `Symbol.for` marker). */
   static override [Symbol.hasInstance](value: unknown): boolean {
     return CollectiveError.isInstance(value);
   }

@@ -1,4 +1,10 @@
-// @fsdp-ts/collectives: process groups (tcp, shm), Work handles, the rendezvous store and fsdp-run.
+/**
+ * Process groups (tcp, shm), Work handles, the rendezvous store and fsdp-run.
+ *
+ * @packageDocumentation
+ * @document ../README.md
+ * @module @fsdp-ts/collectives
+ */
 export { type AllocateSharedOptions, allocateShared } from './allocate-shared.js';
 // Store, env:// contract and job-secret authentication: see README "Environment contract",
 // "Rendezvous store" and "Security model".

@@ -9,6 +9,7 @@ import { ProcessGroup } from './process-group.js';
 import type { Store } from './store/store.js';
 import type { Backend } from './types.js';
 
+/** Options of initProcessGroup: backend, rank, size, store, job secret, host, secure transport, timeout. */
 export interface InitProcessGroupOptions {
   /** Default: `shm` inside threads started by spawnThreadRanks, `tcp` otherwise. */
   backend?: Backend;
@@ -34,6 +35,7 @@ export interface InitProcessGroupOptions {
   name?: string;
 }
 
+/** The default `timeoutMs` of initProcessGroup, in milliseconds (two minutes). */
 export const DEFAULT_TIMEOUT_MS = 120_000;
 
 let defaultGroup: ProcessGroup | undefined;

@@ -55,10 +55,12 @@ export class ProcessGroup {
     return this.setup.rank;
   }
 
+  /** The number of ranks in the group. */
   get size(): number {
     return this.setup.size;
   }
 
+  /** The name of the backend this group runs on ('tcp', 'shm' or a registered one). */
   get backend(): Backend {
     return this.setup.backend;
   }

@@ -13,6 +13,7 @@ export interface ThreadRankArguments<Args = unknown> {
   args: Args;
 }
 
+/** Options of spawnThreadRanks: the arguments each rank receives and a timeout. */
 export interface SpawnThreadRanksOptions {
   /** Structured-cloneable value passed to every rank's function as `args`. */
   args?: unknown;

@@ -44,6 +44,7 @@ export interface BroadcastOptions extends OpOptions, WireOptions {
   root?: number;
 }
 
+/** The name of a collective operation (allReduce, allGather, reduceScatter, …). */
 export type CollectiveKind =
   | 'allReduce'
   | 'allGather'

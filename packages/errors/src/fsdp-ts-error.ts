@@ -17,6 +17,7 @@ export interface FsdpTsErrorDetails {
   actual?: unknown;
   /** How to fix it (appended to the message as " Fix: …"). */
   fix?: string;
+  /** The error that led to this one (set as the standard `Error.cause`). */
   cause?: unknown;
 }
 
@@ -26,8 +27,11 @@ type ErrorClass = abstract new (...args: never[]) => FsdpTsError;
 export class FsdpTsError extends Error {
   /** The class's marker (see [Note: errors across package copies]); every subclass declares its own. */
   static readonly marker: string = 'fsdp-ts.error';
+  /** What the code expected (from the details). */
   readonly expected: unknown;
+  /** What came instead (from the details). */
   readonly actual: unknown;
+  /** How to fix it; the message ends with it as " Fix: …". */
   readonly fix: string | undefined;
 
   constructor(message: string, details: FsdpTsErrorDetails = {}) {
@@ -54,6 +58,10 @@ export class FsdpTsError extends Error {
     return hasMarker(this, value);
   }
 
+  /**
+   * True for an instance of this class from any copy of the package (matched by its `Symbol.for` marker),
+   * so `instanceof` works across duplicate installs.
+   */
   static override [Symbol.hasInstance](value: unknown): boolean {
     // biome-ignore lint/complexity/noThisInStatic: `this` is the subclass called on; its marker decides.
     return hasMarker(this, value);

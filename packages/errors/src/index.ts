@@ -1,4 +1,10 @@
-// @fsdp-ts/errors: the error base every fsdp-ts package shares, and the check of options' keys.
+/**
+ * The error base every fsdp-ts package shares, and the check of options' keys.
+ *
+ * @packageDocumentation
+ * @document ../README.md
+ * @module @fsdp-ts/errors
+ */
 export { FsdpTsError, type FsdpTsErrorDetails } from './fsdp-ts-error';
 export {
   adviceForName,

@@ -5,6 +5,7 @@
  */
 import { FsdpTsError } from '@fsdp-ts/errors';
 
+/** What went wrong, as a FlatParamError's `code`. */
 export type FlatParamErrorCode =
   | 'invalid-argument'
   | 'dtype-mismatch'
@@ -15,6 +16,7 @@ export type FlatParamErrorCode =
   | 'invalid-metadata'
   | 'too-large';
 
+/** The typed fields a FlatParamError carries. */
 export interface FlatParamErrorDetails {
   code: FlatParamErrorCode;
   expected?: unknown;

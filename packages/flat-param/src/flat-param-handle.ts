@@ -18,6 +18,7 @@ import type { FlatParamMetadata } from './metadata';
 /** Where every Parameter of the unit points: its 1-D local part, or its full shape. */
 export type FlatParamState = 'sharded' | 'unsharded';
 
+/** Options of a FlatParamHandle: rank, world size, alignment, dtype. */
 export interface FlatParamHandleOptions {
   /** This process's rank in [0, worldSize). */
   readonly rank: number;
@@ -145,6 +146,7 @@ export class FlatParamHandle {
     );
   }
 
+  /** 'sharded' or 'unsharded'; changed only by useUnshardedViews() and useShardedViews(). */
   get state(): FlatParamState {
     return this.currentState;
   }
@@ -208,10 +210,12 @@ export class FlatParamHandle {
     return this.views.unshardedData[this.checkIndex(index)]!;
   }
 
+  /** This rank's shard of parameter `index` (layout order), as a view of the sharded flat parameter. */
   shardedView(index: number): TensorView {
     return this.views.shardedData[this.checkIndex(index)]!;
   }
 
+  /** The view of parameter `index`'s gradient in the unsharded flat gradient; null for a frozen parameter. */
   unshardedGradView(index: number): TensorView | null {
     return this.views.unshardedGrad[this.checkIndex(index)]!;
   }

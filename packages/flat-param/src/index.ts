@@ -1,4 +1,10 @@
-// @fsdp-ts/flat-param: flat parameters whose original Parameters stay alive as views.
+/**
+ * Flat parameters whose original Parameters stay alive as views.
+ *
+ * @packageDocumentation
+ * @document ../README.md
+ * @module @fsdp-ts/flat-param
+ */
 export { FlatParamError, type FlatParamErrorCode, type FlatParamErrorDetails } from './errors';
 export {
   FlatParamHandle,

@@ -60,6 +60,7 @@ export interface LayoutParameterSpec {
   readonly frozen?: boolean;
 }
 
+/** Options of computeFlatParamLayout: dtype, world size, alignment. */
 export interface LayoutOptions {
   readonly dtype: DType;
   readonly worldSize: number;
@@ -69,6 +70,10 @@ export interface LayoutOptions {
 
 const EMPTY: ShardIntersection = Object.freeze({ offsetInShard: 0, offsetInParam: 0, length: 0 });
 
+/**
+ * Lays out a unit's parameters in one flat buffer padded to a multiple of the world size
+ * ([Note: flat layout]).
+ */
 export function computeFlatParamLayout(
   specs: readonly LayoutParameterSpec[],
   options: LayoutOptions,

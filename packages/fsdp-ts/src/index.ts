@@ -1,5 +1,11 @@
-// fsdp-ts: the whole stack in one import. Each line re-exports one package; the packages are
-// also usable alone (`@fsdp-ts/tensor`, `@fsdp-ts/collectives`, ...).
+/**
+ * The whole stack in one import. Each line re-exports one package; the packages are also usable
+ * alone (`@fsdp-ts/tensor`, `@fsdp-ts/collectives`, ...).
+ *
+ * @packageDocumentation
+ * @document ../README.md
+ * @module fsdp-ts
+ */
 export * from '@fsdp-ts/collectives';
 export * from '@fsdp-ts/errors';
 export * from '@fsdp-ts/flat-param';

@@ -4,6 +4,7 @@
  */
 import { FsdpTsError } from '@fsdp-ts/errors';
 
+/** What went wrong, as an FsdpError's `code`. */
 export type FsdpErrorCode =
   | 'invalid-option'
   /** An options object has a key its interface does not declare (see [Note: option keys] in @fsdp-ts/errors). */
@@ -20,6 +21,7 @@ export type FsdpErrorCode =
    */
   | 'step-failed';
 
+/** The typed fields an FsdpError carries. */
 export interface FsdpErrorDetails {
   code: FsdpErrorCode;
   rank?: number;

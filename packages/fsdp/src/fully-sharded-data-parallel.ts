@@ -220,6 +220,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     this.#training.expectIdle(method);
   }
 
+  /** The process group the parameters are sharded over. */
   get group(): ProcessGroup {
     return this.options.group;
   }
@@ -264,10 +265,12 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     return this.module.namedModules(prefix);
   }
 
+  /** The wrapped module's direct submodules, with their names: the wrapper shows the wrapped module's tree. */
   override namedChildren(): [string, Module][] {
     return this.module.namedChildren();
   }
 
+  /** The wrapped module's direct submodules. */
   override children(): Module[] {
     return this.module.children();
   }

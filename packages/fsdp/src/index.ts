@@ -1,4 +1,10 @@
-// @fsdp-ts/fsdp: FullyShardedDataParallel that keeps the original parameters as views.
+/**
+ * FullyShardedDataParallel that keeps the original parameters as views.
+ *
+ * @packageDocumentation
+ * @document ../README.md
+ * @module @fsdp-ts/fsdp
+ */
 export {
   type CheckpointEntry,
   type CheckpointLog,

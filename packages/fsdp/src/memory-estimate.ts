@@ -24,6 +24,10 @@ export interface UnitSize {
   readonly isRoot: boolean;
 }
 
+/**
+ * What estimateMemoryPerRank needs: the wrap units' sizes, the world size, the strategy, and the
+ * optimizer's bytes of state per element.
+ */
 export interface MemoryEstimateRequest {
   readonly units: readonly UnitSize[];
   readonly worldSize: number;
@@ -42,6 +46,9 @@ const memoryEstimateRequestKeys = {
   optimizerStateBytesPerElement: true,
 } as const satisfies OptionKeys<MemoryEstimateRequest>;
 
+/**
+ * Bytes per rank: parameters, gradients, optimizer state, the gathered (unsharded) units, and their total.
+ */
 export interface MemoryEstimate {
   readonly parametersBytes: number;
   readonly gradientsBytes: number;
@@ -65,6 +72,7 @@ function largestUnit(units: readonly UnitSize[]): number {
 /** Units gathered at once besides the root, under full-shard: the running one and the prefetched one. */
 export const UNITS_GATHERED_AT_ONCE = 2;
 
+/** Estimates the memory one rank needs for a model under a sharding strategy, before building it. */
 export function estimateMemoryPerRank(request: MemoryEstimateRequest): MemoryEstimate {
   checkFsdpOptionKeys('estimateMemoryPerRank', request, memoryEstimateRequestKeys, {
     shardingStrategy: 'strategy here',

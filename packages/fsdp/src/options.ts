@@ -15,6 +15,7 @@ import {
 } from './sharding-strategy';
 import { type AutoWrapPolicy, checkWrapPolicyKeys } from './wrap-policy';
 
+/** Options of FullyShardedDataParallel. */
 export interface FsdpOptions {
   /**
    * The process group to shard over. Required, except for 'hybrid-shard' given `shardGroup` and
@@ -127,6 +128,7 @@ export const pytorchFsdpNames: ForeignNames = {
     'activationCheckpointing here: true for every unit, or a policy like autoWrapPolicy',
 };
 
+/** FsdpOptions resolved once into the settings the runtime reads. */
 export interface ResolvedFsdpOptions {
   /** The group parameters are sharded over (the shard group under 'hybrid-shard'). */
   readonly group: ProcessGroup;

@@ -60,6 +60,7 @@ export interface ShardingSettings {
   readonly replicateGroup: ProcessGroup | null;
 }
 
+/** Each sharding strategy's preset: gradient reduction, resharding after forward, recompute, replication. */
 export const shardingPresets: Readonly<Record<ShardingStrategy, ShardingPreset>> = {
   'full-shard': {
     name: 'full-shard',
@@ -91,6 +92,7 @@ export const shardingPresets: Readonly<Record<ShardingStrategy, ShardingPreset>>
   },
 };
 
+/** Every sharding strategy's name. */
 export const shardingStrategies = Object.keys(shardingPresets) as readonly ShardingStrategy[];
 
 /** The keys of ShardingPreset ([Note: option keys] in @fsdp-ts/errors). */

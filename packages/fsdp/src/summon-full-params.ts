@@ -5,6 +5,7 @@ import { checkFsdpOptionKeys } from './internal/check-option-keys';
 import type { FsdpUnit } from './internal/fsdp-unit';
 import { fsdpRuntime } from './internal/wrapper-runtime';
 
+/** Options of summonFullParams. */
 export interface SummonOptions {
   /** Copy this rank's part of the (edited) full parameters back into its shard on exit. Default true. */
   writeback?: boolean;

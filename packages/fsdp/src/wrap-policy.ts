@@ -2,6 +2,7 @@ import type { OptionKeys } from '@fsdp-ts/errors';
 import type { Module } from '@fsdp-ts/nn';
 import { checkFsdpOptionKeys } from './internal/check-option-keys';
 
+/** A Module subclass, as wrap policies name them. */
 // biome-ignore lint/suspicious/noExplicitAny: module classes take any constructor arguments.
 export type ModuleClass = abstract new (...args: any[]) => Module;
 

@@ -5,6 +5,7 @@
  */
 import { FsdpTsError } from '@fsdp-ts/errors';
 
+/** What went wrong, as a LayersError's `code`. */
 export type LayersErrorCode =
   | 'invalid-option'
   /** An options object has a key its interface does not declare (see [Note: option keys] in @fsdp-ts/errors). */
@@ -19,6 +20,7 @@ export type LayersErrorCode =
   /** A checkpoint in a format this version does not read (the old layers format). */
   | 'checkpoint-format';
 
+/** The typed fields a LayersError carries. */
 export interface LayersErrorDetails {
   code: LayersErrorCode;
   rank?: number;

@@ -1,4 +1,10 @@
-// @fsdp-ts/layers: sharded data-parallel training of tf.LayersModel across processes and hosts.
+/**
+ * Sharded data-parallel training of tf.LayersModel across processes and hosts.
+ *
+ * @packageDocumentation
+ * @document ../README.md
+ * @module @fsdp-ts/layers
+ */
 export type { LoadedTrainerCheckpoint } from './checkpoint/load-sharded-checkpoint';
 export type { SaveCheckpointArgs } from './checkpoint/save-sharded-checkpoint';
 export { MODEL_DOCUMENT, TRAINER_DOCUMENT, type TrainerDocument } from './checkpoint/trainer-document';

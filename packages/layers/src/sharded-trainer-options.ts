@@ -6,6 +6,7 @@ import type { InitialWeights } from './internal/check-replicas';
 import type { OptimizerFactory, OptimizerName, OptimizerOptions } from './internal/resolve-optimizer';
 import type { ShardedTrainerStrategy } from './strategy';
 
+/** Options of ShardedTrainer: the process group, the optimizer, the strategy, loss and metrics. */
 export interface ShardedTrainerOptions {
   /** The process group to train over (`await initProcessGroup()` under fsdp-run or spawnThreadRanks). */
   group: ProcessGroup;
@@ -67,7 +68,11 @@ export type DatasetBatch = { xs: TensorData; ys: TensorData } | [TensorData, Ten
 
 /** What fitDataset reads of a tf.data.Dataset (its `iterator()`); any object with one works. */
 export interface BatchDataset {
-  iterator(): Promise<{ next(): Promise<IteratorResult<unknown>> }>;
+  /** An iterator over the dataset's batches (as tf.data.Dataset's). */
+  iterator(): Promise<{
+    /** The next batch, or `done` after the last. */
+    next(): Promise<IteratorResult<unknown>>;
+  }>;
 }
 
 /** model.fitDataset's arguments that ShardedTrainer.fitDataset understands. */

@@ -15,6 +15,7 @@ import { LayersError } from './errors';
  */
 export type ShardedTrainerStrategy = 'replicate' | 'shard-optimizer' | 'shard-gradients' | 'full-shard';
 
+/** Every ShardedTrainer strategy's name. */
 export const shardedTrainerStrategies: readonly ShardedTrainerStrategy[] = [
   'replicate',
   'shard-optimizer',

@@ -29,17 +29,23 @@ import type { Module } from './module';
  */
 export const backwardHook: unique symbol = Symbol.for('@fsdp-ts/nn.backwardHook');
 
+/** What a backward hook returns: the parameters, extra inputs and two callbacks (see backwardHook). */
 export interface BackwardPlan {
   readonly parameters: readonly Parameter[];
   readonly extraInputs?: readonly tf.Tensor[];
+  /** Called once every gradient is computed and accumulated, before backward returns. */
   afterGradients?(): void;
+  /** Called when the loss or gradients threw; backward throws the Error it returns, or else the error. */
   onError?(error: unknown): unknown;
 }
 
+/** A module that takes part in backward through a backward hook (as FullyShardedDataParallel does). */
 export interface BackwardHookModule {
+  /** The module's plan for this backward. */
   [backwardHook](): BackwardPlan;
 }
 
+/** True when the module has a backward hook. */
 export function hasBackwardHook(module: Module): module is Module & BackwardHookModule {
   return typeof (module as Partial<BackwardHookModule>)[backwardHook] === 'function';
 }

@@ -4,6 +4,7 @@
  */
 import { FsdpTsError } from '@fsdp-ts/errors';
 
+/** What went wrong, as an NnError's `code`. */
 export type NnErrorCode =
   | 'invalid-argument'
   /** An options object has a key its interface does not declare (see [Note: option keys] in @fsdp-ts/errors). */
@@ -15,6 +16,7 @@ export type NnErrorCode =
   | 'parameter-deferred'
   | 'loss-not-scalar';
 
+/** The typed fields an NnError carries. */
 export interface NnErrorDetails {
   code: NnErrorCode;
   expected?: unknown;
@@ -34,6 +36,7 @@ export class NnError extends FsdpTsError {
   }
 }
 
+/** One parameter whose shape in a state dict differs from the module's. */
 export interface StateDictShapeMismatch {
   key: string;
   expected: readonly number[];

@@ -20,6 +20,7 @@ export type ForwardWrapper = (next: (...args: unknown[]) => unknown, args: unkno
 
 /** Detaches one hook. */
 export interface RemovableHandle {
+  /** Removes the hook. */
   remove(): void;
 }
 

@@ -1,4 +1,10 @@
-// @fsdp-ts/nn: modules, layers, a GPT, and the gradient entry point.
+/**
+ * Modules, layers, a GPT, and the gradient entry point.
+ *
+ * @packageDocumentation
+ * @document ../README.md
+ * @module @fsdp-ts/nn
+ */
 export { backward } from './backward';
 export {
   type BackwardHookModule,

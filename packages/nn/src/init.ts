@@ -44,6 +44,7 @@ export function initUniform(
   return view;
 }
 
+/** Fills `view` with `value` in place and returns it. */
 export function initConstant(view: TensorView, value: number): TensorView {
   return view.fill(value);
 }

@@ -22,6 +22,7 @@ export class NormalInitializer implements ParameterInitializer {
     return `normal(${this.mean}, ${this.std})`;
   }
 
+  /** Writes the initial values of `target` (which starts at element `start` of the parameter). */
   fill(target: TensorView, start: number): void {
     const generator = new Generator();
     generator.setState(this.state);
@@ -52,6 +53,7 @@ export class ConstantInitializer implements ParameterInitializer {
     return `constant(${this.value})`;
   }
 
+  /** Writes the initial values of `target`. */
   fill(target: TensorView, _start: number): void {
     target.fill(this.value);
   }

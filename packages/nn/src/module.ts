@@ -15,6 +15,7 @@ import { parameterTensor } from './parameter-scope';
 /** A state dict: dotted names to views, in registration order. */
 export type StateDict = Record<string, TensorView>;
 
+/** Options of loadStateDict. */
 export interface LoadStateDictOptions {
   /** Default true: every missing or unexpected key is an error (all listed in one StateDictError). */
   strict?: boolean;
@@ -23,6 +24,7 @@ export interface LoadStateDictOptions {
 /** The keys of LoadStateDictOptions ([Note: option keys] in @fsdp-ts/errors). */
 const loadStateDictOptionKeys = { strict: true } as const satisfies OptionKeys<LoadStateDictOptions>;
 
+/** What loadStateDict returns: the keys it did not find and the keys it did not expect. */
 export interface LoadStateDictResult {
   missingKeys: string[];
   unexpectedKeys: string[];
@@ -68,6 +70,7 @@ export abstract class Module {
     return addForwardHook(this, 'wrappers', wrapper);
   }
 
+  /** Registers a parameter under `name` and returns it. */
   registerParameter<P extends Parameter>(name: string, parameter: P): P {
     this.checkName(name);
     if (parameter.name === '') parameter.name = name;
@@ -75,12 +78,14 @@ export abstract class Module {
     return parameter;
   }
 
+  /** Registers a buffer (state that is saved but not trained) under `name` and returns it. */
   registerBuffer(name: string, view: TensorView): TensorView {
     this.checkName(name);
     this.ownBuffers.set(name, view);
     return view;
   }
 
+  /** Registers a submodule under `name` and returns it. */
   registerModule<M extends Module>(name: string, module: M): M {
     this.checkName(name);
     this.ownChildren.set(name, module);
@@ -106,10 +111,12 @@ export abstract class Module {
     return result;
   }
 
+  /** Every parameter of this module and its submodules. */
   parameters(): Parameter[] {
     return this.namedParameters().map(([, parameter]) => parameter);
   }
 
+  /** Every buffer of this module and its submodules, with its dotted name. */
   namedBuffers(prefix = ''): [string, TensorView][] {
     const result: [string, TensorView][] = [];
     for (const [modulePrefix, module] of this.namedModules(prefix)) {
@@ -118,6 +125,7 @@ export abstract class Module {
     return result;
   }
 
+  /** Every buffer of this module and its submodules. */
   buffers(): TensorView[] {
     return this.namedBuffers().map(([, view]) => view);
   }
@@ -136,14 +144,17 @@ export abstract class Module {
     return result;
   }
 
+  /** This module and every submodule, depth first. */
   modules(): Module[] {
     return this.namedModules().map(([, module]) => module);
   }
 
+  /** The direct submodules, with their names. */
   namedChildren(): [string, Module][] {
     return [...this.ownChildren];
   }
 
+  /** The direct submodules. */
   children(): Module[] {
     return [...this.ownChildren.values()];
   }
@@ -154,6 +165,7 @@ export abstract class Module {
     return this;
   }
 
+  /** Puts this module and its submodules in evaluation mode (dropout off) and returns it. */
   eval(): this {
     return this.train(false);
   }

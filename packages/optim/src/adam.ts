@@ -13,6 +13,7 @@ export interface AdamOptions extends BaseOptions {
   maximize: boolean;
 }
 
+/** Adam's default hyperparameters (PyTorch's). */
 export const adamDefaults: Readonly<AdamOptions> = Object.freeze({
   lr: 1e-3,
   betas: Object.freeze([0.9, 0.999] as const),
@@ -24,6 +25,10 @@ export const adamDefaults: Readonly<AdamOptions> = Object.freeze({
 
 /** Adam and AdamW share everything but where weight decay enters. State: `expAvg`, `expAvgSq`, `maxExpAvgSq`. */
 abstract class AdamFamily extends Optimizer<AdamOptions> {
+  /**
+   * True when weight decay is applied to the weights directly (AdamW), false when it is added to the
+   * gradient (Adam).
+   */
   protected abstract get decoupledWeightDecay(): boolean;
 
   protected validateGroup(group: AdamOptions, where: string): void {
@@ -79,6 +84,7 @@ export class Adam extends AdamFamily {
   }
 }
 
+/** AdamW's default hyperparameters: Adam's with weight decay 0.01 (PyTorch's). */
 export const adamWDefaults: Readonly<AdamOptions> = Object.freeze({ ...adamDefaults, weightDecay: 1e-2 });
 
 /** Adam with decoupled weight decay (p ← p·(1 − lr·wd) before the step), as `torch.optim.AdamW`. */

@@ -4,6 +4,7 @@
  */
 import { FsdpTsError } from '@fsdp-ts/errors';
 
+/** What went wrong, as an OptimError's `code`. */
 export type OptimErrorCode =
   | 'invalid-hyperparameter'
   | 'unknown-hyperparameter'
@@ -18,6 +19,7 @@ export type OptimErrorCode =
   | 'state-dict-mismatch'
   | 'invalid-group';
 
+/** The typed fields an OptimError carries. */
 export interface OptimErrorDetails {
   code: OptimErrorCode;
   /** The parameter involved, as `Parameter(name: dtype[shape])`, when there is one. */

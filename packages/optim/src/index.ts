@@ -1,4 +1,10 @@
-// @fsdp-ts/optim: optimizers over Parameter views (full, sharded or empty), param groups, LR schedules.
+/**
+ * Optimizers over Parameter views (full, sharded or empty), param groups, LR schedules.
+ *
+ * @packageDocumentation
+ * @document ../README.md
+ * @module @fsdp-ts/optim
+ */
 export { Adam, type AdamOptions, AdamW, adamDefaults, adamWDefaults } from './adam';
 export { OptimError, type OptimErrorCode, type OptimErrorDetails } from './errors';
 export { LAMB, type LAMBConstructorOptions, type LAMBOptions, lambDefaults } from './lamb';

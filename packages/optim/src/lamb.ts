@@ -26,6 +26,7 @@ export interface LAMBOptions extends BaseOptions {
   alwaysAdapt: boolean;
 }
 
+/** LAMB's default hyperparameters. */
 export const lambDefaults: Readonly<LAMBOptions> = Object.freeze({
   lr: 1e-3,
   betas: Object.freeze([0.9, 0.999] as const),
@@ -37,6 +38,9 @@ export const lambDefaults: Readonly<LAMBOptions> = Object.freeze({
   alwaysAdapt: false,
 });
 
+/**
+ * Options of the LAMB constructor: hyperparameters, and the process group the parameters are sharded over.
+ */
 export interface LAMBConstructorOptions extends Partial<LAMBOptions> {
   /** The process group the parameters are sharded over; see [Note: sharded norms]. */
   group?: NormReductionGroup;

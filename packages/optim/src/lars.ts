@@ -21,6 +21,7 @@ export interface LARSOptions extends BaseOptions {
   alwaysAdapt: boolean;
 }
 
+/** LARS's default hyperparameters. */
 export const larsDefaults: Readonly<LARSOptions> = Object.freeze({
   lr: 1.0,
   momentum: 0,
@@ -33,6 +34,9 @@ export const larsDefaults: Readonly<LARSOptions> = Object.freeze({
   alwaysAdapt: false,
 });
 
+/**
+ * Options of the LARS constructor: hyperparameters, and the process group the parameters are sharded over.
+ */
 export interface LARSConstructorOptions extends Partial<LARSOptions> {
   /** The process group the parameters are sharded over; see [Note: sharded norms]. */
   group?: NormReductionGroup;

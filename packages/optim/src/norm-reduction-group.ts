@@ -1,5 +1,6 @@
 /** What `NormReductionGroup.allReduce` returns: a handle whose `wait()` blocks until the sum is in place. */
 export interface NormReductionWork {
+  /** Waits until the reduction is done. */
   wait(): void;
 }
 
@@ -12,5 +13,6 @@ export interface NormReductionWork {
 export interface NormReductionGroup {
   /** Number of ranks. With 1 the reduction is skipped. */
   readonly size: number;
+  /** Sums `buffer` across the group in place. */
   allReduce(buffer: Float32Array, options: { op: 'sum' }): NormReductionWork;
 }

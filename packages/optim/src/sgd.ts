@@ -12,6 +12,7 @@ export interface SGDOptions extends BaseOptions {
   maximize: boolean;
 }
 
+/** SGD's default hyperparameters (PyTorch's). */
 export const sgdDefaults: Readonly<SGDOptions> = Object.freeze({
   lr: 1e-3,
   momentum: 0,

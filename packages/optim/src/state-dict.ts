@@ -17,6 +17,7 @@ export interface ParameterStateEntry {
   buffers: Record<string, Float32Array>;
 }
 
+/** One param group in an optimizer state dict: its hyperparameters, its parameters' positions and names. */
 export interface SavedParamGroup {
   hyperparameters: Record<string, HyperparameterValue>;
   /** Positions of the group's parameters across all groups, in order (PyTorch's integer keys). */

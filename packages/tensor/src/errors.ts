@@ -4,6 +4,7 @@
  */
 import { FsdpTsError } from '@fsdp-ts/errors';
 
+/** What went wrong, as a TensorError's `code`. */
 export type TensorErrorCode =
   | 'storage-freed'
   | 'view-out-of-bounds'
@@ -16,6 +17,7 @@ export type TensorErrorCode =
   | 'backend-unavailable'
   | 'backend-not-initialised';
 
+/** The typed fields a TensorError carries. */
 export interface TensorErrorDetails {
   code: TensorErrorCode;
   expected?: unknown;

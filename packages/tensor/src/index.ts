@@ -1,4 +1,10 @@
-// @fsdp-ts/tensor: storage, views, Parameter, and the TensorFlow.js bridge.
+/**
+ * Storage, views, Parameter, and the TensorFlow.js bridge.
+ *
+ * @packageDocumentation
+ * @document ../README.md
+ * @module @fsdp-ts/tensor
+ */
 
 export { type BackendName, backendLadder, isBackendName } from './bridge/backend-name';
 export {

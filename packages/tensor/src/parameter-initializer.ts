@@ -15,5 +15,6 @@ import type { TensorView } from './tensor-view';
 export interface ParameterInitializer {
   /** What the values are, for messages and the structure of a model ("normal(0, 0.02)"). */
   readonly description: string;
+  /** Writes the initial values of `target`, which starts at element `start` of the parameter. */
   fill(target: TensorView, start: number): void;
 }

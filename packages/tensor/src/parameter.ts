@@ -8,6 +8,7 @@ import { type Shape, shapeNumel, shapesEqual } from './shape';
 import { Storage, type StorageOptions, storageOptionKeys } from './storage';
 import { TensorView } from './tensor-view';
 
+/** Options of a Parameter: its name and whether it requires a gradient. */
 export interface ParameterOptions {
   name?: string;
   requiresGrad?: boolean;
@@ -102,6 +103,7 @@ export class Parameter {
     );
   }
 
+  /** A new parameter of `shape` filled with zeros. */
   static zeros(shape: Shape, options: CreateParameterOptions = {}): Parameter {
     checkTensorOptionKeys('Parameter.zeros', options, createParameterOptionKeys, pytorchParameterNames);
     return new Parameter(
@@ -180,20 +182,27 @@ export class Parameter {
     target.copyFrom(this.dataView.contiguous().flatten().narrow(0, start, target.numel));
   }
 
+  /** The view the parameter's values live in: its full shape, or a 1-D part such as its shard. */
   get data(): TensorView {
     return this.dataView;
   }
 
+  /**
+   * Points the parameter at another view of its full shape or a 1-D part of it; throws a TensorError on
+   * another shape.
+   */
   set data(view: TensorView) {
     this.checkView(view, 'data');
     this.dataView = view;
     this.deferredInitializer = null;
   }
 
+  /** The gradient view, or null when the parameter has no gradient. */
   get grad(): TensorView | null {
     return this.gradView;
   }
 
+  /** Points the gradient at a view of the full shape or a 1-D part of it, or clears it with null. */
   set grad(view: TensorView | null) {
     if (view !== null) this.checkView(view, 'grad');
     this.gradView = view;
@@ -204,6 +213,7 @@ export class Parameter {
     return shapesEqual(this.dataView.shape, this.shape);
   }
 
+  /** The parameter's name, shape and dtype, for messages. */
   toString(): string {
     const deferred =
       this.deferredInitializer === null ? '' : `, deferred ${this.deferredInitializer.description}`;

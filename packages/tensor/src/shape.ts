@@ -1,5 +1,6 @@
 import { formatShape, TensorError } from './errors';
 
+/** A tensor's shape: one size per dimension. */
 export type Shape = readonly number[];
 
 /** Number of elements of a shape (1 for a scalar `[]`). */
@@ -20,6 +21,7 @@ export function contiguousStrides(shape: Shape): number[] {
   return strides;
 }
 
+/** True when both shapes have the same sizes. */
 export function shapesEqual(first: Shape, second: Shape): boolean {
   return first.length === second.length && first.every((size, dim) => size === second[dim]);
 }

@@ -7,6 +7,7 @@ import { storagePool } from './storage-pool';
 /** Every storage's byte length is a multiple of this, and its data starts at a multiple of it. */
 export const STORAGE_ALIGNMENT_BYTES = 64;
 
+/** Options of a Storage. */
 export interface StorageOptions {
   /** Back the storage with a SharedArrayBuffer (needed for anything worker threads touch). */
   shared?: boolean;
@@ -114,6 +115,7 @@ export class Storage {
     return Storage.wrap(dtype, array.buffer, array.byteOffset, array.length);
   }
 
+  /** True while the storage holds memory. */
   get isAllocated(): boolean {
     return this.memory !== null;
   }

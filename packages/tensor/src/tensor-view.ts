@@ -76,10 +76,12 @@ export class TensorView {
     return view;
   }
 
+  /** The storage's dtype. */
   get dtype(): DType {
     return this.storage.dtype;
   }
 
+  /** The number of dimensions. */
   get rank(): number {
     return this.shape.length;
   }
@@ -143,6 +145,7 @@ export class TensorView {
     return new TensorView(this.storage, this.offset, resolved, strides);
   }
 
+  /** A 1-D view of the same elements (`view([numel])`). */
   flatten(): TensorView {
     return this.view([this.numel]);
   }
@@ -166,6 +169,7 @@ export class TensorView {
     );
   }
 
+  /** A view with dimensions `first` and `second` swapped, sharing the storage. */
   transpose(first: number, second: number): TensorView {
     const order = this.shape.map((_, dim) => dim);
     order[first] = second;
@@ -250,6 +254,7 @@ export class TensorView {
     return codecFor(this.dtype).decode(this.storage.array()[this.offsetOf(index)]!);
   }
 
+  /** Writes `value` at `index` (one index per dimension). */
   set(index: readonly number[], value: number): void {
     this.storage.array()[this.offsetOf(index)] = codecFor(this.dtype).encode(value);
   }
@@ -284,6 +289,7 @@ export class TensorView {
     return offset;
   }
 
+  /** The view's dtype, shape, offset and strides, for messages. */
   toString(): string {
     return `TensorView(${this.dtype}${formatShape(this.shape)}, offset ${this.offset}, strides ${formatShape(this.strides)})`;
   }

@@ -6,6 +6,7 @@ import { readExactly } from './internal/read-exactly.js';
 /** Which end of the connection this process is: the side that accepted it is the `server`. */
 export type HandshakeRole = 'server' | 'client';
 
+/** Options of the job-secret handshake on one socket. */
 export interface AuthenticateSocketOptions {
   /** Milliseconds for the whole handshake; default 10 000. */
   timeoutMs?: number;

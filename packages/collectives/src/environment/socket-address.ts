@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { CollectiveError } from '../errors.js';
 
+/** What picks the address data sockets bind to: MASTER_ADDR/PORT, FSDP_SOCKET_IFNAME, FSDP_SOCKET_ADDR. */
 export interface SocketAddressOptions {
   masterAddr: string;
   masterPort: number;

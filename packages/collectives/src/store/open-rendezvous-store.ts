@@ -2,6 +2,9 @@ import type { ProcessEnvironment } from '../environment/read-environment.js';
 import { connectStore, type StoreClient } from './store-client.js';
 import { type StoreServer, startStoreServer } from './store-server.js';
 
+/**
+ * The job's rendezvous store as one process sees it: a client, and the server when this process started it.
+ */
 export interface RendezvousStore {
   /** A client of the job's store, with this attempt's key prefix (FSDP_STORE_PREFIX) applied. */
   store: StoreClient;

@@ -10,6 +10,7 @@ export class PrefixStore implements Store {
     private readonly inner: Store,
   ) {}
 
+  /** Sets `key` (under this store's prefix) to `value`. */
   set(key: string, value: Uint8Array | string): Promise<void> {
     return this.inner.set(this.prefix + key, value);
   }
@@ -31,6 +32,7 @@ export class PrefixStore implements Store {
   delete(key: string): Promise<boolean> {
     return this.inner.delete(this.prefix + key);
   }
+  /** Closes the underlying store. */
   close(): Promise<void> {
     return this.inner.close();
   }

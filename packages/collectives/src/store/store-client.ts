@@ -13,6 +13,7 @@ import {
   type StoreResponse,
 } from './store-protocol.js';
 
+/** Options of connectStore: host, port, job secret, timeout. */
 export interface ConnectStoreOptions {
   host: string;
   port: number;
@@ -133,6 +134,7 @@ export class StoreClient implements Store {
     return () => this.lostListeners.delete(listener);
   }
 
+  /** Sets `key` to `value` on the store server. */
   async set(key: string, value: Uint8Array | string): Promise<void> {
     await this.request({ op: 'set', id: 0, key: this.prefix + key, value: toBytes(value) });
   }
@@ -196,6 +198,7 @@ export class StoreClient implements Store {
     await this.request({ op: 'clearOnDisconnect', id: 0, key: this.prefix + key });
   }
 
+  /** Closes the connection to the store server. */
   async close(): Promise<void> {
     if (this.state !== 'open') return;
     this.state = 'closed';

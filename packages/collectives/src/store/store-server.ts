@@ -12,6 +12,7 @@ import {
   type StoreResponse,
 } from './store-protocol.js';
 
+/** Options of startStoreServer: host, port, job secret, handshake timeout. */
 export interface StoreServerOptions {
   /** Address to bind; default '127.0.0.1'. A wildcard ('0.0.0.0', '::') needs `allowWildcard`. */
   host?: string;
@@ -27,6 +28,7 @@ export interface StoreServerOptions {
   onConnectionError?: (error: unknown) => void;
 }
 
+/** A running rendezvous store server: its address, open connections, and close. */
 export interface StoreServer {
   readonly host: string;
   readonly port: number;

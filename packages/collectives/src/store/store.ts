@@ -8,7 +8,9 @@ export interface StoreWaitOptions {
   timeoutMs?: number;
 }
 
+/** A key-value store the ranks rendezvous through (PyTorch's `c10d::Store`). */
 export interface Store {
+  /** Sets `key` to `value`. */
   set(key: string, value: Uint8Array | string): Promise<void>;
   /** Waits until the key exists, then returns its value. */
   get(key: string, options?: StoreWaitOptions): Promise<Uint8Array>;
@@ -23,5 +25,6 @@ export interface Store {
   wait(keys: readonly string[], options?: StoreWaitOptions): Promise<void>;
   /** Returns whether the key existed. */
   delete(key: string): Promise<boolean>;
+  /** Closes the store (a client: its connection). */
   close(): Promise<void>;
 }

@@ -23,6 +23,7 @@ export type CheckpointErrorReason =
   | 'io'
   | 'invalid-input';
 
+/** The typed fields a CheckpointError carries. */
 export interface CheckpointErrorDetails {
   reason: CheckpointErrorReason;
   /** The file (or directory) concerned. */

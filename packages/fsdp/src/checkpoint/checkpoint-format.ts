@@ -69,6 +69,7 @@ export interface SavedHandle {
   layout: FlatParamMetadata;
 }
 
+/** The optimizer section of a checkpoint: its kind, param groups and per-parameter state. */
 export interface SavedOptimizer {
   kind: string;
   groups: { hyperparameters: Record<string, HyperparameterValue>; paramNames: string[] }[];
@@ -76,6 +77,7 @@ export interface SavedOptimizer {
   parameters: Record<string, SavedParameterState>;
 }
 
+/** One rank's data file in a checkpoint and its index. */
 export interface DataFileEntry {
   rank: number;
   file: string;
@@ -97,6 +99,7 @@ export interface SavedReplicatedState {
   documents: { name: string; kind: 'json' | 'bytes'; byteOffset: number; byteLength: number }[];
 }
 
+/** A checkpoint's metadata: format and version, step, world sizes, strategy, parameters, files, optimizer. */
 export interface CheckpointMetadata {
   format: typeof CHECKPOINT_FORMAT;
   formatVersion: typeof CHECKPOINT_FORMAT_VERSION | 2 | 1;

@@ -16,6 +16,7 @@ import { type LoadedCheckpoint, type OptimizerLoadTargets, readCheckpoint } from
 
 export type { LoadedCheckpoint } from './read-checkpoint';
 
+/** Options of loadCheckpoint. */
 export interface LoadCheckpointOptions {
   model: FullyShardedDataParallel;
   /** Receives the saved optimizer state for this rank's shards (and the saved hyperparameters). */

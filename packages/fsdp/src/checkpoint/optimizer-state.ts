@@ -14,7 +14,9 @@ export interface CheckpointOptimizer {
   readonly kind: string;
   readonly parameters: Parameter[];
   readonly paramGroups: readonly { readonly params: readonly Parameter[] }[];
+  /** The optimizer's state dict. */
   stateDict(options?: StateDictOptions): OptimizerStateDict;
+  /** Loads a state dict returned by `stateDict`. */
   loadStateDict(stateDict: OptimizerStateDict, options?: StateDictOptions): void;
 }
 

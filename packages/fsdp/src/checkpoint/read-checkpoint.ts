@@ -56,6 +56,7 @@ export interface OptimizerReader {
   stage?(staged: StagedOptimizerState): () => void;
 }
 
+/** Options of readCheckpoint. */
 export interface ReadCheckpointOptions {
   group: ProcessGroup;
   /**
@@ -77,6 +78,7 @@ export interface ReadCheckpointOptions {
   log?: CheckpointLog;
 }
 
+/** What a load returns: the step directory, step, `extra`, the saved world size, the replicated state. */
 export interface LoadedCheckpoint {
   /** The step directory loaded. */
   path: string;
@@ -102,6 +104,15 @@ interface Planned {
   bytesRead: number;
 }
 
+/** The keys of ReadCheckpointOptions ([Note: option keys] in @fsdp-ts/errors). */
+const readCheckpointOptionKeys = {
+  group: true,
+  model: true,
+  optimizer: true,
+  replicated: true,
+  log: true,
+} as const satisfies OptionKeys<ReadCheckpointOptions>;
+
 /**
  * Reads a checkpoint (a step directory, or a root holding `latest`) into flat shards at any world
  * size (collective). Each rank reads only the verified blocks holding its shards. Nothing changes
@@ -120,15 +131,6 @@ interface Planned {
  * is reading the rank's bytes twice (the second read mostly from the page cache) instead of
  * holding a copy of them: at 353 M parameters and W=4 a copy was 1 GiB per rank, half a 2 GiB cap.
  */
-/** The keys of ReadCheckpointOptions ([Note: option keys] in @fsdp-ts/errors). */
-const readCheckpointOptionKeys = {
-  group: true,
-  model: true,
-  optimizer: true,
-  replicated: true,
-  log: true,
-} as const satisfies OptionKeys<ReadCheckpointOptions>;
-
 export function readCheckpoint(path: string, options: ReadCheckpointOptions): LoadedCheckpoint {
   const { group, optimizer } = options;
   let directory = path;

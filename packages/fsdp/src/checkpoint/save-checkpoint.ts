@@ -9,6 +9,7 @@ import { type SavedCheckpoint, type WriteCheckpointOptions, writeCheckpoint } fr
 
 export type { SavedCheckpoint } from './write-checkpoint';
 
+/** Options of saveCheckpoint. */
 export interface SaveCheckpointOptions extends Omit<WriteCheckpointOptions, 'group' | 'model' | 'optimizer'> {
   model: FullyShardedDataParallel;
   /** Its state is saved sharded like the parameters. */

@@ -65,6 +65,7 @@ export interface WriteCheckpointOptions {
   blockBytes?: number;
 }
 
+/** What writing a checkpoint returns: its step directory, the step, and the bytes this rank wrote. */
 export interface SavedCheckpoint {
   path: string;
   step: number;

@@ -2,6 +2,7 @@ import type { OptimizerStateDict } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { Piece } from '../state-dict/pieces';
 
+/** The `format` string of an optimizer state dict keyed by parameter names. */
 export const FSDP_OPTIM_STATE_DICT_FORMAT = 'fsdp-ts/fsdp-optim-state@1';
 
 /** What these functions need of an optimizer (every @fsdp-ts/optim optimizer has it). */
@@ -9,7 +10,9 @@ export interface StatefulOptimizer {
   readonly kind: string;
   readonly parameters: Parameter[];
   readonly paramGroups: readonly { readonly params: readonly Parameter[] }[];
+  /** The optimizer's state dict. */
   stateDict(): OptimizerStateDict;
+  /** Loads a state dict returned by `stateDict`. */
   loadStateDict(stateDict: OptimizerStateDict): void;
 }
 

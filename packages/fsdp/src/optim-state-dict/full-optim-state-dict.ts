@@ -14,6 +14,7 @@ import {
 } from './fsdp-optim-state-dict';
 import { loadOptimState, namedOptimizerState, nameOf } from './sharded-optim-state-dict';
 
+/** Options of fullOptimStateDict. */
 export interface FullOptimStateDictOptions {
   /** Only rank 0 keeps the result (the others get an empty state); every rank must call. */
   rank0Only?: boolean;

@@ -9,6 +9,7 @@ import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import { fsdpRuntime } from '../internal/wrapper-runtime';
 import { encodeHeader } from './safetensors-header';
 
+/** Options of exportSafetensors. */
 export interface ExportSafetensorsOptions {
   /** String pairs stored under "__metadata__". Default { format: 'pt' }. */
   metadata?: Record<string, string>;

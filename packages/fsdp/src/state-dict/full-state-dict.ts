@@ -7,6 +7,7 @@ import { fsdpRuntime } from '../internal/wrapper-runtime';
 import { checkNames } from './check-names';
 import { float32Values, localPart, parameterEntries } from './named-parameters';
 
+/** Options of fullStateDict. */
 export interface FullStateDictOptions {
   /** Only rank 0 receives the values (the others return {}); every rank must still call. Default false. */
   rank0Only?: boolean;

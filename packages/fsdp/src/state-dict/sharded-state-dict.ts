@@ -10,6 +10,7 @@ import { checkNames } from './check-names';
 import { parameterEntries } from './named-parameters';
 import { assembleRange, type Piece } from './pieces';
 
+/** The `format` string of a sharded state dict. */
 export const SHARDED_STATE_DICT_FORMAT = 'fsdp-ts/sharded-state@1';
 
 /**
@@ -50,6 +51,7 @@ export interface ShardedStateDict {
   readonly unmanaged: Record<string, TensorView>;
 }
 
+/** This rank's shards of every parameter, keyed by the original parameter names, without gathering. */
 export function shardedStateDict(model: FullyShardedDataParallel): ShardedStateDict {
   model.expectIdle('shardedStateDict()');
   const state = modelShards(model);

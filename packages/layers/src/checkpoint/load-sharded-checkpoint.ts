@@ -7,6 +7,7 @@ import { type CheckpointSource, describeWeights, nonTrainableName } from './chec
 import { rejectLegacyCheckpoint } from './legacy-format';
 import { TRAINER_DOCUMENT, type TrainerDocument } from './trainer-document';
 
+/** What loading a trainer checkpoint returns. */
 export interface LoadedTrainerCheckpoint {
   /** The step directory loaded. */
   path: string;

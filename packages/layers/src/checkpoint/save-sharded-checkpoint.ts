@@ -5,6 +5,7 @@ import { describeOptimizerState } from './checkpoint-optimizer';
 import { type CheckpointSource, describeWeights, nonTrainableName } from './checkpoint-state';
 import { MODEL_DOCUMENT, TRAINER_DOCUMENT, type TrainerDocument } from './trainer-document';
 
+/** Arguments of ShardedTrainer's saveCheckpoint. */
 export interface SaveCheckpointArgs {
   /** Names the step directory (`step-NNNNNNNN`). Default: the optimizer steps the trainer has taken. */
   step?: number;

@@ -2,6 +2,7 @@ import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
 import type { LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
 import { LayersError } from '../errors';
 
+/** How ranks start from the same weights: 'broadcast' copies rank 0's, 'check' requires them equal. */
 export type InitialWeights = 'broadcast' | 'check';
 
 function hashText(text: string): number {

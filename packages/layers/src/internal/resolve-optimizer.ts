@@ -10,11 +10,13 @@ import {
 import type { Parameter } from '@fsdp-ts/tensor';
 import { LayersError } from '../errors';
 
+/** The optimizers a ShardedTrainer builds by name. */
 export type OptimizerName = 'sgd' | 'adam' | 'adamw';
 
 /** Builds the optimizer over the trainer's Parameters (one per trainable weight, named as the weight). */
 export type OptimizerFactory = (parameters: Parameter[]) => Optimizer<BaseOptions>;
 
+/** Hyperparameters of the optimizer named by OptimizerName. */
 export type OptimizerOptions = Partial<SGDOptions> | Partial<AdamOptions>;
 
 const optimizerNames: readonly OptimizerName[] = ['sgd', 'adam', 'adamw'];

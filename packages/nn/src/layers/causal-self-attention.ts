@@ -8,6 +8,7 @@ import { Module } from '../module';
 import type { Generator } from '../random/generator';
 import { Linear } from './linear';
 
+/** Options of CausalSelfAttention. */
 export interface CausalSelfAttentionOptions {
   generator?: Generator;
   /** Init std of the output projection (a GPT scales it by 1/√(2·nLayers)). */

@@ -6,6 +6,7 @@ import { Module } from '../module';
 import { Generator, type GeneratorState } from '../random/generator';
 import type { RandomStateful } from '../random/random-state';
 
+/** Options of Dropout. */
 export interface DropoutOptions {
   /** Seed of this layer's own mask generator (default 0). Ignored when `generator` is given. */
   seed?: number;
@@ -48,10 +49,12 @@ export class Dropout extends Module implements RandomStateful<GeneratorState> {
     this.generator = options.generator ?? new Generator(options.seed ?? 0);
   }
 
+  /** The state of this layer's random generator. */
   getRandomState(): GeneratorState {
     return this.generator.getState();
   }
 
+  /** Restores the state of this layer's random generator. */
   setRandomState(state: GeneratorState): void {
     this.generator.setState(state);
   }

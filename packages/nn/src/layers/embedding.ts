@@ -7,6 +7,7 @@ import { embeddingGatherKernel, embeddingGatherKernelRuns } from '../internal/em
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
 
+/** Options of Embedding. */
 export interface EmbeddingOptions {
   generator?: Generator;
   /** Standard deviation of the normal init (default 0.02, GPT-2). */

@@ -3,6 +3,7 @@ import { arrayKernelsRun } from '../internal/array-kernel';
 import { geluTanhKernel } from '../internal/gelu-kernel';
 import { Module } from '../module';
 
+/** GELU's formula: the tanh approximation or the exact erf form. */
 export type GeluApproximation = 'tanh' | 'none';
 
 const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);

@@ -12,6 +12,7 @@ import { Linear } from './linear';
 import { ModuleList } from './module-list';
 import { TransformerBlock } from './transformer-block';
 
+/** The size of a GPT: vocabulary, width, layers, heads, sequence length, and whether embeddings are tied. */
 export interface GPTConfig {
   vocabSize: number;
   dModel: number;

@@ -8,6 +8,7 @@ import { layerNormKernel } from '../internal/layer-norm-kernel';
 import { sumRows } from '../internal/sum-rows';
 import { Module } from '../module';
 
+/** Options of LayerNorm. */
 export interface LayerNormOptions {
   /** Added to the variance (default 1e-5, PyTorch's). */
   epsilon?: number;

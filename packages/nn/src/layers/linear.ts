@@ -8,6 +8,7 @@ import { linearKernel } from '../internal/linear-kernel';
 import { Module } from '../module';
 import type { Generator } from '../random/generator';
 
+/** Options of Linear. */
 export interface LinearOptions {
   /** Default true. */
   bias?: boolean;

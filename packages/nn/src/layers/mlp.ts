@@ -7,6 +7,7 @@ import type { Generator } from '../random/generator';
 import { GELU, type GeluApproximation } from './gelu';
 import { Linear } from './linear';
 
+/** Options of MLP. */
 export interface MLPOptions {
   /** Hidden width (default 4 · dModel). */
   hidden?: number;

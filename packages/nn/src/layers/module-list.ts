@@ -10,16 +10,19 @@ export class ModuleList<M extends Module = Module> extends Module {
     for (const module of modules) this.push(module);
   }
 
+  /** Appends a module, registered under its index. */
   push(module: M): this {
     this.registerModule(String(this.items.length), module);
     this.items.push(module);
     return this;
   }
 
+  /** The number of modules in the list. */
   get length(): number {
     return this.items.length;
   }
 
+  /** The module at `index`; throws an NnError outside [0, length). */
   at(index: number): M {
     const module = this.items[index];
     if (module === undefined) {
@@ -33,6 +36,7 @@ export class ModuleList<M extends Module = Module> extends Module {
     return module;
   }
 
+  /** Iterates the modules in order. */
   [Symbol.iterator](): Iterator<M> {
     return this.items[Symbol.iterator]();
   }

@@ -9,6 +9,7 @@ import { Dropout } from './dropout';
 import { LayerNorm } from './layer-norm';
 import { MLP } from './mlp';
 
+/** Options of TransformerBlock. */
 export interface TransformerBlockOptions {
   generator?: Generator;
   /** Init std of the two residual output projections (default 0.02). */

@@ -111,12 +111,14 @@ export class Generator {
     return { words: [...this.state], spareNormal: this.spareNormal };
   }
 
+  /** Restores a state returned by `getState`. */
   setState(state: GeneratorState): void {
     this.state.set(state.words);
     this.spareNormal = state.spareNormal;
   }
 }
 
+/** A Generator's state, to save and restore. */
 export interface GeneratorState {
   readonly words: readonly number[];
   readonly spareNormal: number | null;

@@ -10,10 +10,13 @@ import type { Module } from '../module';
  * structural: implementing the two methods is enough, whatever the layer's class.
  */
 export interface RandomStateful<State = unknown> {
+  /** The object's random state. */
   getRandomState(): State;
+  /** Restores a state returned by `getRandomState`. */
   setRandomState(state: State): void;
 }
 
+/** True when the value has getRandomState and setRandomState. */
 export function isRandomStateful(value: unknown): value is RandomStateful {
   if (typeof value !== 'object' || value === null) return false;
   const candidate = value as Partial<RandomStateful>;

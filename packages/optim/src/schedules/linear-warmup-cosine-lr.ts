@@ -4,6 +4,7 @@ import { checkOptimKeys } from '../internal/merge-options';
 import { checkNonNegative } from '../internal/validate';
 import { LRScheduler, type SchedulableOptimizer } from './lr-scheduler';
 
+/** Options of LinearWarmupCosineLR. */
 export interface LinearWarmupCosineLROptions {
   /** Steps of linear warm-up from 0 to the base lr. */
   warmupSteps: number;

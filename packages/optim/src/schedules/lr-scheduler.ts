@@ -5,6 +5,7 @@ export interface SchedulableOptimizer {
   readonly paramGroups: readonly { lr: number }[];
 }
 
+/** A scheduler's state dict. */
 export interface LRSchedulerStateDict {
   lastEpoch: number;
   baseLrs: number[];
@@ -42,10 +43,12 @@ export abstract class LRScheduler {
     return this.baseLrs.map((baseLr, index) => this.lrAt(this.lastEpoch, baseLr, index));
   }
 
+  /** The scheduler's state dict. */
   stateDict(): LRSchedulerStateDict {
     return { lastEpoch: this.lastEpoch, baseLrs: [...this.baseLrs] };
   }
 
+  /** Loads a state dict returned by `stateDict`. */
   loadStateDict(stateDict: LRSchedulerStateDict): void {
     if (stateDict.baseLrs.length !== this.baseLrs.length) {
       throw new OptimError(

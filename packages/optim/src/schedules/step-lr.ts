@@ -4,6 +4,7 @@ import { checkOptimKeys } from '../internal/merge-options';
 import { checkNonNegative } from '../internal/validate';
 import { LRScheduler, type SchedulableOptimizer } from './lr-scheduler';
 
+/** Options of StepLR. */
 export interface StepLROptions {
   /** Epochs between decays (> 0). */
   stepSize: number;

@@ -1,6 +1,7 @@
 /** The compute backends fsdp-ts can run on, fastest first (the ladder). */
 export type BackendName = 'tfjs-node-gpu' | 'tfjs-node' | 'wasm' | 'cpu';
 
+/** The backends tried, in this order, when none is named. */
 export const backendLadder: readonly BackendName[] = ['tfjs-node-gpu', 'tfjs-node', 'wasm', 'cpu'];
 
 /** The tfjs backend name each rung registers under. */
@@ -19,6 +20,7 @@ export const backendPackages: Record<BackendName, string> = {
   cpu: '@tensorflow/tfjs-backend-cpu',
 };
 
+/** True when the value names a known backend. */
 export function isBackendName(value: unknown): value is BackendName {
   return typeof value === 'string' && (backendLadder as readonly string[]).includes(value);
 }

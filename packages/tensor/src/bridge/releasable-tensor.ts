@@ -53,6 +53,7 @@ export class ReleasableTensor {
     this.tensor = toTf(view);
   }
 
+  /** Whether the tensor's data is resident, released, or gone (see ReleasableTensorState). */
   get state(): ReleasableTensorState {
     if (this.currentState !== 'gone' && this.backend().refCount(this.tensor.dataId) === 0)
       this.currentState = 'gone';

@@ -15,11 +15,13 @@ export function bfloat16BitsFromFloat32Bits(bits: number): number {
   return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
+/** One float32 value as a bfloat16 word (round to nearest even). */
 export function float32ToBfloat16Scalar(value: number): number {
   scratchFloat[0] = value;
   return bfloat16BitsFromFloat32Bits(scratchBits[0]!);
 }
 
+/** One bfloat16 word as a float32 value. */
 export function bfloat16ToFloat32Scalar(word: number): number {
   scratchBits[0] = (word & 0xffff) << 16;
   return scratchFloat[0]!;

@@ -6,8 +6,10 @@ import { TensorError } from '../errors';
  */
 export type DType = 'float32' | 'bfloat16' | 'float16' | 'int32' | 'uint8';
 
+/** The typed arrays a Storage holds its elements in. */
 export type TypedArray = Float32Array | Uint16Array | Int32Array | Uint8Array;
 
+/** Every dtype's name. */
 export const dtypes: readonly DType[] = ['float32', 'bfloat16', 'float16', 'int32', 'uint8'];
 
 const itemSizes: Record<DType, number> = { float32: 4, bfloat16: 2, float16: 2, int32: 4, uint8: 1 };
@@ -22,10 +24,12 @@ export function isFloatingPoint(dtype: DType): boolean {
   return dtype === 'float32' || dtype === 'bfloat16' || dtype === 'float16';
 }
 
+/** True when the value names a dtype. */
 export function isDType(value: unknown): value is DType {
   return typeof value === 'string' && (dtypes as readonly string[]).includes(value);
 }
 
+/** Returns the value as a DType, or throws a TensorError naming the dtypes. */
 export function checkDType(value: unknown): DType {
   if (!isDType(value)) {
     throw new TensorError(`Unknown dtype ${JSON.stringify(value)}.`, {

@@ -50,15 +50,18 @@ function table(): Float32Array {
   return values;
 }
 
+/** One float32 value as a float16 word (rounded). */
 export function float32ToFloat16Scalar(value: number): number {
   scratchFloat[0] = value;
   return float16BitsFromFloat32Bits(scratchBits[0]!);
 }
 
+/** One float16 word as a float32 value. */
 export function float16ToFloat32Scalar(word: number): number {
   return table()[word & 0xffff]!;
 }
 
+/** Converts float32 values to float16 words into `target` and returns it. */
 export function float32ToFloat16(source: Float32Array, target: Uint16Array): Uint16Array {
   const bits = new Uint32Array(source.buffer, source.byteOffset, source.length);
   const length = Math.min(bits.length, target.length);
@@ -66,6 +69,7 @@ export function float32ToFloat16(source: Float32Array, target: Uint16Array): Uin
   return target;
 }
 
+/** Converts float16 words to float32 values into `target` and returns it. */
 export function float16ToFloat32(source: Uint16Array, target: Float32Array): Float32Array {
   const values = table();
   const length = Math.min(target.length, source.length);

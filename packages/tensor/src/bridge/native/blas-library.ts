@@ -26,7 +26,9 @@ export const blasSearchOrder: readonly string[] = [
 
 /** CBLAS enum values (cblas.h). */
 export const CBLAS_ROW_MAJOR = 101;
+/** CBLAS's "no transpose" flag. */
 export const CBLAS_NO_TRANSPOSE = 111;
+/** CBLAS's "transpose" flag. */
 export const CBLAS_TRANSPOSE = 112;
 
 /**
