@@ -275,6 +275,67 @@ function renderCollectives(results: CollectivesResults): Rendered {
   };
 }
 
+// ---------------------------------------------------------------- @fsdp-ts/fsdp (fsdp-training.ts)
+interface FsdpRow {
+  kind: string;
+  worldSize: number;
+  tokensPerSecond: Spread;
+  cpuMs: Spread;
+}
+
+interface FsdpResults {
+  throughput: Record<string, Record<string, FsdpRow>>;
+  memory: { layers: number; kind: string; worldSize: number; measuredBytes: number; modelBytes: number }[];
+  targets: { name: string; met: boolean; detail: string }[];
+}
+
+/** A row's peer: PyTorch's counterpart when it ran, else the row of this run it is weighed against. */
+const fsdpPeers: [prefix: string, torch: string, fallback: string | undefined][] = [
+  ['single', 'torch-single', undefined],
+  ['no-shard', 'torch-ddp', 'single'],
+  ['full-shard', 'torch-fsdp', 'no-shard'],
+  ['shard-grad-op', 'torch-fsdp', 'no-shard'],
+];
+
+function renderFsdp(results: FsdpResults): Rendered {
+  const mebibytes = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+  const tables = Object.entries(results.throughput).map(([setting, rows]) => ({
+    title: `${setting}-bound setting: tokens/s, world size 2 (one process for single)`,
+    columns: ['run', 'W', 'tokens/s', 'CPU ms/step (rank 0)'],
+    peerColumn: 'peer: tokens/s; row / peer',
+    rows: Object.values(rows)
+      .filter((row) => !row.kind.startsWith('torch-'))
+      .map((row) => {
+        const [, torch, fallback] = fsdpPeers.find(([prefix]) => row.kind.startsWith(prefix)) ?? [];
+        const peer =
+          (torch === undefined ? undefined : rows[torch]) ??
+          (fallback === undefined ? undefined : rows[fallback]);
+        return {
+          cells: [row.kind, `${row.worldSize}`, spread(row.tokensPerSecond, 0), spread(row.cpuMs, 0)],
+          peer:
+            peer === undefined
+              ? undefined
+              : `${peer.kind} ${spread(peer.tokensPerSecond, 0)}; ${ratio(row.tokensPerSecond.median, peer.tokensPerSecond.median)}`,
+        };
+      }),
+  }));
+  if (results.memory.length > 0)
+    tables.push({
+      title:
+        'Memory per rank: parameters + gradients + optimizer state at the peak of a step, against the model 16·P/N + 8·2·L',
+      columns: ['layers', 'strategy', 'W', 'measured'],
+      peerColumn: 'model; measured / model',
+      rows: results.memory.map((row) => ({
+        cells: [`${row.layers}`, row.kind, `${row.worldSize}`, mebibytes(row.measuredBytes)],
+        peer: `${mebibytes(row.modelBytes)}; ${ratio(row.measuredBytes, row.modelBytes)}`,
+      })),
+    });
+  return {
+    tables,
+    targets: results.targets.map((target) => ({ name: target.name, met: target.met, figure: target.detail })),
+  };
+}
+
 const renderer = <Results>(render: (results: Results) => Rendered) => render as (results: never) => Rendered;
 
 export const benchmarks: Benchmark[] = [
@@ -308,6 +369,12 @@ export const benchmarks: Benchmark[] = [
     command: 'npm run bench:collectives',
     render: renderer(renderCollectives),
   },
+  {
+    file: 'fsdp-training.json',
+    title: '@fsdp-ts/fsdp: training throughput and memory (the seed table)',
+    command: 'npm run bench:fsdp',
+    render: renderer(renderFsdp),
+  },
 ];
 
 /** Benchmarks whose results RESULTS.md does not tabulate yet: it says how to produce them. */
@@ -316,11 +383,6 @@ export const untabulated: { file: string; title: string; command: string }[] = [
     file: 'nn-gpt-training.json',
     title: '@fsdp-ts/nn: GPT training step against PyTorch',
     command: 'npm run bench -w @fsdp-ts/nn',
-  },
-  {
-    file: 'fsdp-training.json',
-    title: '@fsdp-ts/fsdp: training throughput and memory (the seed table)',
-    command: 'npm run bench:fsdp',
   },
   {
     file: 'scale.json',
