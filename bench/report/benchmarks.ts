@@ -336,6 +336,60 @@ function renderFsdp(results: FsdpResults): Rendered {
   };
 }
 
+// ---------------------------------------------------------------- @fsdp-ts/nn (gpt-training.ts)
+interface NnResults {
+  results: {
+    batch: number;
+    seq: number;
+    target: number;
+    rows: { contender: string; stepMs: Spread; cpuMs: Spread; tokensPerCpuSecond: number }[];
+  }[];
+}
+
+function renderNn(results: NnResults): Rendered {
+  const targets: Target[] = [];
+  const tables = results.results.map((shape) => {
+    const torch = shape.rows.find((row) => row.contender === 'PyTorch');
+    const blas = shape.rows.find((row) => row.contender === 'fsdp-ts (BLAS)');
+    const wasm = shape.rows.find((row) => row.contender === 'fsdp-ts (wasm)');
+    targets.push({
+      name: `fsdp-ts (BLAS) / PyTorch tokens per CPU-second >= ${shape.target}, batch ${shape.batch} × ${shape.seq}`,
+      met:
+        torch === undefined || blas === undefined
+          ? undefined
+          : blas.tokensPerCpuSecond / torch.tokensPerCpuSecond >= shape.target,
+      figure:
+        torch === undefined || blas === undefined
+          ? `not measured (${blas === undefined ? 'no BLAS library loaded' : 'PyTorch skipped'})`
+          : ratio(blas.tokensPerCpuSecond, torch.tokensPerCpuSecond),
+    });
+    return {
+      title: `Reference GPT training step, batch ${shape.batch} × ${shape.seq}, one process`,
+      columns: ['contender', 'CPU ms/step', 'step ms', 'tokens per CPU-second'],
+      peerColumn: 'peer: tokens per CPU-second; row / peer',
+      rows: shape.rows
+        .filter((row) => row !== torch)
+        .map((row) => {
+          // PyTorch is every row's peer; without it, the BLAS and wasm kernels are each other's.
+          const peer = torch ?? (row === blas ? wasm : blas);
+          return {
+            cells: [
+              row.contender,
+              spread(row.cpuMs, 1),
+              spread(row.stepMs, 0),
+              row.tokensPerCpuSecond.toFixed(0),
+            ],
+            peer:
+              peer === undefined
+                ? undefined
+                : `${peer.contender} ${peer.tokensPerCpuSecond.toFixed(0)}; ${ratio(row.tokensPerCpuSecond, peer.tokensPerCpuSecond)}`,
+          };
+        }),
+    };
+  });
+  return { tables, targets };
+}
+
 const renderer = <Results>(render: (results: Results) => Rendered) => render as (results: never) => Rendered;
 
 export const benchmarks: Benchmark[] = [
@@ -370,6 +424,12 @@ export const benchmarks: Benchmark[] = [
     render: renderer(renderCollectives),
   },
   {
+    file: 'nn-gpt-training.json',
+    title: '@fsdp-ts/nn: GPT training step against PyTorch',
+    command: 'npm run bench -w @fsdp-ts/nn',
+    render: renderer(renderNn),
+  },
+  {
     file: 'fsdp-training.json',
     title: '@fsdp-ts/fsdp: training throughput and memory (the seed table)',
     command: 'npm run bench:fsdp',
@@ -379,11 +439,6 @@ export const benchmarks: Benchmark[] = [
 
 /** Benchmarks whose results RESULTS.md does not tabulate yet: it says how to produce them. */
 export const untabulated: { file: string; title: string; command: string }[] = [
-  {
-    file: 'nn-gpt-training.json',
-    title: '@fsdp-ts/nn: GPT training step against PyTorch',
-    command: 'npm run bench -w @fsdp-ts/nn',
-  },
   {
     file: 'scale.json',
     title: "@fsdp-ts/fsdp: scale (models larger than one rank's memory)",
