@@ -390,6 +390,50 @@ function renderNn(results: NnResults): Rendered {
   return { tables, targets };
 }
 
+// ---------------------------------------------------------------- bench/multi-host (multi-host-bench.ts)
+interface MultiHostResults {
+  results: Record<string, { bandwidth: Record<string, Spread>; tokensPerSecond: Spread }>;
+}
+
+function renderMultiHost(results: MultiHostResults): Rendered {
+  // Two hosts over a veth pair, against one host with both processes on loopback.
+  const names = Object.keys(results.results);
+  const loopback = names.find((name) => name.startsWith('loopback'));
+  const peer = loopback === undefined ? undefined : results.results[loopback]!;
+  const rows: Row[] = names
+    .filter((name) => name !== loopback)
+    .flatMap((name) => {
+      const result = results.results[name]!;
+      return [
+        ...Object.entries(result.bandwidth).map(([metric, value]) => ({
+          cells: [name, `${metric} busbw GB/s`, spread(value, 3)],
+          peer:
+            peer?.bandwidth[metric] === undefined
+              ? undefined
+              : `${spread(peer.bandwidth[metric], 3)}; ${ratio(value.median, peer.bandwidth[metric].median)}`,
+        })),
+        {
+          cells: [name, 'training tokens/s', spread(result.tokensPerSecond, 0)],
+          peer:
+            peer === undefined
+              ? undefined
+              : `${spread(peer.tokensPerSecond, 0)}; ${ratio(result.tokensPerSecond.median, peer.tokensPerSecond.median)}`,
+        },
+      ];
+    });
+  return {
+    tables: [
+      {
+        title: 'Two namespace hosts over a veth pair, against one host with two processes on loopback',
+        columns: ['run', 'measure', 'median (min–max)'],
+        peerColumn: `${loopback ?? 'loopback'}; row / peer`,
+        rows,
+      },
+    ],
+    targets: [],
+  };
+}
+
 const renderer = <Results>(render: (results: Results) => Rendered) => render as (results: never) => Rendered;
 
 export const benchmarks: Benchmark[] = [
@@ -435,6 +479,12 @@ export const benchmarks: Benchmark[] = [
     command: 'npm run bench:fsdp',
     render: renderer(renderFsdp),
   },
+  {
+    file: 'multi-host.json',
+    title: 'Two hosts (network namespaces, needs root)',
+    command: 'node --conditions=@fsdp-ts/source --import tsx bench/multi-host/multi-host-bench.ts',
+    render: renderer(renderMultiHost),
+  },
 ];
 
 /** Benchmarks whose results RESULTS.md does not tabulate yet: it says how to produce them. */
@@ -443,10 +493,5 @@ export const untabulated: { file: string; title: string; command: string }[] = [
     file: 'scale.json',
     title: "@fsdp-ts/fsdp: scale (models larger than one rank's memory)",
     command: 'npm run bench:scale',
-  },
-  {
-    file: 'multi-host.json',
-    title: 'Two hosts (network namespaces)',
-    command: 'node --conditions=@fsdp-ts/source --import tsx bench/multi-host/multi-host-bench.ts',
   },
 ];
