@@ -434,6 +434,53 @@ function renderMultiHost(results: MultiHostResults): Rendered {
   };
 }
 
+// ---------------------------------------------------------------- @fsdp-ts/fsdp (scale/scale-bench.ts)
+interface ScaleResults {
+  outcomes: {
+    run: { model: string; strategy: string; worldSize: number; capBytes?: number; tag?: string };
+    predictedPerRankBytes: number;
+    skipped?: string;
+    failed?: string;
+    ranks?: { peakRssBytes: number }[];
+    cgroupPeakBytes?: number[];
+  }[];
+}
+
+function renderScale(results: ScaleResults): Rendered {
+  const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
+  return {
+    tables: [
+      {
+        title:
+          "Peak memory per rank (the cgroup peak when capped, else peak RSS) against the plan's prediction",
+        columns: ['model', 'strategy', 'W', 'cap per rank', 'outcome', 'peak per rank'],
+        peerColumn: 'predicted per rank; row / peer',
+        rows: results.outcomes.map((outcome) => {
+          const peaks = outcome.cgroupPeakBytes ?? outcome.ranks?.map((rank) => rank.peakRssBytes);
+          const peak = peaks === undefined || peaks.length === 0 ? undefined : Math.max(...peaks);
+          const { run } = outcome;
+          return {
+            cells: [
+              `${run.model}${run.tag === undefined ? '' : ` (${run.tag})`}`,
+              run.strategy,
+              `${run.worldSize}`,
+              run.capBytes === undefined ? 'none' : gib(run.capBytes),
+              outcome.skipped !== undefined
+                ? `skipped: ${outcome.skipped}`
+                : outcome.failed !== undefined
+                  ? `failed: ${outcome.failed.split('\n')[0]}`
+                  : 'trained',
+              peak === undefined ? '–' : gib(peak),
+            ],
+            peer: `${gib(outcome.predictedPerRankBytes)}${peak === undefined ? '' : `; ${ratio(peak, outcome.predictedPerRankBytes)}`}`,
+          };
+        }),
+      },
+    ],
+    targets: [],
+  };
+}
+
 const renderer = <Results>(render: (results: Results) => Rendered) => render as (results: never) => Rendered;
 
 export const benchmarks: Benchmark[] = [
@@ -485,13 +532,10 @@ export const benchmarks: Benchmark[] = [
     command: 'node --conditions=@fsdp-ts/source --import tsx bench/multi-host/multi-host-bench.ts',
     render: renderer(renderMultiHost),
   },
-];
-
-/** Benchmarks whose results RESULTS.md does not tabulate yet: it says how to produce them. */
-export const untabulated: { file: string; title: string; command: string }[] = [
   {
     file: 'scale.json',
     title: "@fsdp-ts/fsdp: scale (models larger than one rank's memory)",
     command: 'npm run bench:scale',
+    render: renderer(renderScale),
   },
 ];

@@ -2,7 +2,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { benchmarks, untabulated } from './benchmarks';
+import { benchmarks } from './benchmarks';
 import { type MissingPeer, renderResults } from './render-results';
 
 export const resultsDirectory = fileURLToPath(new URL('../results/', import.meta.url));
@@ -13,13 +13,5 @@ export function renderCommittedResults(): { markdown: string; missingPeers: Miss
     const path = join(resultsDirectory, file);
     return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as unknown) : undefined;
   };
-  const rendered = renderResults(benchmarks, read);
-  const rest = untabulated.map(
-    ({ title, command, file }) =>
-      `- ${title}: \`${command}\` writes bench-results/${file}; RESULTS.md does not tabulate it yet (the benchmark prints its own tables).`,
-  );
-  return {
-    markdown: `${rendered.markdown}\n## Other benchmarks\n\n${rest.join('\n')}\n`,
-    missingPeers: rendered.missingPeers,
-  };
+  return renderResults(benchmarks, read);
 }
