@@ -85,10 +85,18 @@ function renderTensor(results: TensorResults): Rendered {
     if (row.measure.startsWith('matMul fwd+bwd')) return find(row.backend, 'three plain fwd');
     if (row.measure.startsWith('direct cblas_sgemm')) return torch;
     if (row.measure.startsWith('three plain')) return undefined; // the peer row of fwd+bwd
-    return sgemm;
+    // Without a BLAS library, a backend's matMul stands beside the other backend's.
+    return (
+      sgemm ?? results.rows.find((other) => other.backend !== row.backend && other.measure === row.measure)
+    );
   };
   const measured = results.rows.filter(
-    (row) => row.unit !== 'ratio' && row !== copy && row !== torch && !row.measure.startsWith('three plain'),
+    (row) =>
+      row.unit !== 'ratio' &&
+      row !== copy &&
+      row !== torch &&
+      (row !== sgemm || torch !== undefined) && // sgemm is a row when PyTorch ran beside it, else a peer
+      !row.measure.startsWith('three plain'),
   );
   const rows: Row[] = measured.map((row) => {
     const peer = peerOf(row);
