@@ -254,7 +254,7 @@ function renderCollectives(results: CollectivesResults): Rendered {
       columns: ['op', 'size', 'busbw GB/s'],
       peerColumn:
         entry.backend === 'tcp'
-          ? 'raw socket GB/s per direction, both busy; row / peer'
+          ? 'raw socket between 2 processes, GB/s per direction with both busy; row / peer'
           : 'W threads copying 16 MiB at once, GB/s; row / peer',
       rows: entry.rows
         .filter(
