@@ -23,7 +23,7 @@ export interface Table {
 
 export interface Target {
   name: string;
-  /** undefined: reported, no target, or not measured in this run. */
+  /** undefined: reported without a target, or not measured in this run (printed n/a). */
   met: boolean | undefined;
   figure: string;
 }
@@ -139,7 +139,8 @@ export function renderResults(
     if (rendered.targets.length > 0) {
       lines.push('Targets:', '');
       for (const target of rendered.targets) {
-        const verdict = target.met === undefined ? 'reported' : target.met ? 'met' : '**NOT met**';
+        const verdict =
+          target.met === undefined ? 'n/a (reported, or not measured)' : target.met ? 'met' : '**NOT met**';
         lines.push(`- ${verdict}: ${target.name}: ${target.figure}`);
       }
       lines.push('');
