@@ -8,7 +8,12 @@ export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: ['@fsdp-ts/source'] } },
   test: {
-    include: ['packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts'],
+    include: [
+      'packages/*/src/**/*.test.ts',
+      'packages/*/test/**/*.test.ts',
+      'examples/*/test/**/*.test.ts',
+      'bench/**/*.test.ts',
+    ],
     pool: 'forks',
     testTimeout: 180_000,
     hookTimeout: 180_000,

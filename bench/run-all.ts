@@ -2,7 +2,8 @@
  * `npm run bench`: every package's benchmark, then the FSDP end-to-end benchmark (which includes the
  * seed table), within a time budget. Writes bench-results/<date>.json and bench-results/<date>.md
  * (the summary: each benchmark's figures as median (min–max), the seed table for both settings and
- * the targets). Each package benchmark also writes its own bench-results/<name>.json.
+ * the targets). Each package benchmark also writes its own bench-results/<name>.json, which
+ * `npm run bench:report -- --collect` copies into bench/results/ and renders as bench/RESULTS.md.
  *   npm run bench -- --full   longer FSDP runs (more measured steps; beyond the 15-minute budget here)
  */
 import { spawnSync } from 'node:child_process';
@@ -118,6 +119,8 @@ for (const run of runs.filter((entry) => entry.exitCode !== 0)) {
 const markdown = `${lines.join('\n')}\n`;
 writeFileSync(join(results, `${stamp}.md`), markdown);
 process.stdout.write(markdown);
-process.stderr.write(`wrote bench-results/${stamp}.json and bench-results/${stamp}.md\n`);
+process.stderr.write(
+  `wrote bench-results/${stamp}.json and bench-results/${stamp}.md; npm run bench:report -- --collect takes each benchmark's JSON into bench/results/ and renders bench/RESULTS.md\n`,
+);
 if (!existsSync(join(results, 'fsdp-training.json')) || runs.some((run) => run.exitCode !== 0))
   process.exitCode = 1;

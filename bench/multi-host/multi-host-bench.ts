@@ -15,8 +15,10 @@ import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createNamespacePair } from '../../packages/fsdp/test/multi-host-netns';
+import { startRun } from '../internal/run-context';
 import type { Spread } from './bench-rank';
 
+const benchmarkRun = startRun();
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const launcher = join(
   dirname(
@@ -115,5 +117,5 @@ console.log(
 mkdirSync(join(root, 'bench-results'), { recursive: true });
 writeFileSync(
   join(root, 'bench-results/multi-host.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), cores: cpus().length, loadAverage: load, results }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), context: benchmarkRun.finish(), cores: cpus().length, loadAverage: load, results }, null, 2)}\n`,
 );

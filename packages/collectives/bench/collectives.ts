@@ -21,6 +21,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { startRun } from '../../../bench/internal/run-context';
 import { spawnThreadRanks } from '../src/index.js';
 import { blasSetting, loadNativeFloatAdd } from '../src/internal/tcp/native-blas.js';
 import { resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
@@ -142,6 +143,7 @@ const uptime = () =>
   `load average ${loadavg()
     .map((value) => value.toFixed(1))
     .join(' ')}`;
+const benchmarkRun = startRun();
 const startedAt = new Date().toISOString();
 const loadBefore = loadavg()[0]!;
 console.log(`Started ${startedAt}, ${uptime()} on ${cpus().length} cores (shared with other agents).`);
@@ -494,6 +496,6 @@ mkdirSync(resultsDirectory, { recursive: true });
 const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : smallOpsOnly ? '-small-ops' : glooOnly ? '-gloo' : quick ? '-quick' : ''}.json`;
 writeFileSync(
   file,
-  `${JSON.stringify({ startedAt, machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, copyAlone: alone, conversion: converted, measured, comparisons, secure: Object.fromEntries(secureRates), smallOps: smallOpRounds, targets }, null, 2)}\n`,
+  `${JSON.stringify({ startedAt, context: benchmarkRun.finish(), machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, copyAlone: alone, conversion: converted, measured, comparisons, secure: Object.fromEntries(secureRates), smallOps: smallOpRounds, targets }, null, 2)}\n`,
 );
 console.log(`Wrote ${file}`);

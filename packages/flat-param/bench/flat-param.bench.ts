@@ -7,7 +7,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FlatParamHandle } from '@fsdp-ts/flat-param';
 import { Parameter, type TensorView } from '@fsdp-ts/tensor';
+import { startRun } from '../../../bench/internal/run-context';
 
+const benchmarkRun = startRun();
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 
@@ -174,6 +176,7 @@ writeFileSync(
   `${JSON.stringify(
     {
       date: new Date().toISOString(),
+      context: benchmarkRun.finish(),
       node: process.version,
       cpus: `${availableParallelism()} × ${cpus()[0]?.model ?? 'unknown'}`,
       note: 'machine shared with other agents while measuring',

@@ -27,11 +27,13 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GPTConfig } from '@fsdp-ts/nn';
+import { startRun } from '../../../bench/internal/run-context';
 import type { RunKind, RunRequest, RunResult } from './bench-config';
 import { phaseTable, poolPhases } from './phase-table';
 import { ceilingLines, checkIssue15Targets, checkTargets, memoryModelBytes } from './targets';
 import { runTorch, type TorchMode, torchResult, torchUnavailableReason } from './torch-peer';
 
+const benchmarkRun = startRun();
 const quick = process.env.BENCH_QUICK === '1';
 const only = process.env.BENCH_ONLY;
 const repositoryRoot = fileURLToPath(new URL('../../../', import.meta.url));
@@ -319,5 +321,5 @@ process.stdout.write(`${lines.join('\n')}\n`);
 mkdirSync(join(repositoryRoot, 'bench-results'), { recursive: true });
 writeFileSync(
   join(repositoryRoot, 'bench-results', 'fsdp-training.json'),
-  `${JSON.stringify({ benchmark: 'fsdp-training', date: new Date().toISOString(), backend: 'wasm', note, quick, rounds, settings, referenceConfig, throughput, memory, targets, issue15, loadAverage: os.loadavg() }, null, 2)}\n`,
+  `${JSON.stringify({ benchmark: 'fsdp-training', date: new Date().toISOString(), context: benchmarkRun.finish(), backend: 'wasm', note, quick, rounds, settings, referenceConfig, throughput, memory, targets, issue15, loadAverage: os.loadavg() }, null, 2)}\n`,
 );

@@ -13,9 +13,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { computeInfo, initBackend, setNativeMatMul } from '@fsdp-ts/tensor';
+import { startRun } from '../../../bench/internal/run-context';
 import { TorchReference, type TorchSteps, torchAvailability } from './torch-reference';
 import { makeTrainingStep, referenceConfig, type TrainingStep } from './training-step';
 
+const benchmarkRun = startRun();
 const rounds = Number(process.env.ROUNDS ?? 3);
 // Targets: fsdp-ts with native matMul at >= 0.8x PyTorch's tokens per CPU-second at 8 x 128
 // (issue 15's single-process step; was 0.6, issue 14) and >= 0.6x at 1 x 16 (issue 14)
@@ -159,6 +161,7 @@ writeFileSync(
     {
       benchmark: 'nn-gpt-training',
       date: new Date().toISOString(),
+      context: benchmarkRun.finish(),
       compute: nativeSummary,
       torch: torchStatus.available ? torchInfo : { skipped: torchStatus.reason },
       config: referenceConfig,

@@ -11,12 +11,14 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { AdamW, LAMB, type Optimizer } from '@fsdp-ts/optim';
 import { Parameter, TensorView } from '@fsdp-ts/tensor';
+import { startRun } from '../../../bench/internal/run-context';
 import {
   type LambCoefficients,
   lambApplyKernel,
   lambMomentsKernel,
 } from '../src/internal/kernels/lamb-kernel';
 
+const benchmarkRun = startRun();
 const quick = process.argv.includes('--quick');
 const numel = quick ? 1_000_000 : 10_000_000;
 const repeats = quick ? 5 : 15;
@@ -159,6 +161,7 @@ writeFileSync(
   `${JSON.stringify(
     {
       benchmark: '@fsdp-ts/optim adamw-step',
+      context: benchmarkRun.finish(),
       date: new Date().toISOString(),
       node: process.version,
       cpu: cpus()[0]?.model ?? 'unknown',

@@ -18,10 +18,12 @@ import {
   toTf,
 } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { startRun } from '../../../bench/internal/run-context';
 import { blasSearchOrder, loadBlas } from '../src/bridge/native/blas-library';
 import { formatRange, rate, type Summary, summarise, timeIt } from './statistics';
 import { startTorchMatMul } from './torch-mat-mul';
 
+const benchmarkRun = startRun();
 const quick = process.argv.includes('--quick');
 const repeats = quick ? 5 : 10;
 const rows: { backend: string; measure: string; unit: string; value: Summary }[] = [];
@@ -240,7 +242,7 @@ async function main(): Promise<void> {
   const file = join(directory, 'tensor.json');
   writeFileSync(
     file,
-    `${JSON.stringify({ date: new Date().toISOString(), cores: cpus().length, rows }, null, 2)}\n`,
+    `${JSON.stringify({ date: new Date().toISOString(), context: benchmarkRun.finish(), cores: cpus().length, rows }, null, 2)}\n`,
   );
   console.log(
     `\nload average at the end ${loadavg()

@@ -28,12 +28,14 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startRun } from '../../../../bench/internal/run-context';
 import { gptParameterCount, scaleModels } from './scale-config';
 import { GiB, plan } from './scale-plan';
 import { memoryPlot } from './scale-plot';
 import { median, peakPerRank, reportLines } from './scale-report';
 import { diskWriteRate, execute, type RunOutcome } from './scale-run';
 
+const benchmarkRun = startRun();
 const repositoryRoot = fileURLToPath(new URL('../../../../', import.meta.url));
 const scratch = mkdtempSync(join(os.tmpdir(), 'fsdp-scale-'));
 const gib = (bytes: number) => (bytes / GiB).toFixed(2);
@@ -65,7 +67,7 @@ if (!existsSync(resultsDirectory)) mkdirSync(resultsDirectory, { recursive: true
 writeFileSync(join(resultsDirectory, 'scale.md'), `${lines.join('\n')}\n`);
 writeFileSync(
   join(resultsDirectory, 'scale.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), diskBytesPerSecond, loadAverage: os.loadavg(), outcomes }, null, 2)}\n`,
+  `${JSON.stringify({ date: new Date().toISOString(), context: benchmarkRun.finish(), diskBytesPerSecond, loadAverage: os.loadavg(), outcomes }, null, 2)}\n`,
 );
 writeFileSync(
   join(resultsDirectory, 'scale-memory.svg'),

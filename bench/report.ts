@@ -1,0 +1,43 @@
+/**
+ * `npm run bench:report`: renders bench/RESULTS.md from the committed results in bench/results/.
+ *   npm run bench:report -- --collect   first copies the latest results of each benchmark from
+ *                                       bench-results/ (where the benchmarks write, gitignored)
+ *                                       into bench/results/ (tracked), then renders.
+ *   npm run bench:report -- --check     renders and fails if bench/RESULTS.md differs (what the test does).
+ * Fails when a row has no peer.
+ */
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { benchmarks } from './report/benchmarks';
+import { renderCommittedResults, resultsDirectory, resultsPage } from './report/committed-results';
+
+const root = fileURLToPath(new URL('../', import.meta.url));
+
+if (process.argv.includes('--collect')) {
+  mkdirSync(resultsDirectory, { recursive: true });
+  for (const { file } of benchmarks) {
+    const latest = join(root, 'bench-results', file);
+    if (!existsSync(latest)) continue;
+    copyFileSync(latest, join(resultsDirectory, file));
+    process.stderr.write(`collected bench-results/${file} -> bench/results/${file}\n`);
+  }
+}
+const { markdown, missingPeers } = renderCommittedResults();
+for (const missing of missingPeers)
+  process.stderr.write(
+    `${missing.benchmark}: "${missing.table}", row "${missing.row}" has no peer in its run\n`,
+  );
+if (process.argv.includes('--check')) {
+  const committed = existsSync(resultsPage) ? readFileSync(resultsPage, 'utf8') : '';
+  if (committed !== markdown) {
+    process.stderr.write(
+      'bench/RESULTS.md differs from what bench/results/ renders: run npm run bench:report\n',
+    );
+    process.exitCode = 1;
+  }
+} else {
+  writeFileSync(resultsPage, markdown);
+  process.stderr.write('wrote bench/RESULTS.md\n');
+}
+if (missingPeers.length > 0) process.exitCode = 1;

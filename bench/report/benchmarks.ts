@@ -1,0 +1,549 @@
+/**
+ * Each benchmark's results, as bench/RESULTS.md shows them: which file it writes, the command that
+ * produces it, and how its JSON becomes tables whose rows carry their peer from the same run. The
+ * shapes are the ones the benchmarks write (see each bench's writeFileSync); a new benchmark is one
+ * entry here.
+ */
+import type { Benchmark, Rendered, Row, Target } from './render-results';
+
+interface Spread {
+  min: number;
+  median: number;
+  max: number;
+}
+
+const spread = (value: Spread, digits = 2, scale = 1) =>
+  `${(value.median / scale).toFixed(digits)} (${(value.min / scale).toFixed(digits)}–${(value.max / scale).toFixed(digits)})`;
+const ratio = (value: number, peer: number) => `${(value / peer).toFixed(2)}×`;
+const percent = (value: number) => `${(100 * value).toFixed(0)}%`;
+
+// ---------------------------------------------------------------- @fsdp-ts/optim (adamw-step.ts)
+interface OptimResults {
+  numel: number;
+  repeats: number;
+  rows: { name: string; bytesPerElement: number; milliseconds: Spread; bytesPerSecond: Spread }[];
+  adamwOverMemcpyBandwidth: number;
+}
+
+function renderOptim(results: OptimResults): Rendered {
+  const memcpy = results.rows.find((row) => row.name.startsWith('memcpy'));
+  const simdLamb = results.rows.find((row) => row.name.startsWith('LAMB step'));
+  const rows: Row[] = results.rows
+    .filter((row) => row !== memcpy)
+    .map((row) => {
+      // The scalar LAMB kernels' peer is the SIMD LAMB step; every optimizer step's is memcpy.
+      const peer = row.name.includes('scalar') ? simdLamb : memcpy;
+      return {
+        cells: [
+          row.name,
+          `${row.bytesPerElement}`,
+          spread(row.milliseconds, 1),
+          spread(row.bytesPerSecond, 2, 1e9),
+        ],
+        peer:
+          peer === undefined
+            ? undefined
+            : `${peer.name}: ${spread(peer.bytesPerSecond, 2, 1e9)} GB/s; ${percent(row.bytesPerSecond.median / peer.bytesPerSecond.median)}`,
+      };
+    });
+  return {
+    notes: [
+      `${results.numel.toLocaleString('en')} float32 elements, ${results.repeats} interleaved samples each; rates from this process's CPU time per operation.`,
+    ],
+    tables: [
+      {
+        title: 'One optimizer step against memcpy of the same element count',
+        columns: ['measure', 'bytes touched per element', 'CPU ms', 'GB/s touched'],
+        peerColumn: 'peer (GB/s; row / peer)',
+        rows,
+      },
+    ],
+    targets: [
+      {
+        name: 'AdamW bandwidth >= 50% of memcpy bandwidth (medians)',
+        met: results.adamwOverMemcpyBandwidth >= 0.5,
+        figure: percent(results.adamwOverMemcpyBandwidth),
+      },
+    ],
+  };
+}
+
+// ---------------------------------------------------------------- @fsdp-ts/tensor (tensor-bench.ts)
+interface TensorResults {
+  rows: { backend: string; measure: string; unit: string; value: Spread }[];
+}
+
+function renderTensor(results: TensorResults): Rendered {
+  const find = (backend: string, prefix: string) =>
+    results.rows.find((row) => row.backend === backend && row.measure.startsWith(prefix));
+  const copy = find('js', 'plain copy');
+  const sgemm = find('blas', 'direct cblas_sgemm');
+  const torch = find('torch', 'torch.mm');
+  /** A row's peer in the same run: bytes against the plain copy, FLOPs against BLAS on the same shape. */
+  const peerOf = (row: TensorResults['rows'][number]) => {
+    if (row.unit === 'GB/s') return copy;
+    if (row.measure.startsWith('matMul fwd+bwd')) return find(row.backend, 'three plain fwd');
+    if (row.measure.startsWith('direct cblas_sgemm')) return torch;
+    if (row.measure.startsWith('three plain')) return undefined; // the peer row of fwd+bwd
+    // Without a BLAS library, a backend's matMul stands beside the other backend's.
+    return (
+      sgemm ?? results.rows.find((other) => other.backend !== row.backend && other.measure === row.measure)
+    );
+  };
+  const measured = results.rows.filter(
+    (row) =>
+      row.unit !== 'ratio' &&
+      row !== copy &&
+      row !== torch &&
+      (row !== sgemm || torch !== undefined) && // sgemm is a row when PyTorch ran beside it, else a peer
+      !row.measure.startsWith('three plain'),
+  );
+  const rows: Row[] = measured.map((row) => {
+    const peer = peerOf(row);
+    return {
+      cells: [row.backend, row.measure, `${spread(row.value)} ${row.unit}`],
+      peer:
+        peer === undefined
+          ? undefined
+          : `${peer.backend} ${peer.measure}: ${spread(peer.value)} ${peer.unit}; ${ratio(row.value.median, peer.value.median)}`,
+    };
+  });
+  const targets: Target[] = results.rows
+    .filter((row) => row.unit === 'ratio')
+    .map((row) => {
+      const threshold = row.measure.startsWith('BLAS kernel') ? 0.85 : 0.5;
+      return {
+        name: `${row.backend} ${row.measure} >= ${threshold}`,
+        met: row.value.median >= threshold,
+        figure: row.value.median.toFixed(2),
+      };
+    });
+  return {
+    tables: [
+      {
+        title: 'matMul, conversions and the tfjs bridge (GB/s against a plain copy; GFLOP/s against BLAS)',
+        columns: ['backend', 'measure', 'median (min–max)'],
+        peerColumn: 'peer in the same run; row / peer',
+        rows,
+      },
+    ],
+    targets,
+  };
+}
+
+// ---------------------------------------------------------------- @fsdp-ts/flat-param (flat-param.bench.ts)
+interface FlatParamResults {
+  switching: { case: string; parameters: number; unshard: Spread; reshard: Spread }[];
+  flatten: {
+    bytes: number;
+    flattenGBps: Spread;
+    memcpyFreshGBps: Spread;
+    memcpyWarmGBps: Spread;
+    ratioToFreshMemcpy: number;
+    ratioToWarmMemcpy: number;
+  };
+  unshardMemory: { bytes: number; reallocatedMs: Spread; keptMs: Spread };
+}
+
+const switchingTargetMs = 0.5;
+
+function renderFlatParam(results: FlatParamResults): Rendered {
+  const { flatten, unshardMemory } = results;
+  const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+  return {
+    tables: [
+      {
+        title: `Flattening ${megabytes(flatten.bytes)} (400 parameters) against memcpy of the same bytes`,
+        columns: ['operation', 'GB/s'],
+        peerColumn: 'memcpy GB/s, fresh / warm buffer; row / peer',
+        rows: [
+          {
+            cells: ['FlatParamHandle.create', spread(flatten.flattenGBps)],
+            peer: `${spread(flatten.memcpyFreshGBps)} / ${spread(flatten.memcpyWarmGBps)}; ${percent(flatten.ratioToFreshMemcpy)} / ${percent(flatten.ratioToWarmMemcpy)}`,
+          },
+        ],
+      },
+      {
+        title: `Filling the unsharded buffer (${megabytes(unshardMemory.bytes)}): freed and re-allocated each time, against kept allocated`,
+        columns: ['case', 'ms'],
+        peerColumn: 'kept allocated, ms; row / peer',
+        rows: [
+          {
+            cells: ['freed and re-allocated', spread(unshardMemory.reallocatedMs, 3)],
+            peer: `${spread(unshardMemory.keptMs, 3)}; ${ratio(unshardMemory.reallocatedMs.median, unshardMemory.keptMs.median)}`,
+          },
+        ],
+      },
+      {
+        title:
+          'View switching, 400 parameters (200 × Linear 64×64 + bias): useUnshardedViews() against useShardedViews()',
+        columns: ['case', 'useUnshardedViews() ms'],
+        peerColumn: 'useShardedViews() ms',
+        rows: results.switching.map((row) => ({
+          cells: [row.case, spread(row.unshard, 4)],
+          peer: spread(row.reshard, 4),
+        })),
+      },
+    ],
+    targets: [
+      ...results.switching.map((row) => ({
+        name: `view switching <= ${switchingTargetMs} ms each way, ${row.case} (medians)`,
+        met: Math.max(row.unshard.median, row.reshard.median) <= switchingTargetMs,
+        figure: `${row.unshard.median.toFixed(4)} / ${row.reshard.median.toFixed(4)} ms`,
+      })),
+      {
+        name: 'flatten bandwidth >= 50% of memcpy into a fresh buffer (medians)',
+        met: flatten.ratioToFreshMemcpy >= 0.5,
+        figure: percent(flatten.ratioToFreshMemcpy),
+      },
+    ],
+  };
+}
+
+// ---------------------------------------------------------------- @fsdp-ts/collectives (collectives.ts)
+interface SweepRow {
+  op: string;
+  variant: string;
+  placement: string;
+  form: string;
+  bytes: number;
+  busbw: number;
+  busbwBest: number;
+  busbwWorst: number;
+}
+
+interface CollectivesResults {
+  config: { sizes: number[] };
+  memcpy: { median: number; best: number; worst: number };
+  measured: {
+    backend: string;
+    worldSize: number;
+    rows: SweepRow[];
+    rawSocket?: { transport: string; perDirection: { median: number; best: number; worst: number } };
+    peers?: { copyPeer: { before: { median: number }; after: { median: number } } };
+  }[];
+  targets: { target: string; figure: string; met?: boolean | null }[];
+}
+
+const peerSpread = (value: { median: number; best: number; worst: number }) =>
+  spread({ median: value.median, min: value.worst, max: value.best });
+const sizeLabel = (bytes: number) =>
+  bytes >= 2 ** 20 ? `${(bytes / 2 ** 20).toFixed(0)} MiB` : `${(bytes / 1024).toFixed(0)} KiB`;
+
+function renderCollectives(results: CollectivesResults): Rendered {
+  // The raw socket is measured once per run (by the W=2 tcp launch): every tcp row's peer.
+  const raw = results.measured.find((entry) => entry.rawSocket !== undefined)?.rawSocket;
+  const tables = results.measured.map((entry) => {
+    const copyRate =
+      entry.peers === undefined
+        ? undefined
+        : (entry.peers.copyPeer.before.median + entry.peers.copyPeer.after.median) / 2;
+    const peer =
+      entry.backend === 'tcp'
+        ? raw === undefined
+          ? undefined
+          : {
+              label: `raw socket (${raw.transport}) ${peerSpread(raw.perDirection)}`,
+              rate: raw.perDirection.median,
+            }
+        : copyRate === undefined
+          ? undefined
+          : { label: `${entry.worldSize} threads copying ${copyRate.toFixed(2)}`, rate: copyRate };
+    return {
+      title: `${entry.backend}, world size ${entry.worldSize}: float32 bus bandwidth (plain buffers, out of place)`,
+      columns: ['op', 'size', 'busbw GB/s'],
+      peerColumn:
+        entry.backend === 'tcp'
+          ? 'raw socket between 2 processes, GB/s per direction with both busy; row / peer'
+          : 'W threads copying 16 MiB at once, GB/s; row / peer',
+      rows: entry.rows
+        .filter(
+          (row) => row.variant === 'float32' && row.placement === 'plain' && row.form === 'out-of-place',
+        )
+        .map((row) => ({
+          cells: [
+            row.op,
+            sizeLabel(row.bytes),
+            spread({ median: row.busbw, min: row.busbwWorst, max: row.busbwBest }),
+          ],
+          peer: peer === undefined ? undefined : `${peer.label}; ${ratio(row.busbw, peer.rate)}`,
+        })),
+    };
+  });
+  return {
+    notes: [
+      `Sizes ${results.config.sizes.map(sizeLabel).join(', ')}; single-core memcpy ${peerSpread(results.memcpy)} GB/s. The JSON also holds the bfloat16 variants, arena buffers, in-place forms and every peer's before/after figure.`,
+    ],
+    tables,
+    targets: results.targets.map((target) => ({
+      name: target.target,
+      met: target.met ?? undefined,
+      figure: target.figure,
+    })),
+  };
+}
+
+// ---------------------------------------------------------------- @fsdp-ts/fsdp (fsdp-training.ts)
+interface FsdpRow {
+  kind: string;
+  worldSize: number;
+  tokensPerSecond: Spread;
+  cpuMs: Spread;
+}
+
+interface FsdpResults {
+  throughput: Record<string, Record<string, FsdpRow>>;
+  memory: { layers: number; kind: string; worldSize: number; measuredBytes: number; modelBytes: number }[];
+  targets: { name: string; met: boolean; detail: string }[];
+}
+
+/** A row's peer: PyTorch's counterpart when it ran, else the row of this run it is weighed against. */
+const fsdpPeers: [prefix: string, torch: string, fallback: string | undefined][] = [
+  ['single', 'torch-single', undefined],
+  ['no-shard', 'torch-ddp', 'single'],
+  ['full-shard', 'torch-fsdp', 'no-shard'],
+  ['shard-grad-op', 'torch-fsdp', 'no-shard'],
+];
+
+function renderFsdp(results: FsdpResults): Rendered {
+  const mebibytes = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+  const tables = Object.entries(results.throughput).map(([setting, rows]) => ({
+    title: `${setting}-bound setting: tokens/s, world size 2 (one process for single)`,
+    columns: ['run', 'W', 'tokens/s', 'CPU ms/step (rank 0)'],
+    peerColumn: 'peer: tokens/s; row / peer',
+    rows: Object.values(rows)
+      .filter((row) => !row.kind.startsWith('torch-'))
+      .map((row) => {
+        const [, torch, fallback] = fsdpPeers.find(([prefix]) => row.kind.startsWith(prefix)) ?? [];
+        const peer =
+          (torch === undefined ? undefined : rows[torch]) ??
+          (fallback === undefined ? undefined : rows[fallback]);
+        return {
+          cells: [row.kind, `${row.worldSize}`, spread(row.tokensPerSecond, 0), spread(row.cpuMs, 0)],
+          peer:
+            peer === undefined
+              ? undefined
+              : `${peer.kind} ${spread(peer.tokensPerSecond, 0)}; ${ratio(row.tokensPerSecond.median, peer.tokensPerSecond.median)}`,
+        };
+      }),
+  }));
+  if (results.memory.length > 0)
+    tables.push({
+      title:
+        'Memory per rank: parameters + gradients + optimizer state at the peak of a step, against the model 16·P/N + 8·2·L',
+      columns: ['layers', 'strategy', 'W', 'measured'],
+      peerColumn: 'model; measured / model',
+      rows: results.memory.map((row) => ({
+        cells: [`${row.layers}`, row.kind, `${row.worldSize}`, mebibytes(row.measuredBytes)],
+        peer: `${mebibytes(row.modelBytes)}; ${ratio(row.measuredBytes, row.modelBytes)}`,
+      })),
+    });
+  return {
+    tables,
+    targets: results.targets.map((target) => ({ name: target.name, met: target.met, figure: target.detail })),
+  };
+}
+
+// ---------------------------------------------------------------- @fsdp-ts/nn (gpt-training.ts)
+interface NnResults {
+  results: {
+    batch: number;
+    seq: number;
+    target: number;
+    rows: { contender: string; stepMs: Spread; cpuMs: Spread; tokensPerCpuSecond: number }[];
+  }[];
+}
+
+function renderNn(results: NnResults): Rendered {
+  const targets: Target[] = [];
+  const tables = results.results.map((shape) => {
+    const torch = shape.rows.find((row) => row.contender === 'PyTorch');
+    const blas = shape.rows.find((row) => row.contender === 'fsdp-ts (BLAS)');
+    const wasm = shape.rows.find((row) => row.contender === 'fsdp-ts (wasm)');
+    targets.push({
+      name: `fsdp-ts (BLAS) / PyTorch tokens per CPU-second >= ${shape.target}, batch ${shape.batch} × ${shape.seq}`,
+      met:
+        torch === undefined || blas === undefined
+          ? undefined
+          : blas.tokensPerCpuSecond / torch.tokensPerCpuSecond >= shape.target,
+      figure:
+        torch === undefined || blas === undefined
+          ? `not measured (${blas === undefined ? 'no BLAS library loaded' : 'PyTorch skipped'})`
+          : ratio(blas.tokensPerCpuSecond, torch.tokensPerCpuSecond),
+    });
+    return {
+      title: `Reference GPT training step, batch ${shape.batch} × ${shape.seq}, one process`,
+      columns: ['contender', 'CPU ms/step', 'step ms', 'tokens per CPU-second'],
+      peerColumn: 'peer: tokens per CPU-second; row / peer',
+      rows: shape.rows
+        .filter((row) => row !== torch)
+        .map((row) => {
+          // PyTorch is every row's peer; without it, the BLAS and wasm kernels are each other's.
+          const peer = torch ?? (row === blas ? wasm : blas);
+          return {
+            cells: [
+              row.contender,
+              spread(row.cpuMs, 1),
+              spread(row.stepMs, 0),
+              row.tokensPerCpuSecond.toFixed(0),
+            ],
+            peer:
+              peer === undefined
+                ? undefined
+                : `${peer.contender} ${peer.tokensPerCpuSecond.toFixed(0)}; ${ratio(row.tokensPerCpuSecond, peer.tokensPerCpuSecond)}`,
+          };
+        }),
+    };
+  });
+  return { tables, targets };
+}
+
+// ---------------------------------------------------------------- bench/multi-host (multi-host-bench.ts)
+interface MultiHostResults {
+  results: Record<string, { bandwidth: Record<string, Spread>; tokensPerSecond: Spread }>;
+}
+
+function renderMultiHost(results: MultiHostResults): Rendered {
+  // Two hosts over a veth pair, against one host with both processes on loopback.
+  const names = Object.keys(results.results);
+  const loopback = names.find((name) => name.startsWith('loopback'));
+  const peer = loopback === undefined ? undefined : results.results[loopback]!;
+  const rows: Row[] = names
+    .filter((name) => name !== loopback)
+    .flatMap((name) => {
+      const result = results.results[name]!;
+      return [
+        ...Object.entries(result.bandwidth).map(([metric, value]) => ({
+          cells: [name, `${metric} busbw GB/s`, spread(value, 3)],
+          peer:
+            peer?.bandwidth[metric] === undefined
+              ? undefined
+              : `${spread(peer.bandwidth[metric], 3)}; ${ratio(value.median, peer.bandwidth[metric].median)}`,
+        })),
+        {
+          cells: [name, 'training tokens/s', spread(result.tokensPerSecond, 0)],
+          peer:
+            peer === undefined
+              ? undefined
+              : `${spread(peer.tokensPerSecond, 0)}; ${ratio(result.tokensPerSecond.median, peer.tokensPerSecond.median)}`,
+        },
+      ];
+    });
+  return {
+    tables: [
+      {
+        title: 'Two namespace hosts over a veth pair, against one host with two processes on loopback',
+        columns: ['run', 'measure', 'median (min–max)'],
+        peerColumn: `${loopback ?? 'loopback'}; row / peer`,
+        rows,
+      },
+    ],
+    targets: [],
+  };
+}
+
+// ---------------------------------------------------------------- @fsdp-ts/fsdp (scale/scale-bench.ts)
+interface ScaleResults {
+  outcomes: {
+    run: { model: string; strategy: string; worldSize: number; capBytes?: number; tag?: string };
+    predictedPerRankBytes: number;
+    skipped?: string;
+    failed?: string;
+    ranks?: { peakRssBytes: number }[];
+    cgroupPeakBytes?: number[];
+  }[];
+}
+
+function renderScale(results: ScaleResults): Rendered {
+  const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
+  return {
+    tables: [
+      {
+        title:
+          "Peak memory per rank (the cgroup peak when capped, else peak RSS) against the plan's prediction",
+        columns: ['model', 'strategy', 'W', 'cap per rank', 'outcome', 'peak per rank'],
+        peerColumn: 'predicted per rank; row / peer',
+        rows: results.outcomes.map((outcome) => {
+          const peaks = outcome.cgroupPeakBytes ?? outcome.ranks?.map((rank) => rank.peakRssBytes);
+          const peak = peaks === undefined || peaks.length === 0 ? undefined : Math.max(...peaks);
+          const { run } = outcome;
+          return {
+            cells: [
+              `${run.model}${run.tag === undefined ? '' : ` (${run.tag})`}`,
+              run.strategy,
+              `${run.worldSize}`,
+              run.capBytes === undefined ? 'none' : gib(run.capBytes),
+              outcome.skipped !== undefined
+                ? `skipped: ${outcome.skipped}`
+                : outcome.failed !== undefined
+                  ? `failed: ${outcome.failed.split('\n')[0]}`
+                  : 'trained',
+              peak === undefined ? '–' : gib(peak),
+            ],
+            peer: `${gib(outcome.predictedPerRankBytes)}${peak === undefined ? '' : `; ${ratio(peak, outcome.predictedPerRankBytes)}`}`,
+          };
+        }),
+      },
+    ],
+    targets: [],
+  };
+}
+
+const renderer = <Results>(render: (results: Results) => Rendered) => render as (results: never) => Rendered;
+
+export const benchmarks: Benchmark[] = [
+  {
+    file: 'optim-adamw.json',
+    title: '@fsdp-ts/optim: optimizer step bandwidth',
+    command: 'npm run bench -w @fsdp-ts/optim',
+    render: renderer(renderOptim),
+  },
+  {
+    file: 'tensor.json',
+    title: '@fsdp-ts/tensor: matMul, bfloat16 conversion, the tfjs bridge',
+    command: 'npm run bench -w @fsdp-ts/tensor',
+    render: renderer(renderTensor),
+  },
+  {
+    file: 'flat-param.json',
+    title: '@fsdp-ts/flat-param: flattening and view switching',
+    command: 'npm run bench -w @fsdp-ts/flat-param',
+    render: renderer(renderFlatParam),
+  },
+  {
+    file: 'collectives-quick.json',
+    title: '@fsdp-ts/collectives: bus bandwidth, quick sweep',
+    command: 'npm run bench:collectives -- --quick --no-gloo --no-secure',
+    render: renderer(renderCollectives),
+  },
+  {
+    file: 'collectives.json',
+    title: '@fsdp-ts/collectives: bus bandwidth, full sweep with gloo',
+    command: 'npm run bench:collectives',
+    render: renderer(renderCollectives),
+  },
+  {
+    file: 'nn-gpt-training.json',
+    title: '@fsdp-ts/nn: GPT training step against PyTorch',
+    command: 'npm run bench -w @fsdp-ts/nn',
+    render: renderer(renderNn),
+  },
+  {
+    file: 'fsdp-training.json',
+    title: '@fsdp-ts/fsdp: training throughput and memory (the seed table)',
+    command: 'npm run bench:fsdp',
+    render: renderer(renderFsdp),
+  },
+  {
+    file: 'multi-host.json',
+    title: 'Two hosts (network namespaces, needs root)',
+    command: 'node --conditions=@fsdp-ts/source --import tsx bench/multi-host/multi-host-bench.ts',
+    render: renderer(renderMultiHost),
+  },
+  {
+    file: 'scale.json',
+    title: "@fsdp-ts/fsdp: scale (models larger than one rank's memory)",
+    command: 'npm run bench:scale',
+    render: renderer(renderScale),
+  },
+];
