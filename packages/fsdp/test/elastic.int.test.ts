@@ -193,14 +193,22 @@ describe('fsdp-run --nnodes MIN:MAX on 2 namespace hosts x 2 processes', () => {
     await nothingLeft();
   }, 300_000);
 
-  it('below MIN (--nnodes 2:2): host 1 lost; the job ends within the timeouts naming node 1 and ranks 2-3; nothing left running', async () => {
+  it('below MIN (--nnodes 2:2): host 1 lost; the job ends within the timeouts naming its node and ranks; nothing left running', async () => {
     const [root, output] = directories('below');
     const args = [root, output, '10', '1'];
     const launches = [elastic(0, 29613, '2:2', args), elastic(1, 29613, '2:2', args)];
     const [host0, host1] = launches as [Launch, Launch];
+    // The rendezvous numbers the launchers in the order they join, so host 1 may be node 0 or 1.
+    await host1.waitFor([/round 0: node [01] of 2, world size 4/]);
+    const node = Number(/round 0: node ([01]) of 2/.exec(host1.output())![1]);
+    const [first, second] = [2 * node, 2 * node + 1];
+    const [other, otherSecond] = [2 * (1 - node), 2 * (1 - node) + 1];
     await Promise.all([
-      host0.waitFor([/\[rank 0\] PAUSED/, /\[rank 1\] PAUSED/]),
-      host1.waitFor([/\[rank 2\] PAUSED/, /\[rank 3\] PAUSED/]),
+      host0.waitFor([
+        new RegExp(`\\[rank ${other}\\] PAUSED`),
+        new RegExp(`\\[rank ${otherSecond}\\] PAUSED`),
+      ]),
+      host1.waitFor([new RegExp(`\\[rank ${first}\\] PAUSED`), new RegExp(`\\[rank ${second}\\] PAUSED`)]),
     ]);
     const killedAt = performance.now();
     host1.child.kill('SIGKILL');
@@ -209,7 +217,9 @@ describe('fsdp-run --nnodes MIN:MAX on 2 namespace hosts x 2 processes', () => {
     const log = host0.output();
     expect(code, log).toBe(1);
     expect(log).toMatch(
-      /job failed: fewer than 2 launchers \(--nnodes 2:2\) for 6 s: .*missing: node 1 \(10\.232\.0\.2 .*ranks 2-3\), lost in round 0 \(no heartbeat for 3000 ms\)/,
+      new RegExp(
+        `job failed: fewer than 2 launchers \\(--nnodes 2:2\\) for 6 s: .*missing: node ${node} \\(10\\.232\\.0\\.2 .*ranks ${first}-${second}\\), lost in round 0 \\(no heartbeat for 3000 ms\\)`,
+      ),
     );
     // Heartbeat timeout (3 s) + join timeout (6 s) + slack for this busy machine.
     expect(elapsedMs, log).toBeLessThan((HEARTBEAT_TIMEOUT_SECONDS + 6 + 6) * 1_000);
