@@ -4,7 +4,7 @@
  * shapes are the ones the benchmarks write (see each bench's writeFileSync); a new benchmark is one
  * entry here.
  */
-import type { Benchmark, Rendered, Row, Target } from './render-results';
+import type { Benchmark, HeadlineRow, Rendered, Row, Target } from './render-results';
 
 interface Spread {
   min: number;
@@ -15,6 +15,16 @@ interface Spread {
 const spread = (value: Spread, digits = 2, scale = 1) =>
   `${(value.median / scale).toFixed(digits)} (${(value.min / scale).toFixed(digits)}–${(value.max / scale).toFixed(digits)})`;
 const ratio = (value: number, peer: number) => `${(value / peer).toFixed(2)}×`;
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
+/** A ratio where more is better, with the word a reader wants: `1.76× (faster)`. */
+const speedup = (value: number, peer: number) => {
+  const factor = value / peer;
+  return `${factor.toFixed(2)}× (${factor >= 1.03 ? 'faster' : factor > 0.97 ? 'as fast' : 'slower'})`;
+};
 const percent = (value: number) => `${(100 * value).toFixed(0)}%`;
 
 // ---------------------------------------------------------------- @fsdp-ts/optim (adamw-step.ts)
@@ -223,6 +233,21 @@ interface CollectivesResults {
     peers?: { copyPeer: { before: { median: number }; after: { median: number } } };
   }[];
   targets: { target: string; figure: string; met?: boolean | null }[];
+  /** tcp against PyTorch's gloo, interleaved (bench/gloo-comparison.ts); absent when gloo did not run. */
+  comparisons?: { worldSize: number; bytes: number; tcpMs: number[]; glooMs: number[] }[];
+}
+
+function headlineCollectives(results: CollectivesResults): HeadlineRow[] {
+  const row = results.comparisons?.find(
+    (comparison) => comparison.worldSize === 2 && comparison.bytes === 16 * 2 ** 20,
+  );
+  if (row === undefined || row.tcpMs.length === 0 || row.glooMs.length === 0) return [];
+  return [
+    {
+      what: 'all-reduce of 16 MiB float32, 2 processes on one host: bus bandwidth vs gloo',
+      ratio: speedup(median(row.glooMs), median(row.tcpMs)),
+    },
+  ];
 }
 
 const peerSpread = (value: { median: number; best: number; worst: number }) =>
@@ -292,6 +317,7 @@ interface FsdpRow {
 }
 
 interface FsdpResults {
+  settings?: Record<string, { batch: number; seqLen: number }>;
   throughput: Record<string, Record<string, FsdpRow>>;
   memory: { layers: number; kind: string; worldSize: number; measuredBytes: number; modelBytes: number }[];
   targets: { name: string; met: boolean; detail: string }[];
@@ -304,6 +330,21 @@ const fsdpPeers: [prefix: string, torch: string, fallback: string | undefined][]
   ['full-shard', 'torch-fsdp', 'no-shard'],
   ['shard-grad-op', 'torch-fsdp', 'no-shard'],
 ];
+
+function headlineFsdp(results: FsdpResults): HeadlineRow[] {
+  const rows: HeadlineRow[] = [];
+  for (const setting of ['communication', 'compute']) {
+    const ours = results.throughput[setting]?.['full-shard'];
+    const torch = results.throughput[setting]?.['torch-fsdp'];
+    const shape = results.settings?.[setting];
+    if (ours === undefined || torch === undefined || shape === undefined) continue;
+    rows.push({
+      what: `FSDP full-shard, 2 processes, batch ${shape.batch} × ${shape.seqLen} per rank: tokens/s vs PyTorch FSDP`,
+      ratio: speedup(ours.tokensPerSecond.median, torch.tokensPerSecond.median),
+    });
+  }
+  return rows;
+}
 
 function renderFsdp(results: FsdpResults): Rendered {
   const mebibytes = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
@@ -352,6 +393,20 @@ interface NnResults {
     target: number;
     rows: { contender: string; stepMs: Spread; cpuMs: Spread; tokensPerCpuSecond: number }[];
   }[];
+}
+
+function headlineNn(results: NnResults): HeadlineRow[] {
+  return results.results.flatMap((shape) => {
+    const torch = shape.rows.find((row) => row.contender === 'PyTorch');
+    const blas = shape.rows.find((row) => row.contender === 'fsdp-ts (BLAS)');
+    if (torch === undefined || blas === undefined) return [];
+    return [
+      {
+        what: `one process, reference GPT (4 layers, d 256), batch ${shape.batch} × ${shape.seq}: tokens per CPU-second vs PyTorch`,
+        ratio: speedup(blas.tokensPerCpuSecond, torch.tokensPerCpuSecond),
+      },
+    ];
+  });
 }
 
 function renderNn(results: NnResults): Rendered {
@@ -454,6 +509,35 @@ interface ScaleResults {
   }[];
 }
 
+function headlineScale(results: ScaleResults): HeadlineRow[] {
+  // The largest model that trained under a cap, beside the run of it that did not fit.
+  const trained = results.outcomes.filter(
+    (outcome) =>
+      outcome.run.capBytes !== undefined && outcome.skipped === undefined && outcome.failed === undefined,
+  );
+  const largest = trained.sort(
+    (a, b) => b.predictedPerRankBytes * b.run.worldSize - a.predictedPerRankBytes * a.run.worldSize,
+  )[0];
+  if (largest === undefined) return [];
+  const { run } = largest;
+  const refused = results.outcomes.find(
+    (outcome) =>
+      outcome.run.model === run.model &&
+      outcome.run.capBytes === run.capBytes &&
+      outcome.failed !== undefined,
+  );
+  const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(0)} GiB`;
+  return [
+    {
+      what: `${run.model}, ${run.strategy}, ${run.worldSize} processes capped at ${gib(run.capBytes!)} each: trains`,
+      ratio:
+        refused === undefined
+          ? 'trained under the cap'
+          : `trained; ${refused.run.strategy} at W=${refused.run.worldSize} under the same cap fails`,
+    },
+  ];
+}
+
 function renderScale(results: ScaleResults): Rendered {
   const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
   return {
@@ -490,6 +574,8 @@ function renderScale(results: ScaleResults): Rendered {
 }
 
 const renderer = <Results>(render: (results: Results) => Rendered) => render as (results: never) => Rendered;
+const headliner = <Results>(headline: (results: Results) => HeadlineRow[]) =>
+  headline as (results: never) => HeadlineRow[];
 
 export const benchmarks: Benchmark[] = [
   {
@@ -521,18 +607,21 @@ export const benchmarks: Benchmark[] = [
     title: '@fsdp-ts/collectives: bus bandwidth, full sweep with gloo',
     command: 'npm run bench:collectives',
     render: renderer(renderCollectives),
+    headline: headliner(headlineCollectives),
   },
   {
     file: 'nn-gpt-training.json',
     title: '@fsdp-ts/nn: GPT training step against PyTorch',
     command: 'npm run bench -w @fsdp-ts/nn',
     render: renderer(renderNn),
+    headline: headliner(headlineNn),
   },
   {
     file: 'fsdp-training.json',
     title: '@fsdp-ts/fsdp: training throughput and memory (the seed table)',
     command: 'npm run bench:fsdp',
     render: renderer(renderFsdp),
+    headline: headliner(headlineFsdp),
   },
   {
     file: 'multi-host.json',
@@ -545,5 +634,6 @@ export const benchmarks: Benchmark[] = [
     title: "@fsdp-ts/fsdp: scale (models larger than one rank's memory)",
     command: 'npm run bench:scale',
     render: renderer(renderScale),
+    headline: headliner(headlineScale),
   },
 ];

@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { renderCommittedResults, resultsPage } from './committed-results';
-import { type Benchmark, renderResults } from './render-results';
+import {
+  readmePage,
+  renderCommittedHeadline,
+  renderCommittedResults,
+  resultsPage,
+} from './committed-results';
+import { type Benchmark, renderHeadline, renderResults, withHeadline } from './render-results';
 
 describe('bench/RESULTS.md', () => {
   const rendered = renderCommittedResults();
@@ -14,6 +19,12 @@ describe('bench/RESULTS.md', () => {
 
   it('gives every row its peer from the same run', () => {
     expect(rendered.missingPeers).toEqual([]);
+  });
+
+  it("is the source of the root README's performance table", () => {
+    // Fails when the README's table was edited by hand or the results changed: run npm run bench:report.
+    const readme = readFileSync(readmePage, 'utf8');
+    expect(withHeadline(readme, renderCommittedHeadline())).toBe(readme);
   });
 });
 
@@ -49,5 +60,18 @@ describe('renderResults', () => {
     const absent = renderResults([benchmark], () => undefined).markdown;
     expect(absent).toContain('No committed results: run `npm run bench -w example`');
     expect(absent).not.toContain('| step |');
+  });
+
+  it('puts each headline row with its run in the README table, and refuses a README without the markers', () => {
+    const headlined: Benchmark = {
+      ...benchmark,
+      headline: ((results: { peer: number }) => [
+        { what: 'step vs peer', ratio: `${results.peer}×` },
+      ]) as NonNullable<Benchmark['headline']>,
+    };
+    const table = renderHeadline([headlined], () => ({ peer: 2, date: '2026-12-02T00:00:00Z' }));
+    expect(table).toContain('| step vs peer | 2× | 2026-12-02, commit not recorded |');
+    expect(renderHeadline([headlined], () => undefined)).not.toContain('step vs peer');
+    expect(() => withHeadline('# no table here', table)).toThrow(/no generated performance table/);
   });
 });
