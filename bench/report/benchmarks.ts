@@ -573,6 +573,100 @@ function renderScale(results: ScaleResults): Rendered {
   };
 }
 
+// ---------------------------------------------------------------- bench/cluster (cluster-bench.ts)
+interface ClusterResults {
+  skipped?: string;
+  cases?: {
+    rate: string;
+    setting: string;
+    busy: boolean;
+    batch: number;
+    seqLen: number;
+    linkBytesPerSecond: Spread;
+    computeStepMs: Spread;
+    rows: {
+      name: string;
+      tokensPerSecond: Spread;
+      exposedCommunicationMs: number;
+      predictedWireBytesPerStep: number;
+      countedWireBytesPerStep: number;
+      boundStepMs: number;
+      ofBound: number;
+    }[];
+  }[];
+}
+
+/** Each fsdp-ts row's PyTorch peer on the same shaped link: FSDP for full-shard, DDP for no-shard. */
+const clusterPeer = (row: string) =>
+  row.includes('full-shard') ? 'PyTorch FSDP (gloo)' : 'PyTorch DDP (gloo)';
+
+function renderCluster(results: ClusterResults): Rendered {
+  if (results.skipped !== undefined || results.cases === undefined)
+    return { notes: [`Skipped: ${results.skipped ?? 'no cases recorded'}.`], tables: [], targets: [] };
+  const targets: Target[] = [];
+  const tables = results.cases.map((item) => {
+    const find = (name: string) => item.rows.find((row) => row.name === name);
+    const ours = item.rows.filter((row) => row.name.startsWith('fsdp-ts'));
+    const best = ours.reduce(
+      (a, b) => (b.tokensPerSecond.median > a.tokensPerSecond.median ? b : a),
+      ours[0]!,
+    );
+    const ddp = find('PyTorch DDP (gloo)');
+    const torchFsdp = find('PyTorch FSDP (gloo)');
+    const label = `${item.rate}, ${item.batch} × ${item.seqLen}${item.busy ? ', busy process' : ''}`;
+    if (!item.busy && item.setting === 'compute' && ddp !== undefined && best !== undefined) {
+      const wanted = item.rate === '200mbit' ? 1.3 : item.rate === '1gbit' ? 1.05 : undefined;
+      if (wanted !== undefined)
+        targets.push({
+          name: `best fsdp-ts row >= ${wanted}× PyTorch DDP tokens/s (${label})`,
+          met: best.tokensPerSecond.median / ddp.tokensPerSecond.median >= wanted,
+          figure: `${best.name}: ${ratio(best.tokensPerSecond.median, ddp.tokensPerSecond.median)}`,
+        });
+    }
+    const fullShard = find('fsdp-ts full-shard');
+    if (
+      !item.busy &&
+      item.setting === 'compute' &&
+      fullShard !== undefined &&
+      torchFsdp !== undefined &&
+      item.rate !== '10gbit'
+    )
+      targets.push({
+        name: `full-shard >= 1.5× PyTorch FSDP tokens/s (${label})`,
+        met: fullShard.tokensPerSecond.median / torchFsdp.tokensPerSecond.median >= 1.5,
+        figure: ratio(fullShard.tokensPerSecond.median, torchFsdp.tokensPerSecond.median),
+      });
+    return {
+      title: `Shaped link ${label} per rank: link ${(item.linkBytesPerSecond.median / 1e6).toFixed(1)} MB/s per direction (raw TCP, both ways at once), compute ${item.computeStepMs.median.toFixed(0)} ms/step`,
+      columns: ['row', 'tokens/s', 'exposed comm ms/step', 'wire MB/step: model / counted', 'of its bound'],
+      peerColumn: 'PyTorch peer tokens/s; row / peer',
+      rows: ours.map((row) => {
+        const peer = find(clusterPeer(row.name));
+        return {
+          cells: [
+            row.name,
+            spread(row.tokensPerSecond, 0),
+            row.exposedCommunicationMs.toFixed(0),
+            `${(row.predictedWireBytesPerStep / 1e6).toFixed(1)} / ${(row.countedWireBytesPerStep / 1e6).toFixed(1)}`,
+            percent(row.ofBound),
+          ],
+          peer:
+            peer === undefined
+              ? undefined
+              : `${peer.name} ${spread(peer.tokensPerSecond, 0)}; ${ratio(row.tokensPerSecond.median, peer.tokensPerSecond.median)}`,
+        };
+      }),
+    };
+  });
+  return {
+    notes: [
+      "Two network-namespace hosts, one rank each, joined by a veth pair shaped with tc tbf in both directions; rows of one case interleaved, PyTorch launches rotated with ours each round. A row's bound is max(compute time, its bytes per step / the raw link rate); exposed communication is its step time minus the compute time (both ranks stepping alone).",
+    ],
+    tables,
+    targets,
+  };
+}
+
 const renderer = <Results>(render: (results: Results) => Rendered) => render as (results: never) => Rendered;
 const headliner = <Results>(headline: (results: Results) => HeadlineRow[]) =>
   headline as (results: never) => HeadlineRow[];
@@ -628,6 +722,12 @@ export const benchmarks: Benchmark[] = [
     title: 'Two hosts (network namespaces, needs root)',
     command: 'node --conditions=@fsdp-ts/source --import tsx bench/multi-host/multi-host-bench.ts',
     render: renderer(renderMultiHost),
+  },
+  {
+    file: 'cluster.json',
+    title: 'Emulated cluster: two hosts on a shaped link, against PyTorch (needs root)',
+    command: 'npm run bench:cluster',
+    render: renderer(renderCluster),
   },
   {
     file: 'scale.json',

@@ -29,6 +29,8 @@ export interface RunRequest {
   measuredSteps: number;
   /** Record the per-phase profile (see [Note: phase profile]). */
   profilePhases?: boolean;
+  /** Communication dtypes (FSDP's mixedPrecision); bench/cluster's bfloat16-on-the-wire rows. */
+  mixedPrecision?: { paramDtype?: 'bfloat16' | 'float32'; reduceDtype?: 'bfloat16' | 'float32' };
   /** Rank 0 writes its RunResult here. */
   output: string;
 }

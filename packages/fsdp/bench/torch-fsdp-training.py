@@ -6,6 +6,9 @@ ranks. Run by the TypeScript benchmark with Debian's /usr/bin/python3 (python3-t
         "dModel": 256, "nLayers": 4, "nHeads": 4, "seqLen": 16, "batch": 1, "warmupSteps": 3,
         "measuredSteps": 30}'
 
+With BENCH_TORCH_RANK, MASTER_ADDR and MASTER_PORT in the environment it runs that one rank of a
+job spread over hosts (bench/cluster) instead of spawning every rank here.
+
 Prints one JSON line from rank 0: {"stepMs": [...], "cpuMs": [...], "torch": version}. stepMs is
 wall time between barriers; cpuMs is rank 0's process CPU time (all its threads).
 
@@ -204,8 +207,9 @@ def rank_main(rank, c, port, queue):
     world = c['worldSize']
     mode = c['mode']
     if mode != 'single':
-        os.environ['MASTER_ADDR'] = '127.0.0.1'
-        os.environ['MASTER_PORT'] = str(port)
+        if port is not None:
+            os.environ['MASTER_ADDR'] = '127.0.0.1'
+            os.environ['MASTER_PORT'] = str(port)
         dist.init_process_group('gloo', rank=rank, world_size=world)
     model = GPT(c)
     init_weights(model)
@@ -238,7 +242,9 @@ def rank_main(rank, c, port, queue):
         if step >= c['warmupSteps']:
             step_ms.append((time.perf_counter() - start) * 1000)
             cpu_ms.append((time.process_time() - cpu_start) * 1000)
-    if rank == 0:
+    if rank == 0 and queue is None:
+        print(json.dumps({'stepMs': step_ms, 'cpuMs': cpu_ms, 'torch': torch.__version__, 'loss': float(loss)}))
+    elif rank == 0:
         queue.put({'stepMs': step_ms, 'cpuMs': cpu_ms, 'torch': torch.__version__, 'loss': float(loss)})
     if mode != 'single':
         dist.barrier()
@@ -247,6 +253,11 @@ def rank_main(rank, c, port, queue):
 
 def main():
     c = json.loads(sys.argv[1])
+    if 'BENCH_TORCH_RANK' in os.environ:
+        # One rank of a job spread over hosts (bench/cluster): MASTER_ADDR and MASTER_PORT come
+        # from the environment, this process is rank BENCH_TORCH_RANK, and rank 0 prints the result.
+        rank_main(int(os.environ['BENCH_TORCH_RANK']), c, None, None)
+        return
     world = 1 if c['mode'] == 'single' else c['worldSize']
     context = mp.get_context('spawn')
     queue = context.Queue()

@@ -53,6 +53,7 @@ function prepare(request: RunRequest): Row {
       autoWrapPolicy: [TransformerBlock],
       activationCheckpointing: request.kind === 'full-shard-recompute',
       flattenParameters: !request.kind.endsWith('-unflat'),
+      ...(request.mixedPrecision === undefined ? {} : { mixedPrecision: request.mixedPrecision }),
     });
     model = wrapped;
     const fsdp = wrapped;
