@@ -1,5 +1,5 @@
+import type { SavedCheckpoint } from '@fsdp-ts/checkpoint';
 import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
-import type { SavedCheckpoint } from '@fsdp-ts/fsdp';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';

@@ -1,4 +1,4 @@
-import { CheckpointError } from '@fsdp-ts/fsdp';
+import { CheckpointError } from '@fsdp-ts/checkpoint';
 import { LayersError, type LayersErrorCode } from '../errors';
 
 /**

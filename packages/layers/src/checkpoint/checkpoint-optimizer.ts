@@ -6,7 +6,7 @@ import type {
   ShardedOptimizerState,
   StagedOptimizerState,
   StatePiece,
-} from '@fsdp-ts/fsdp';
+} from '@fsdp-ts/checkpoint';
 import type { BaseOptions, HyperparameterValue, Optimizer, ParameterStateEntry } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { ParameterLocations } from './checkpoint-state';

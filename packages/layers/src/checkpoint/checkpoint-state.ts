@@ -1,6 +1,6 @@
+import { type FlatShard, flatShard, type ShardedModelState } from '@fsdp-ts/checkpoint';
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import { computeFlatParamLayout, withWorldSize } from '@fsdp-ts/flat-param';
-import { type FlatShard, flatShard, type ShardedModelState } from '@fsdp-ts/fsdp';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';

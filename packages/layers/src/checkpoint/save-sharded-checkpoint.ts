@@ -1,5 +1,5 @@
+import { type CheckpointBuffer, type SavedCheckpoint, writeCheckpoint } from '@fsdp-ts/checkpoint';
 import type { OptionKeys } from '@fsdp-ts/errors';
-import { type CheckpointBuffer, type SavedCheckpoint, writeCheckpoint } from '@fsdp-ts/fsdp';
 import { asLayersError } from './checkpoint-errors';
 import { describeOptimizerState } from './checkpoint-optimizer';
 import { type CheckpointSource, describeWeights, nonTrainableName } from './checkpoint-state';

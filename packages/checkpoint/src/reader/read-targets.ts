@@ -1,4 +1,4 @@
-import type { StatePiece } from './optimizer-state';
+import type { StatePiece } from '../sharded-state/optimizer-state';
 import type { PlannedRead } from './verified-range-reader';
 
 /**

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import { CheckpointError } from './checkpoint-error';
-import type { DataFileEntry } from './checkpoint-format';
+import { CheckpointError } from '../errors';
+import type { DataFileEntry } from '../format/checkpoint-format';
 
 /** Copy bytes [byteOffset, byteOffset + byteLength) of `file` into `target` from element `targetOffset`. */
 export interface PlannedRead {
