@@ -24,7 +24,7 @@ export const saveCheckpointArgKeys = {
 
 /**
  * [Note: layers checkpoint layout]
- * `trainer.saveCheckpoint(dir)` writes an fsdp checkpoint (@fsdp-ts/fsdp's writeCheckpoint: the
+ * `trainer.saveCheckpoint(dir)` writes an fsdp checkpoint (@fsdp-ts/checkpoint's writeCheckpoint: the
  * same files, digests, crash-atomic commit and failure agreement as FSDP's) under
  * `dir/step-NNNNNNNN/`, with `dir/latest` naming it:
  * - the trainable weights as flat shards, one flat parameter per bucket, each rank writing its
