@@ -20,7 +20,6 @@ export {
   safetensorsItemSize,
 } from './safetensors/safetensors-header';
 export { describeGroups, flattenOptimizerState } from './sharded-state/optimizer-state';
-export { matchSavedParameters, type SavedFlatParameter } from './sharded-state/saved-parameters';
-export { savedRanges } from './sharded-state/saved-ranges';
+export { matchSavedParameters, type SavedFlatParameter, savedRanges } from './sharded-state/saved-parameters';
 export { assembleRange } from './state-dict/state-dict-formats';
 export { RankFileWriter } from './writer/rank-file-writer';

@@ -5,8 +5,7 @@ import { join } from 'node:path';
 import { CheckpointError } from '@fsdp-ts/checkpoint';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DataFileEntry } from '../src/format/checkpoint-format';
-import { retargetToPieces } from '../src/reader/read-targets';
-import { executeReads, type PlannedRead } from '../src/reader/verified-range-reader';
+import { executeReads, type PlannedRead, retargetToPieces } from '../src/reader/verified-range-reader';
 import { RankFileWriter } from '../src/writer/rank-file-writer';
 
 const work = mkdtempSync(join(tmpdir(), 'fsdp-streaming-test-'));

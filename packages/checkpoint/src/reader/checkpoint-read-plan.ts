@@ -7,8 +7,7 @@ import {
   type Segment,
 } from '../format/checkpoint-format';
 import type { FlatShard } from '../sharded-state/flat-shard';
-import { matchSavedParameters, type SavedLocation } from '../sharded-state/saved-parameters';
-import { savedRanges } from '../sharded-state/saved-ranges';
+import { matchSavedParameters, type SavedLocation, savedRanges } from '../sharded-state/saved-parameters';
 import type { PlannedRead } from './verified-range-reader';
 
 export type { SavedLocation } from '../sharded-state/saved-parameters';

@@ -9,8 +9,7 @@ import { throwIfAnyRankFailed } from '../group-agreement';
 import type { FlatShard, ShardedModelState } from '../sharded-state/flat-shard';
 import type { OptimizerGroupDescription, StatePiece } from '../sharded-state/optimizer-state';
 import { matchParameters, planBufferReads, type SavedLocation } from './checkpoint-read-plan';
-import { retargetToPieces } from './read-targets';
-import { executeReads, type PlannedRead } from './verified-range-reader';
+import { executeReads, type PlannedRead, retargetToPieces } from './verified-range-reader';
 import { verifyOwnedFiles } from './verify-unread-blocks';
 
 /** The optimizer state read for this rank's flat shards, before anything is loaded. */
