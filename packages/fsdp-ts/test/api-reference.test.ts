@@ -27,6 +27,7 @@ const packagePages = [
   { name: '@fsdp-ts/nn', page: 'modules/_fsdp-ts_nn.html', knownExport: 'CausalSelfAttention' },
   { name: '@fsdp-ts/flat-param', page: 'modules/_fsdp-ts_flat-param.html', knownExport: 'FlatParamHandle' },
   { name: '@fsdp-ts/optim', page: 'modules/_fsdp-ts_optim.html', knownExport: 'AdamW' },
+  { name: '@fsdp-ts/checkpoint', page: 'modules/_fsdp-ts_checkpoint.html', knownExport: 'writeCheckpoint' },
   { name: '@fsdp-ts/fsdp', page: 'modules/_fsdp-ts_fsdp.html', knownExport: 'FullyShardedDataParallel' },
   { name: '@fsdp-ts/layers', page: 'modules/_fsdp-ts_layers.html', knownExport: 'ShardedTrainer' },
   { name: 'fsdp-ts', page: 'modules/fsdp-ts.html', knownExport: 'FullyShardedDataParallel' },

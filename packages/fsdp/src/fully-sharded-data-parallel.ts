@@ -1,3 +1,4 @@
+import type { ShardedStateDict } from '@fsdp-ts/checkpoint';
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { StateDict } from '@fsdp-ts/nn';
 import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@fsdp-ts/nn';
@@ -22,11 +23,7 @@ import type { MemoryEstimate } from './memory-estimate';
 import { warnWhenOverMemoryLimit } from './memory-warning';
 import { checkFsdpOptions, type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
 import { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
-import {
-  loadShardedStateDict,
-  type ShardedStateDict,
-  shardedStateDict,
-} from './state-dict/sharded-state-dict';
+import { loadShardedStateDict, shardedStateDict } from './state-dict/sharded-state-dict';
 import { type SummonOptions, summonFullParams } from './summon-full-params';
 
 /**

@@ -5,58 +5,60 @@
  * @document ../README.md
  * @module @fsdp-ts/fsdp
  */
+// The serialization lives in @fsdp-ts/checkpoint; its names stay importable from here.
 export {
+  CHECKPOINT_FORMAT_VERSION,
+  type CheckpointBuffer,
+  type CheckpointDocument,
   type CheckpointEntry,
-  type CheckpointLog,
-  findLatestCheckpoint,
-  listCheckpoints,
-} from './checkpoint/checkpoint-directory';
-export {
   CheckpointError,
   type CheckpointErrorDetails,
   type CheckpointErrorReason,
-} from './checkpoint/checkpoint-error';
-export {
-  CHECKPOINT_FORMAT_VERSION,
+  type CheckpointLog,
   type CheckpointMetadata,
+  type CheckpointOptimizer,
   type DataFileEntry,
+  type FlatShard,
+  FSDP_OPTIM_STATE_DICT_FORMAT,
+  type FsdpOptimParameterState,
+  type FsdpOptimStateDict,
+  findLatestCheckpoint,
+  flatShard,
+  listCheckpoints,
+  type OptimizerGroupDescription,
+  type OptimizerReader,
+  type Piece,
+  type ReadCheckpointOptions,
+  type ReplicatedState,
+  readCheckpoint,
+  type SavedLocation,
   type SavedOptimizer,
   type SavedParameterState,
   type SavedReplicatedState,
   type Segment,
-} from './checkpoint/checkpoint-format';
+  SHARDED_STATE_DICT_FORMAT,
+  type ShardedHandleEntry,
+  type ShardedModelState,
+  type ShardedOptimizerState,
+  type ShardedParameterEntry,
+  type ShardedStateDict,
+  type StagedOptimizerState,
+  type StatefulOptimizer,
+  type StatePiece,
+  type WriteCheckpointOptions,
+  writeCheckpoint,
+} from '@fsdp-ts/checkpoint';
 export {
   type LoadCheckpointOptions,
   type LoadedCheckpoint,
   loadCheckpoint,
 } from './checkpoint/load-checkpoint';
-export type {
-  CheckpointOptimizer,
-  OptimizerGroupDescription,
-  ShardedOptimizerState,
-  StatePiece,
-} from './checkpoint/optimizer-state';
-export {
-  type OptimizerReader,
-  type ReadCheckpointOptions,
-  readCheckpoint,
-  type StagedOptimizerState,
-} from './checkpoint/read-checkpoint';
-export type {
-  CheckpointBuffer,
-  CheckpointDocument,
-  ReplicatedState,
-} from './checkpoint/replicated-state';
 export { type ResumePoint, resumeOrStart } from './checkpoint/resume-or-start';
 export {
   type SaveCheckpointOptions,
   type SavedCheckpoint,
   saveCheckpoint,
 } from './checkpoint/save-checkpoint';
-export {
-  type WriteCheckpointOptions,
-  writeCheckpoint,
-} from './checkpoint/write-checkpoint';
 export { clipGradNorm } from './clip-grad-norm';
 export { FsdpError, type FsdpErrorCode, type FsdpErrorDetails } from './errors';
 export {
@@ -80,12 +82,6 @@ export { memoryWarning } from './memory-warning';
 export type { CommunicationDtype, MixedPrecision } from './mixed-precision';
 export { runWithoutSync } from './no-sync';
 export {
-  FSDP_OPTIM_STATE_DICT_FORMAT,
-  type FsdpOptimParameterState,
-  type FsdpOptimStateDict,
-  type StatefulOptimizer,
-} from './optim-state-dict/fsdp-optim-state-dict';
-export {
   type FullOptimStateDictOptions,
   fullOptimStateDict,
   loadFullOptimStateDict,
@@ -97,8 +93,6 @@ export {
 export type { FsdpOptions, ResolvedFsdpOptions } from './options';
 export { type ExportSafetensorsOptions, exportSafetensors } from './safetensors/export-safetensors';
 export { importSafetensors } from './safetensors/import-safetensors';
-export { type FlatShard, flatShard, type ShardedModelState } from './sharded-state/flat-shard';
-export type { SavedLocation } from './sharded-state/saved-parameters';
 export {
   type GradientReduction,
   type ShardingPreset,
@@ -108,14 +102,6 @@ export {
   shardingStrategies,
 } from './sharding-strategy';
 export { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
-export type { Piece } from './state-dict/pieces';
-export {
-  loadShardedStateDict,
-  SHARDED_STATE_DICT_FORMAT,
-  type ShardedHandleEntry,
-  type ShardedParameterEntry,
-  type ShardedStateDict,
-  shardedStateDict,
-} from './state-dict/sharded-state-dict';
+export { loadShardedStateDict, shardedStateDict } from './state-dict/sharded-state-dict';
 export { type SummonOptions, summonFullParams } from './summon-full-params';
 export { type AutoWrapPolicy, type ModuleClass, selectUnitModules } from './wrap-policy';

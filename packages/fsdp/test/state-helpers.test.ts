@@ -4,7 +4,6 @@ import { FsdpError } from '../src/errors';
 import { resolveHybridGroups } from '../src/hybrid-shard';
 import { resolveMixedPrecision } from '../src/mixed-precision';
 import { checkNames } from '../src/state-dict/check-names';
-import { assembleRange } from '../src/state-dict/pieces';
 
 // Option resolution never touches the groups' methods: plain stand-ins are enough here.
 const someGroup = {} as ProcessGroup;
@@ -83,21 +82,5 @@ describe('state dict helpers', () => {
       /^state-dict-mismatch: load: .*missing a, c; unexpected d; b has shape \[4, 3\], expected \[3, 4\]/,
     );
     expect(() => checkNames('load', expected, new Map(), new Map(expected))).not.toThrow();
-  });
-  it('assembleRange copies from overlapping pieces of any split and reports gaps', () => {
-    const values = Float32Array.from({ length: 10 }, (_, index) => index);
-    // saved at "world size 3" (4, 4, 2), read back as a range of "world size 2" (5, 5)
-    const pieces = [
-      { offset: 0, values: values.subarray(0, 4) },
-      { offset: 4, values: values.subarray(4, 8) },
-      { offset: 8, values: values.subarray(8, 10) },
-      { offset: 4, values: values.subarray(4, 8) }, // a replica's copy
-    ];
-    const target = new Float32Array(5);
-    assembleRange('w', pieces, 5, target);
-    expect(Array.from(target)).toEqual([5, 6, 7, 8, 9]);
-    expect(codeOf(() => assembleRange('w', [pieces[0]!, pieces[2]!], 2, new Float32Array(6)))).toMatch(
-      /^state-dict-mismatch: w: elements \[4, 8\) are in none of the given shards/,
-    );
   });
 });

@@ -1,5 +1,5 @@
+import type { SavedCheckpoint } from '@fsdp-ts/checkpoint';
 import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
-import type { SavedCheckpoint } from '@fsdp-ts/fsdp';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
@@ -328,7 +328,7 @@ export class ShardedTrainer {
   }
 
   /**
-   * Writes a checkpoint in @fsdp-ts/fsdp's format under `directory` (shared by all ranks):
+   * Writes a checkpoint in @fsdp-ts/checkpoint's format (the one @fsdp-ts/fsdp writes) under `directory` (shared by all ranks):
    * `directory/step-NNNNNNNN/` (default: the steps taken) and `directory/latest`; each rank writes
    * its slice of the weights and of the optimizer state, rank 0 the batch-norm statistics and the
    * model topology (see [Note: layers checkpoint layout]). Keeps `keep` (default 1) checkpoints.

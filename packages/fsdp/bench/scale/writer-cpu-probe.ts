@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, fdatasyncSync, fsyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RankFileWriter } from '../../src/checkpoint/rank-file-writer';
+import { RankFileWriter } from '@fsdp-ts/checkpoint/internal';
 
 const mebibytes = Number(process.env.WRITER_PROBE_MIB ?? 256);
 const rounds = Number(process.env.WRITER_PROBE_ROUNDS ?? 3);

@@ -1,20 +1,24 @@
+import {
+  CheckpointError,
+  type CheckpointLog,
+  type CheckpointOptimizer,
+  type FlatShard,
+  type LoadedCheckpoint,
+  readCheckpoint,
+  type SavedLocation,
+  type SavedOptimizer,
+  type StatePiece,
+} from '@fsdp-ts/checkpoint';
+import { describeGroups, type OptimizerLoadTargets } from '@fsdp-ts/checkpoint/internal';
 import type { OptionKeys } from '@fsdp-ts/errors';
 import type { OptimizerStateDict, ParameterStateEntry } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
 import { checkFsdpOptionKeys } from '../internal/check-option-keys';
-import type { FlatShard } from '../sharded-state/flat-shard';
-import { parameterShards } from '../sharded-state/model-shards';
-import type { CheckpointLog } from './checkpoint-directory';
-import { CheckpointError } from './checkpoint-error';
-import type { SavedOptimizer } from './checkpoint-format';
-import type { SavedLocation } from './checkpoint-read-plan';
-import { checkpointShards } from './model-shards';
+import { checkpointShards, parameterShards } from './model-shards';
 import { stageModuleBuffers } from './module-buffers';
-import { type CheckpointOptimizer, describeGroups, type StatePiece } from './optimizer-state';
-import { type LoadedCheckpoint, type OptimizerLoadTargets, readCheckpoint } from './read-checkpoint';
 
-export type { LoadedCheckpoint } from './read-checkpoint';
+export type { LoadedCheckpoint } from '@fsdp-ts/checkpoint';
 
 /** Options of loadCheckpoint. */
 export interface LoadCheckpointOptions {

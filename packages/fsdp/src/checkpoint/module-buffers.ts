@@ -1,7 +1,6 @@
+import { type CheckpointBuffer, CheckpointError, type ReplicatedState } from '@fsdp-ts/checkpoint';
 import { Storage, TensorView } from '@fsdp-ts/tensor';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
-import { CheckpointError } from './checkpoint-error';
-import type { CheckpointBuffer, ReplicatedState } from './replicated-state';
 
 /**
  * The model's buffers (Module.registerBuffer, by dotted name) as checkpoint buffers: contiguous

@@ -1,5 +1,5 @@
+import { findLatestCheckpoint } from '@fsdp-ts/checkpoint';
 import { checkFsdpOptionKeys } from '../internal/check-option-keys';
-import { findLatestCheckpoint } from './checkpoint-directory';
 import { type LoadCheckpointOptions, loadCheckpoint, loadCheckpointOptionKeys } from './load-checkpoint';
 
 /** Where training goes on: the step after the checkpoint loaded (or 0), and that checkpoint's extras. */

@@ -1,13 +1,17 @@
+import {
+  type CheckpointOptimizer,
+  type SavedCheckpoint,
+  type WriteCheckpointOptions,
+  writeCheckpoint,
+} from '@fsdp-ts/checkpoint';
+import { flattenOptimizerState } from '@fsdp-ts/checkpoint/internal';
 import type { OptionKeys } from '@fsdp-ts/errors';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
 import { checkFsdpOptionKeys } from '../internal/check-option-keys';
-import { parameterShards } from '../sharded-state/model-shards';
-import { checkpointShards } from './model-shards';
+import { checkpointShards, parameterShards } from './model-shards';
 import { moduleBuffers } from './module-buffers';
-import { type CheckpointOptimizer, flattenOptimizerState } from './optimizer-state';
-import { type SavedCheckpoint, type WriteCheckpointOptions, writeCheckpoint } from './write-checkpoint';
 
-export type { SavedCheckpoint } from './write-checkpoint';
+export type { SavedCheckpoint } from '@fsdp-ts/checkpoint';
 
 /** Options of saveCheckpoint. */
 export interface SaveCheckpointOptions extends Omit<WriteCheckpointOptions, 'group' | 'model' | 'optimizer'> {

@@ -1,3 +1,9 @@
+import {
+  FSDP_OPTIM_STATE_DICT_FORMAT,
+  type FsdpOptimParameterState,
+  type FsdpOptimStateDict,
+  type StatefulOptimizer,
+} from '@fsdp-ts/checkpoint';
 import { allocateShared } from '@fsdp-ts/collectives';
 import type { OptionKeys } from '@fsdp-ts/errors';
 import type { ParameterStateEntry } from '@fsdp-ts/optim';
@@ -6,12 +12,6 @@ import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
 import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import { pytorchStateDictConfigNames } from '../state-dict/full-state-dict';
 import { localOffset } from '../state-dict/named-parameters';
-import {
-  FSDP_OPTIM_STATE_DICT_FORMAT,
-  type FsdpOptimParameterState,
-  type FsdpOptimStateDict,
-  type StatefulOptimizer,
-} from './fsdp-optim-state-dict';
 import { loadOptimState, namedOptimizerState, nameOf } from './sharded-optim-state-dict';
 
 /** Options of fullOptimStateDict. */

@@ -1,15 +1,16 @@
+import {
+  FSDP_OPTIM_STATE_DICT_FORMAT,
+  type FsdpOptimParameterState,
+  type FsdpOptimStateDict,
+  type Piece,
+  type StatefulOptimizer,
+} from '@fsdp-ts/checkpoint';
+import { assembleRange } from '@fsdp-ts/checkpoint/internal';
 import type { OptimizerStateDict, ParameterStateEntry } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import { FsdpError } from '../errors';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
 import { localOffset, parameterEntries } from '../state-dict/named-parameters';
-import { assembleRange, type Piece } from '../state-dict/pieces';
-import {
-  FSDP_OPTIM_STATE_DICT_FORMAT,
-  type FsdpOptimParameterState,
-  type FsdpOptimStateDict,
-  type StatefulOptimizer,
-} from './fsdp-optim-state-dict';
 
 /** Original name of every parameter of the wrapped model. */
 export function parameterNames(model: FullyShardedDataParallel): Map<Parameter, string> {

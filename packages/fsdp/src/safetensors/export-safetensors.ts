@@ -1,13 +1,11 @@
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { CheckpointError } from '@fsdp-ts/checkpoint';
+import { broadcastOutcome, encodeHeader, fsyncDirectory } from '@fsdp-ts/checkpoint/internal';
 import type { OptionKeys } from '@fsdp-ts/errors';
-import { CheckpointError } from '../checkpoint/checkpoint-error';
-import { fsyncDirectory } from '../checkpoint/durable-files';
-import { broadcastOutcome } from '../checkpoint/group-agreement';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
 import { checkFsdpOptionKeys } from '../internal/check-option-keys';
 import { fsdpRuntime } from '../internal/wrapper-runtime';
-import { encodeHeader } from './safetensors-header';
 
 /** Options of exportSafetensors. */
 export interface ExportSafetensorsOptions {

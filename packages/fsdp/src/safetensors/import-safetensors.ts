@@ -1,11 +1,14 @@
 import { closeSync, openSync, readSync } from 'node:fs';
+import { CheckpointError, type FlatShard } from '@fsdp-ts/checkpoint';
+import {
+  readHeader,
+  type SafetensorsHeader,
+  safetensorsItemSize,
+  throwIfAnyRankFailed,
+} from '@fsdp-ts/checkpoint/internal';
 import { bfloat16ToFloat32, float16ToFloat32, formatShape, shapesEqual } from '@fsdp-ts/tensor';
-import { CheckpointError } from '../checkpoint/checkpoint-error';
-import { throwIfAnyRankFailed } from '../checkpoint/group-agreement';
 import { checkpointShards } from '../checkpoint/model-shards';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
-import type { FlatShard } from '../sharded-state/flat-shard';
-import { readHeader, type SafetensorsHeader, safetensorsItemSize } from './safetensors-header';
 
 /**
  * Loads full weights from a safetensors file (F32, F16 or BF16) into the model's shards by name.

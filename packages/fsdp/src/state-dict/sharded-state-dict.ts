@@ -1,55 +1,23 @@
-import type { FlatParamMetadata } from '@fsdp-ts/flat-param';
+import {
+  type FlatShard,
+  type Piece,
+  SHARDED_STATE_DICT_FORMAT,
+  type ShardedHandleEntry,
+  type ShardedParameterEntry,
+  type ShardedStateDict,
+} from '@fsdp-ts/checkpoint';
+import {
+  assembleRange,
+  matchSavedParameters,
+  type SavedFlatParameter,
+  savedRanges,
+} from '@fsdp-ts/checkpoint/internal';
 import { TensorView } from '@fsdp-ts/tensor';
+import { modelShards } from '../checkpoint/model-shards';
 import { FsdpError } from '../errors';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
-import type { FlatShard } from '../sharded-state/flat-shard';
-import { modelShards } from '../sharded-state/model-shards';
-import { matchSavedParameters, type SavedFlatParameter } from '../sharded-state/saved-parameters';
-import { savedRanges } from '../sharded-state/saved-ranges';
 import { checkNames } from './check-names';
 import { parameterEntries } from './named-parameters';
-import { assembleRange, type Piece } from './pieces';
-
-/** The `format` string of a sharded state dict. */
-export const SHARDED_STATE_DICT_FORMAT = 'fsdp-ts/sharded-state@1';
-
-/**
- * One flat parameter of one unit as saved by one rank: a FlatShard ([Note: sharded model state])
- * with its slice copied, what a checkpoint writes per rank as a segment.
- */
-export interface ShardedHandleEntry {
-  /** Dotted name of the unit's module ('' for the root unit). */
-  readonly unit: string;
-  /** The flat-parameter layout (names, shapes, offsets, world size, alignment; plain JSON). */
-  readonly metadata: FlatParamMetadata;
-  /** The rank in `metadata.worldSize` whose shard `shard` is. */
-  readonly rank: number;
-  /** A copy of that shard: flat elements [rank × shardNumel, (rank + 1) × shardNumel) of the layout. */
-  readonly shard: Float32Array;
-}
-
-/** A sharded parameter as saved by one rank: its shape and the elements this rank held. */
-export interface ShardedParameterEntry {
-  readonly shape: number[];
-  /** Row-major element ranges; values alias the handle's shard copy (no second copy). */
-  readonly pieces: Piece[];
-}
-
-/**
- * One rank's sharded state dict (no communication to make). `parameters` is keyed by original
- * names; `handles` carries the flat layouts and raw shards for checkpoints; `unmanaged` holds
- * full copies of buffers and ignoredModules' parameters.
- */
-export interface ShardedStateDict {
-  readonly format: typeof SHARDED_STATE_DICT_FORMAT;
-  /** This rank in the group parameters are sharded over, and that group's size. */
-  readonly rank: number;
-  readonly worldSize: number;
-  readonly shardingStrategy: string;
-  readonly handles: ShardedHandleEntry[];
-  readonly parameters: Record<string, ShardedParameterEntry>;
-  readonly unmanaged: Record<string, TensorView>;
-}
 
 /** This rank's shards of every parameter, keyed by the original parameter names, without gathering. */
 export function shardedStateDict(model: FullyShardedDataParallel): ShardedStateDict {

@@ -1,8 +1,8 @@
-import { CheckpointError } from '@fsdp-ts/fsdp';
+import { CheckpointError } from '@fsdp-ts/checkpoint';
 import { LayersError, type LayersErrorCode } from '../errors';
 
 /**
- * fsdp's CheckpointError as this package's LayersError (its message, file and rank kept, the
+ * @fsdp-ts/checkpoint's CheckpointError as this package's LayersError (its message, file and rank kept, the
  * original as `cause`): damage → 'checkpoint-corrupt', a model or optimizer that does not fit →
  * 'checkpoint-mismatch', anything else (the file system, another rank's failure) →
  * 'checkpoint-failed'. Other errors pass through.

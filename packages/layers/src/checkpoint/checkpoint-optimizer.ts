@@ -6,7 +6,7 @@ import type {
   ShardedOptimizerState,
   StagedOptimizerState,
   StatePiece,
-} from '@fsdp-ts/fsdp';
+} from '@fsdp-ts/checkpoint';
 import type { BaseOptions, HyperparameterValue, Optimizer, ParameterStateEntry } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { ParameterLocations } from './checkpoint-state';
@@ -32,7 +32,7 @@ function describeGroups(
 
 /**
  * The optimizer's state as fsdp writes it: per bucket slice, each state buffer as pieces at offsets
- * of the slice ([Note: flat optimizer state] in @fsdp-ts/fsdp). The optimizer steps this rank's
+ * of the slice ([Note: flat optimizer state] in @fsdp-ts/checkpoint). The optimizer steps this rank's
  * piece of each parameter (its shard part, or all of it under 'replicate'); only the part inside
  * this rank's slice is written, so under 'replicate' each rank writes 1/W of the state.
  */

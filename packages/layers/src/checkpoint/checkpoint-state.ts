@@ -1,6 +1,6 @@
+import { type FlatShard, flatShard, type ShardedModelState } from '@fsdp-ts/checkpoint';
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import { computeFlatParamLayout, withWorldSize } from '@fsdp-ts/flat-param';
-import { type FlatShard, flatShard, type ShardedModelState } from '@fsdp-ts/fsdp';
 import type { BaseOptions, Optimizer } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { LayersModel, LayerVariable } from '@tensorflow/tfjs-layers';
@@ -24,7 +24,7 @@ export interface CheckpointSource {
 
 /**
  * [Note: layers checkpoint names]
- * A layers checkpoint is an fsdp checkpoint (see [Note: checkpoint layout] in @fsdp-ts/fsdp): each
+ * A layers checkpoint is an fsdp checkpoint (see [Note: checkpoint layout] in @fsdp-ts/checkpoint): each
  * bucket is one flat parameter (unit `bucket-<i>`), and each weight is named by its position:
  * `trainable/<i>` in `model.trainableWeights`, `non-trainable/<j>` in `model.nonTrainableWeights`
  * (saved as replicated buffers). tfjs weight names carry per-process counters (`dense_Dense3`

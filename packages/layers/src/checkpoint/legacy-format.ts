@@ -7,7 +7,7 @@ const LEGACY_FORMAT_PREFIX = 'fsdp-ts/layers-checkpoint@';
 
 /**
  * [Note: layers checkpoints of the old format]
- * Before @fsdp-ts/layers wrote @fsdp-ts/fsdp's checkpoint format (version 3), it had its own: a
+ * Before @fsdp-ts/layers wrote the checkpoint format of @fsdp-ts/checkpoint (version 3), it had its own: a
  * directory with `checkpoint.json` (`format: 'fsdp-ts/layers-checkpoint@1'` or `@2`), the whole
  * model in tfjs's format under `model/` and per-rank optimizer pieces (`optimizer-rank-<r>.json`
  * and `.bin`); a crash between its commit's two renames left `<dir>.previous`. fsdp's reader finds

@@ -1,4 +1,4 @@
-import { CheckpointError, type ReplicatedState, readCheckpoint } from '@fsdp-ts/fsdp';
+import { CheckpointError, type ReplicatedState, readCheckpoint } from '@fsdp-ts/checkpoint';
 import * as tf from '@tensorflow/tfjs-core';
 import { backingVariable } from '../internal/layer-access';
 import { asLayersError } from './checkpoint-errors';

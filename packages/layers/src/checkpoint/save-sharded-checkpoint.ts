@@ -1,5 +1,5 @@
+import { type CheckpointBuffer, type SavedCheckpoint, writeCheckpoint } from '@fsdp-ts/checkpoint';
 import type { OptionKeys } from '@fsdp-ts/errors';
-import { type CheckpointBuffer, type SavedCheckpoint, writeCheckpoint } from '@fsdp-ts/fsdp';
 import { asLayersError } from './checkpoint-errors';
 import { describeOptimizerState } from './checkpoint-optimizer';
 import { type CheckpointSource, describeWeights, nonTrainableName } from './checkpoint-state';
@@ -24,7 +24,7 @@ export const saveCheckpointArgKeys = {
 
 /**
  * [Note: layers checkpoint layout]
- * `trainer.saveCheckpoint(dir)` writes an fsdp checkpoint (@fsdp-ts/fsdp's writeCheckpoint: the
+ * `trainer.saveCheckpoint(dir)` writes an fsdp checkpoint (@fsdp-ts/checkpoint's writeCheckpoint: the
  * same files, digests, crash-atomic commit and failure agreement as FSDP's) under
  * `dir/step-NNNNNNNN/`, with `dir/latest` naming it:
  * - the trainable weights as flat shards, one flat parameter per bucket, each rank writing its

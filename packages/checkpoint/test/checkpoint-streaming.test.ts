@@ -2,12 +2,11 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CheckpointError } from '@fsdp-ts/fsdp';
+import { CheckpointError } from '@fsdp-ts/checkpoint';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { DataFileEntry } from '../src/checkpoint/checkpoint-format';
-import { RankFileWriter } from '../src/checkpoint/rank-file-writer';
-import { retargetToPieces } from '../src/checkpoint/read-targets';
-import { executeReads, type PlannedRead } from '../src/checkpoint/verified-range-reader';
+import type { DataFileEntry } from '../src/format/checkpoint-format';
+import { executeReads, type PlannedRead, retargetToPieces } from '../src/reader/verified-range-reader';
+import { RankFileWriter } from '../src/writer/rank-file-writer';
 
 const work = mkdtempSync(join(tmpdir(), 'fsdp-streaming-test-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

@@ -8,7 +8,7 @@ import {
   listCheckpoints,
   pruneCheckpoints,
   writeLatestPointer,
-} from '../src/checkpoint/checkpoint-directory';
+} from '../src/format/checkpoint-directory';
 import { encodeHeader, readHeader } from '../src/safetensors/safetensors-header';
 
 const roots: string[] = [];

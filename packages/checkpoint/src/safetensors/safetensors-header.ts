@@ -1,5 +1,5 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { CheckpointError } from '../checkpoint/checkpoint-error';
+import { CheckpointError } from '../errors';
 
 /** Element types this package reads; it writes F32. */
 export type SafetensorsDType = 'F32' | 'F16' | 'BF16';

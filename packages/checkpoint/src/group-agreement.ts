@@ -1,6 +1,6 @@
 import { allocateShared, type ProcessGroup } from '@fsdp-ts/collectives';
-import { FsdpError } from '../errors';
-import { CheckpointError } from './checkpoint-error';
+import { FsdpTsError } from '@fsdp-ts/errors';
+import { CheckpointError } from './errors';
 
 /**
  * [Note: collective failure]
@@ -76,9 +76,12 @@ function shareFailure(group: ProcessGroup, failed: number, localError: unknown):
   }
 }
 
-/** The failing rank's own error, its `rank` and message naming this rank. */
+/**
+ * The failing rank's own error, its `rank` and message naming this rank: an error with a `rank`
+ * field (FsdpError, CheckpointError) that has none yet.
+ */
 function withRank(error: unknown, rank: number): unknown {
-  if (error instanceof FsdpError && error.rank === undefined) {
+  if (FsdpTsError.isInstance(error) && 'rank' in error && error.rank === undefined) {
     Object.defineProperty(error, 'rank', { value: rank, enumerable: true });
     error.message = `Rank ${rank}: ${error.message}`;
   }

@@ -1,14 +1,13 @@
 import { join } from 'node:path';
-import type { FlatShard } from '../sharded-state/flat-shard';
-import { matchSavedParameters, type SavedLocation } from '../sharded-state/saved-parameters';
-import { savedRanges } from '../sharded-state/saved-ranges';
-import { CheckpointError } from './checkpoint-error';
+import { CheckpointError } from '../errors';
 import {
   type CheckpointMetadata,
   type DataFileEntry,
   METADATA_FILE,
   type Segment,
-} from './checkpoint-format';
+} from '../format/checkpoint-format';
+import type { FlatShard } from '../sharded-state/flat-shard';
+import { matchSavedParameters, type SavedLocation, savedRanges } from '../sharded-state/saved-parameters';
 import type { PlannedRead } from './verified-range-reader';
 
 export type { SavedLocation } from '../sharded-state/saved-parameters';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { CheckpointError } from '../src/checkpoint/checkpoint-error';
-import { checkReplicatedInput, type ReplicatedStateInput } from '../src/checkpoint/replicated-state';
-import { extraAsJson } from '../src/checkpoint/write-checkpoint';
+import { CheckpointError } from '../src/errors';
+import { checkReplicatedInput, type ReplicatedStateInput } from '../src/format/replicated-state';
+import { extraAsJson } from '../src/writer/write-checkpoint';
 
 /** The CheckpointError a save's input check throws (fails the test when nothing is thrown). */
 function rejection(input: ReplicatedStateInput): CheckpointError {

@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseFlatParamMetadata } from '@fsdp-ts/flat-param';
+import { CheckpointError } from '../errors';
 import { type CheckpointLog, findLatestCheckpoint } from './checkpoint-directory';
-import { CheckpointError } from './checkpoint-error';
 import {
   CHECKPOINT_FORMAT,
   CHECKPOINT_FORMAT_VERSION,

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { CheckpointError } from './checkpoint-error';
+import { CheckpointError } from '../errors';
 import type { CheckpointMetadata } from './checkpoint-format';
 
 /**

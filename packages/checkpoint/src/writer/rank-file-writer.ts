@@ -1,6 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
 import { closeSync, fdatasyncSync, fsyncSync, openSync, writeSync } from 'node:fs';
-import type { Segment } from './checkpoint-format';
+import type { Segment } from '../format/checkpoint-format';
 
 /**
  * A data file's `sha256` from format version 3 on: the SHA-256 of its block digests in order,

@@ -1,17 +1,15 @@
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { OptionKeys } from '@fsdp-ts/errors';
-import { checkFsdpOptionKeys } from '../internal/check-option-keys';
+import { CheckpointError, checkCheckpointOptionKeys } from '../errors';
+import type { CheckpointLog } from '../format/checkpoint-directory';
+import type { CheckpointMetadata, SavedOptimizer } from '../format/checkpoint-format';
+import { readCheckpointMetadata, resolveCheckpointDirectory } from '../format/checkpoint-metadata';
+import { type ReplicatedState, readReplicatedState } from '../format/replicated-state';
+import { throwIfAnyRankFailed } from '../group-agreement';
 import type { FlatShard, ShardedModelState } from '../sharded-state/flat-shard';
-import type { CheckpointLog } from './checkpoint-directory';
-import { CheckpointError } from './checkpoint-error';
-import type { CheckpointMetadata, SavedOptimizer } from './checkpoint-format';
-import { readCheckpointMetadata, resolveCheckpointDirectory } from './checkpoint-metadata';
+import type { OptimizerGroupDescription, StatePiece } from '../sharded-state/optimizer-state';
 import { matchParameters, planBufferReads, type SavedLocation } from './checkpoint-read-plan';
-import { throwIfAnyRankFailed } from './group-agreement';
-import type { OptimizerGroupDescription, StatePiece } from './optimizer-state';
-import { retargetToPieces } from './read-targets';
-import { type ReplicatedState, readReplicatedState } from './replicated-state';
-import { executeReads, type PlannedRead } from './verified-range-reader';
+import { executeReads, type PlannedRead, retargetToPieces } from './verified-range-reader';
 import { verifyOwnedFiles } from './verify-unread-blocks';
 
 /** The optimizer state read for this rank's flat shards, before anything is loaded. */
@@ -138,7 +136,7 @@ export function readCheckpoint(path: string, options: ReadCheckpointOptions): Lo
   let planned: Planned | undefined;
   let localError: unknown;
   try {
-    checkFsdpOptionKeys('readCheckpoint', options, readCheckpointOptionKeys);
+    checkCheckpointOptionKeys('readCheckpoint', options, readCheckpointOptionKeys);
     directory = resolveCheckpointDirectory(path, options.log);
     metadata = readCheckpointMetadata(directory);
     const model = typeof options.model === 'function' ? options.model() : options.model;

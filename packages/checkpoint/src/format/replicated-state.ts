@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type DType, isDType, itemSize, type TypedArray, typedArrayFor } from '@fsdp-ts/tensor';
-import { CheckpointError } from './checkpoint-error';
+import { CheckpointError } from '../errors';
 import { REPLICATED_STATE_FILE, type SavedReplicatedState } from './checkpoint-format';
 import { writeFileDurably } from './durable-files';
 

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { CheckpointError } from './checkpoint-error';
+import { CheckpointError } from '../errors';
 import { LATEST_FILE, METADATA_FILE, stepDirectoryName } from './checkpoint-format';
 import { fsyncDirectory, replaceFileAtomically } from './durable-files';
 import { hasMetadataDigest, verifyMetadataDigest } from './metadata-digest';

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import { CheckpointError } from './checkpoint-error';
-import type { CheckpointMetadata, DataFileEntry } from './checkpoint-format';
+import { CheckpointError } from '../errors';
+import type { CheckpointMetadata, DataFileEntry } from '../format/checkpoint-format';
 import type { PlannedRead } from './verified-range-reader';
 
 /**

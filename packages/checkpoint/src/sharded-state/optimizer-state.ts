@@ -1,8 +1,8 @@
 import type { HyperparameterValue, OptimizerStateDict, StateDictOptions } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
-import type { FlatShard } from '../sharded-state/flat-shard';
-import { CheckpointError } from './checkpoint-error';
-import type { SavedParameterState } from './checkpoint-format';
+import { CheckpointError } from '../errors';
+import type { SavedParameterState } from '../format/checkpoint-format';
+import type { FlatShard } from './flat-shard';
 
 /**
  * The part of an optimizer a checkpoint uses: its kind, its parameters in position order, and its

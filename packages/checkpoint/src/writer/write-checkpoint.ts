@@ -4,10 +4,8 @@ import { endianness } from 'node:os';
 import { join } from 'node:path';
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { OptionKeys } from '@fsdp-ts/errors';
-import { checkFsdpOptionKeys } from '../internal/check-option-keys';
-import type { ShardedModelState } from '../sharded-state/flat-shard';
-import { commitStepDirectory, pruneCheckpoints, writeLatestPointer } from './checkpoint-directory';
-import { CheckpointError } from './checkpoint-error';
+import { CheckpointError, checkCheckpointOptionKeys } from '../errors';
+import { commitStepDirectory, pruneCheckpoints, writeLatestPointer } from '../format/checkpoint-directory';
 import {
   CHECKPOINT_FORMAT,
   CHECKPOINT_FORMAT_VERSION,
@@ -23,18 +21,19 @@ import {
   type SavedOptimizer,
   type SavedReplicatedState,
   stepDirectoryName,
-} from './checkpoint-format';
-import { fsyncDirectory, writeFileDurably } from './durable-files';
-import { broadcastOutcome, throwIfAnyRankFailed } from './group-agreement';
-import { serializeMetadata } from './metadata-digest';
-import type { ShardedOptimizerState, StatePiece } from './optimizer-state';
-import { RankFileWriter } from './rank-file-writer';
+} from '../format/checkpoint-format';
+import { fsyncDirectory, writeFileDurably } from '../format/durable-files';
+import { serializeMetadata } from '../format/metadata-digest';
 import {
   type CheckpointBuffer,
   type CheckpointDocument,
   checkReplicatedInput,
   writeReplicatedState,
-} from './replicated-state';
+} from '../format/replicated-state';
+import { broadcastOutcome, throwIfAnyRankFailed } from '../group-agreement';
+import type { ShardedModelState } from '../sharded-state/flat-shard';
+import type { ShardedOptimizerState, StatePiece } from '../sharded-state/optimizer-state';
+import { RankFileWriter } from './rank-file-writer';
 
 /** What writeCheckpoint needs: the group, the neutral description of the state, and the options. */
 export interface WriteCheckpointOptions {
@@ -310,7 +309,7 @@ const writeCheckpointOptionKeys = {
 } as const satisfies OptionKeys<WriteCheckpointOptions>;
 
 function checkOptions(options: WriteCheckpointOptions): void {
-  checkFsdpOptionKeys('writeCheckpoint', options, writeCheckpointOptionKeys);
+  checkCheckpointOptionKeys('writeCheckpoint', options, writeCheckpointOptionKeys);
   if (endianness() !== 'LE') {
     throw new CheckpointError('Checkpoints are little-endian; this machine is big-endian.', {
       reason: 'io',
