@@ -16,6 +16,7 @@ import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { directorySize } from './directory-size';
+import { readPublicExports } from './public-exports';
 import { sectionBlocks, shellCommands } from './readme-blocks';
 import { type LocalRegistry, npmEnvironment, startLocalRegistry } from './registry/local-registry';
 
@@ -316,6 +317,39 @@ describe('the packages published to a local registry and installed into fresh ap
         ].join('\n'),
       );
       expect(await succeed(process.execPath, ['check.mjs'], app, registry!.environment)).toBe('esm ok\n');
+    },
+    2 * minutes,
+  );
+
+  it(
+    'every installed entry point exports, from ESM and from CommonJS, exactly what public-exports.txt lists',
+    async () => {
+      // [Note: public exports list] in ./public-exports.ts; @fsdp-ts/layers is not installed here.
+      const listed = new Map(
+        [...readPublicExports()].filter(([entry]) => !entry.startsWith('@fsdp-ts/layers')),
+      );
+      const entries = JSON.stringify([...listed.keys()]);
+      const names = (module: string) =>
+        `Object.keys(${module}).filter((name) => name !== 'default' && name !== '__esModule').sort()`;
+      writeFileSync(
+        join(app, 'surfaces.mjs'),
+        [
+          "import { createRequire } from 'node:module';",
+          'const require = createRequire(import.meta.url);',
+          'const surfaces = {};',
+          `for (const entry of ${entries}) {`,
+          `  surfaces[entry] = { esm: ${names('await import(entry)')}, cjs: ${names('require(entry)')} };`,
+          '}',
+          'console.log(JSON.stringify(surfaces));',
+        ].join('\n'),
+      );
+      const surfaces = JSON.parse(
+        await succeed(process.execPath, ['surfaces.mjs'], app, registry!.environment),
+      ) as Record<string, { esm: string[]; cjs: string[] }>;
+      for (const [entry, expected] of listed) {
+        expect(surfaces[entry]?.esm, `${entry} (import)`).toEqual(expected);
+        expect(surfaces[entry]?.cjs, `${entry} (require)`).toEqual(expected);
+      }
     },
     2 * minutes,
   );

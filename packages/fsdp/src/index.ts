@@ -5,6 +5,50 @@
  * @document ../README.md
  * @module @fsdp-ts/fsdp
  */
+
+// Wrap a model: the wrapper, its options, which modules become units, sharding strategies.
+
+export {
+  type CommunicationStatistics,
+  type ForwardInputs,
+  type ForwardOutput,
+  FSDP,
+  FullyShardedDataParallel,
+  type WrapperActivity,
+} from './fully-sharded-data-parallel';
+export { type HybridShardGroups, hybridShardGroups } from './hybrid-shard';
+export type { CommunicationDtype, MixedPrecision } from './mixed-precision';
+export type { FsdpOptions, ResolvedFsdpOptions } from './options';
+export {
+  type GradientReduction,
+  type ShardingPreset,
+  type ShardingSettings,
+  type ShardingStrategy,
+  shardingPresets,
+  shardingStrategies,
+} from './sharding-strategy';
+export { type AutoWrapPolicy, type ModuleClass, selectUnitModules } from './wrap-policy';
+
+// Train: clip gradients, accumulate without reducing, see the full parameters.
+
+export { clipGradNorm } from './clip-grad-norm';
+export { runWithoutSync } from './no-sync';
+export { type SummonOptions, summonFullParams } from './summon-full-params';
+
+// Size a job: memory per rank, the smallest world size that fits, the rank's memory limit.
+
+export {
+  estimateMemoryPerRank,
+  type MemoryEstimate,
+  type MemoryEstimateRequest,
+  smallestFittingWorldSize,
+  type UnitSize,
+} from './memory-estimate';
+export { type RankMemoryLimit, rankMemoryLimit } from './memory-limit';
+export { memoryWarning } from './memory-warning';
+
+// Save and load checkpoints: sharded, atomic, checksummed, loadable on another world size.
+
 export {
   type CheckpointEntry,
   type CheckpointLog,
@@ -30,6 +74,15 @@ export {
   type LoadedCheckpoint,
   loadCheckpoint,
 } from './checkpoint/load-checkpoint';
+export { type ResumePoint, resumeOrStart } from './checkpoint/resume-or-start';
+export {
+  type SaveCheckpointOptions,
+  type SavedCheckpoint,
+  saveCheckpoint,
+} from './checkpoint/save-checkpoint';
+
+// Write and read the checkpoint format from any flat layout (as @fsdp-ts/layers does).
+
 export type {
   CheckpointOptimizer,
   OptimizerGroupDescription,
@@ -47,38 +100,15 @@ export type {
   CheckpointDocument,
   ReplicatedState,
 } from './checkpoint/replicated-state';
-export { type ResumePoint, resumeOrStart } from './checkpoint/resume-or-start';
-export {
-  type SaveCheckpointOptions,
-  type SavedCheckpoint,
-  saveCheckpoint,
-} from './checkpoint/save-checkpoint';
 export {
   type WriteCheckpointOptions,
   writeCheckpoint,
 } from './checkpoint/write-checkpoint';
-export { clipGradNorm } from './clip-grad-norm';
-export { FsdpError, type FsdpErrorCode, type FsdpErrorDetails } from './errors';
-export {
-  type CommunicationStatistics,
-  type ForwardInputs,
-  type ForwardOutput,
-  FSDP,
-  FullyShardedDataParallel,
-  type WrapperActivity,
-} from './fully-sharded-data-parallel';
-export { type HybridShardGroups, hybridShardGroups } from './hybrid-shard';
-export {
-  estimateMemoryPerRank,
-  type MemoryEstimate,
-  type MemoryEstimateRequest,
-  smallestFittingWorldSize,
-  type UnitSize,
-} from './memory-estimate';
-export { type RankMemoryLimit, rankMemoryLimit } from './memory-limit';
-export { memoryWarning } from './memory-warning';
-export type { CommunicationDtype, MixedPrecision } from './mixed-precision';
-export { runWithoutSync } from './no-sync';
+export { type FlatShard, flatShard, type ShardedModelState } from './sharded-state/flat-shard';
+export type { SavedLocation } from './sharded-state/saved-parameters';
+
+// State dicts of the model and of the optimizer: full (on rank 0) or sharded (on every rank).
+
 export {
   FSDP_OPTIM_STATE_DICT_FORMAT,
   type FsdpOptimParameterState,
@@ -94,19 +124,6 @@ export {
   loadShardedOptimStateDict,
   shardedOptimStateDict,
 } from './optim-state-dict/sharded-optim-state-dict';
-export type { FsdpOptions, ResolvedFsdpOptions } from './options';
-export { type ExportSafetensorsOptions, exportSafetensors } from './safetensors/export-safetensors';
-export { importSafetensors } from './safetensors/import-safetensors';
-export { type FlatShard, flatShard, type ShardedModelState } from './sharded-state/flat-shard';
-export type { SavedLocation } from './sharded-state/saved-parameters';
-export {
-  type GradientReduction,
-  type ShardingPreset,
-  type ShardingSettings,
-  type ShardingStrategy,
-  shardingPresets,
-  shardingStrategies,
-} from './sharding-strategy';
 export { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
 export type { Piece } from './state-dict/pieces';
 export {
@@ -117,5 +134,12 @@ export {
   type ShardedStateDict,
   shardedStateDict,
 } from './state-dict/sharded-state-dict';
-export { type SummonOptions, summonFullParams } from './summon-full-params';
-export { type AutoWrapPolicy, type ModuleClass, selectUnitModules } from './wrap-policy';
+
+// Exchange weights with other frameworks (safetensors).
+
+export { type ExportSafetensorsOptions, exportSafetensors } from './safetensors/export-safetensors';
+export { importSafetensors } from './safetensors/import-safetensors';
+
+// Errors.
+
+export { FsdpError, type FsdpErrorCode, type FsdpErrorDetails } from './errors';
