@@ -2,7 +2,7 @@
  * The whole stack in one import: what a training script calls, as the README, the guides and the
  * examples use it. Everything else stays in its own package (`@fsdp-ts/tensor`,
  * `@fsdp-ts/collectives`, ...), which a script can import beside this one; the list is curated
- * (architecture/decisions/2026-12-02-public-surfaces.md) and its runtime names are committed in
+ * (architecture/decisions/2026-12-02-public-surfaces.md) and its names are committed in
  * `test/public-exports.txt`.
  *
  * @packageDocumentation
@@ -99,6 +99,7 @@ export {
   type MixedPrecision,
   type ShardingPreset,
   type ShardingStrategy,
+  shardingPresets,
   shardingStrategies,
   smallestFittingWorldSize,
   summonFullParams,
