@@ -3,9 +3,14 @@ import { defineConfig } from 'tsup';
 const shared = { format: ['esm', 'cjs'], clean: false, target: 'node20' } as const;
 
 export default defineConfig([
+  // The package's two entries, `.` and `./internal` (architecture/decisions/2026-12-02-public-surfaces.md),
+  // share their modules through chunks in both formats (`splitting`), so both see one Storage class
+  // and one BLAS loader.
   {
     ...shared,
-    entry: { index: 'src/index.ts' },
+    entry: { index: 'src/index.ts', internal: 'src/internal/index.ts' },
+    splitting: true,
+    shims: true,
     dts: true,
     external: ['#register-all-gradients'],
   },

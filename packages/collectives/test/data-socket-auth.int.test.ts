@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { describe, expect, it } from 'vitest';
-import { authenticateSocket } from '../src/index.js';
+import { authenticateSocket } from '../src/auth/authenticate-socket.js';
 import {
   abstractPath,
   formatEndpoint,

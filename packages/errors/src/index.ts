@@ -5,7 +5,13 @@
  * @document ../README.md
  * @module @fsdp-ts/errors
  */
+
+// Recognise any fsdp-ts error, across duplicate copies of a package.
+
 export { FsdpTsError, type FsdpTsErrorDetails } from './fsdp-ts-error';
+
+// Reject unknown option keys, naming the nearest one (for a package's options objects).
+
 export {
   adviceForName,
   checkOptionKeys,

@@ -16,6 +16,7 @@ import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { directorySize } from './directory-size';
+import { listedRuntimeNames, readPublicExports } from './public-exports';
 import { sectionBlocks, shellCommands } from './readme-blocks';
 import { type LocalRegistry, npmEnvironment, startLocalRegistry } from './registry/local-registry';
 
@@ -321,6 +322,41 @@ describe('the packages published to a local registry and installed into fresh ap
   );
 
   it(
+    'every installed entry point exports, from ESM and from CommonJS, exactly what public-exports.txt lists',
+    async () => {
+      // [Note: public exports list] in ./public-exports.ts; @fsdp-ts/layers is not installed here.
+      const listed = new Map(
+        [...readPublicExports()]
+          .filter(([entry]) => !entry.startsWith('@fsdp-ts/layers'))
+          .map(([entry, lines]) => [entry, listedRuntimeNames(lines)]),
+      );
+      const entries = JSON.stringify([...listed.keys()]);
+      const names = (module: string) =>
+        `Object.keys(${module}).filter((name) => name !== 'default' && name !== '__esModule').sort()`;
+      writeFileSync(
+        join(app, 'surfaces.mjs'),
+        [
+          "import { createRequire } from 'node:module';",
+          'const require = createRequire(import.meta.url);',
+          'const surfaces = {};',
+          `for (const entry of ${entries}) {`,
+          `  surfaces[entry] = { esm: ${names('await import(entry)')}, cjs: ${names('require(entry)')} };`,
+          '}',
+          'console.log(JSON.stringify(surfaces));',
+        ].join('\n'),
+      );
+      const surfaces = JSON.parse(
+        await succeed(process.execPath, ['surfaces.mjs'], app, registry!.environment),
+      ) as Record<string, { esm: string[]; cjs: string[] }>;
+      for (const [entry, expected] of listed) {
+        expect(surfaces[entry]?.esm, `${entry} (import)`).toEqual(expected);
+        expect(surfaces[entry]?.cjs, `${entry} (require)`).toEqual(expected);
+      }
+    },
+    2 * minutes,
+  );
+
+  it(
     'names the two copies of @fsdp-ts/tensor when ESM and CommonJS builds are mixed',
     async () => {
       writeFileSync(
@@ -339,7 +375,9 @@ describe('the packages published to a local registry and installed into fresh ap
       );
       const message = await succeed(process.execPath, ['mixed.mjs'], app, registry!.environment);
       expect(message).toContain('another copy of @fsdp-ts/tensor (2 copies loaded');
-      expect(message).toContain('index.cjs');
+      // The CommonJS copy, named by the file it runs from: its index or, as tensor's two entries share
+      // chunks (architecture/decisions/2026-12-02-public-surfaces.md), a chunk of its dist/.
+      expect(message).toMatch(/@fsdp-ts\/tensor\/dist\/[\w-]+\.cjs/);
       expect(message).not.toContain('is not a { params');
     },
     2 * minutes,

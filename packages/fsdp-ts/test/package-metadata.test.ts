@@ -25,6 +25,7 @@ interface Manifest {
   devDependencies?: Record<string, string>;
   scripts?: Record<string, string>;
   bin?: Record<string, string>;
+  exports?: Record<string, unknown>;
 }
 
 const packages = readdirSync(packagesDirectory)
@@ -92,6 +93,25 @@ describe.each(packages)('$manifest.name', ({ directory, manifest }) => {
       expect(manifest.devDependencies?.['@tensorflow/tfjs-core']).toBeDefined();
     }
     expect(manifest.dependencies?.['@tensorflow/tfjs']).toBeUndefined();
+  });
+
+  it('gives every entry point (`.`, `./internal`) the source condition, ESM and CommonJS builds, types first', () => {
+    // architecture/decisions/2026-12-02-public-surfaces.md: `./internal` is built like `.`.
+    const tsup = readFileSync(join(packagesDirectory, directory, 'tsup.config.ts'), 'utf8');
+    for (const [subpath, target] of Object.entries(manifest.exports ?? {})) {
+      if (subpath === './package.json') continue;
+      const name = subpath === '.' ? 'index' : subpath.replace(/^\.\//, '');
+      const source = subpath === '.' ? './src/index.ts' : `./src/${name}/index.ts`;
+      expect(target, subpath).toEqual({
+        '@fsdp-ts/source': source,
+        import: { types: `./dist/${name}.d.ts`, default: `./dist/${name}.js` },
+        require: { types: `./dist/${name}.d.cts`, default: `./dist/${name}.cjs` },
+      });
+      expect(existsSync(join(packagesDirectory, directory, source)), source).toBe(true);
+      if (subpath !== '.') {
+        expect(tsup, `tsup.config.ts builds ${source}`).toContain(`${name}: '${source.slice(2)}'`);
+      }
+    }
   });
 
   it('builds itself before `npm pack` and `npm publish` (prepack), so no tarball lacks dist/', () => {

@@ -5,7 +5,84 @@
  * @document ../README.md
  * @module @fsdp-ts/fsdp
  */
-// The serialization lives in @fsdp-ts/checkpoint; its names stay importable from here.
+
+// Wrap a model: the wrapper, its options, which modules become units, sharding strategies.
+
+export {
+  type CommunicationStatistics,
+  type ForwardInputs,
+  type ForwardOutput,
+  FSDP,
+  FullyShardedDataParallel,
+  type WrapperActivity,
+} from './fully-sharded-data-parallel';
+export { type HybridShardGroups, hybridShardGroups } from './hybrid-shard';
+export type { CommunicationDtype, MixedPrecision } from './mixed-precision';
+export type { FsdpOptions, ResolvedFsdpOptions } from './options';
+export {
+  type GradientReduction,
+  type ShardingPreset,
+  type ShardingSettings,
+  type ShardingStrategy,
+  shardingPresets,
+  shardingStrategies,
+} from './sharding-strategy';
+export { type AutoWrapPolicy, type ModuleClass, selectUnitModules } from './wrap-policy';
+
+// Train: clip gradients, accumulate without reducing, see the full parameters.
+
+export { clipGradNorm } from './clip-grad-norm';
+export { runWithoutSync } from './no-sync';
+export { type SummonOptions, summonFullParams } from './summon-full-params';
+
+// Size a job: memory per rank, the smallest world size that fits, the rank's memory limit.
+
+export {
+  estimateMemoryPerRank,
+  type MemoryEstimate,
+  type MemoryEstimateRequest,
+  smallestFittingWorldSize,
+  type UnitSize,
+} from './memory-estimate';
+export { type RankMemoryLimit, rankMemoryLimit } from './memory-limit';
+export { memoryWarning } from './memory-warning';
+
+// Save and load checkpoints: sharded, atomic, checksummed, loadable on another world size.
+
+export {
+  type LoadCheckpointOptions,
+  type LoadedCheckpoint,
+  loadCheckpoint,
+} from './checkpoint/load-checkpoint';
+export { type ResumePoint, resumeOrStart } from './checkpoint/resume-or-start';
+export {
+  type SaveCheckpointOptions,
+  type SavedCheckpoint,
+  saveCheckpoint,
+} from './checkpoint/save-checkpoint';
+
+// State dicts of the model and of the optimizer: full (on rank 0) or sharded (on every rank).
+
+export {
+  type FullOptimStateDictOptions,
+  fullOptimStateDict,
+  loadFullOptimStateDict,
+} from './optim-state-dict/full-optim-state-dict';
+export {
+  loadShardedOptimStateDict,
+  shardedOptimStateDict,
+} from './optim-state-dict/sharded-optim-state-dict';
+export { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
+export { loadShardedStateDict, shardedStateDict } from './state-dict/sharded-state-dict';
+
+// Exchange weights with other frameworks (safetensors).
+
+export { type ExportSafetensorsOptions, exportSafetensors } from './safetensors/export-safetensors';
+export { importSafetensors } from './safetensors/import-safetensors';
+
+// The checkpoint format, its errors and the state-dict layouts live in @fsdp-ts/checkpoint (which
+// @fsdp-ts/layers writes too); their names stay importable from here.
+
 export {
   CHECKPOINT_FORMAT_VERSION,
   type CheckpointBuffer,
@@ -48,60 +125,7 @@ export {
   type WriteCheckpointOptions,
   writeCheckpoint,
 } from '@fsdp-ts/checkpoint';
-export {
-  type LoadCheckpointOptions,
-  type LoadedCheckpoint,
-  loadCheckpoint,
-} from './checkpoint/load-checkpoint';
-export { type ResumePoint, resumeOrStart } from './checkpoint/resume-or-start';
-export {
-  type SaveCheckpointOptions,
-  type SavedCheckpoint,
-  saveCheckpoint,
-} from './checkpoint/save-checkpoint';
-export { clipGradNorm } from './clip-grad-norm';
+
+// Errors.
+
 export { FsdpError, type FsdpErrorCode, type FsdpErrorDetails } from './errors';
-export {
-  type CommunicationStatistics,
-  type ForwardInputs,
-  type ForwardOutput,
-  FSDP,
-  FullyShardedDataParallel,
-  type WrapperActivity,
-} from './fully-sharded-data-parallel';
-export { type HybridShardGroups, hybridShardGroups } from './hybrid-shard';
-export {
-  estimateMemoryPerRank,
-  type MemoryEstimate,
-  type MemoryEstimateRequest,
-  smallestFittingWorldSize,
-  type UnitSize,
-} from './memory-estimate';
-export { type RankMemoryLimit, rankMemoryLimit } from './memory-limit';
-export { memoryWarning } from './memory-warning';
-export type { CommunicationDtype, MixedPrecision } from './mixed-precision';
-export { runWithoutSync } from './no-sync';
-export {
-  type FullOptimStateDictOptions,
-  fullOptimStateDict,
-  loadFullOptimStateDict,
-} from './optim-state-dict/full-optim-state-dict';
-export {
-  loadShardedOptimStateDict,
-  shardedOptimStateDict,
-} from './optim-state-dict/sharded-optim-state-dict';
-export type { FsdpOptions, ResolvedFsdpOptions } from './options';
-export { type ExportSafetensorsOptions, exportSafetensors } from './safetensors/export-safetensors';
-export { importSafetensors } from './safetensors/import-safetensors';
-export {
-  type GradientReduction,
-  type ShardingPreset,
-  type ShardingSettings,
-  type ShardingStrategy,
-  shardingPresets,
-  shardingStrategies,
-} from './sharding-strategy';
-export { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
-export { loadShardedStateDict, shardedStateDict } from './state-dict/sharded-state-dict';
-export { type SummonOptions, summonFullParams } from './summon-full-params';
-export { type AutoWrapPolicy, type ModuleClass, selectUnitModules } from './wrap-policy';

@@ -5,10 +5,9 @@
  * @document ../README.md
  * @module @fsdp-ts/layers
  */
-export type { LoadedTrainerCheckpoint } from './checkpoint/load-sharded-checkpoint';
-export type { SaveCheckpointArgs } from './checkpoint/save-sharded-checkpoint';
-export { MODEL_DOCUMENT, TRAINER_DOCUMENT, type TrainerDocument } from './checkpoint/trainer-document';
-export { LayersError, type LayersErrorCode, type LayersErrorDetails } from './errors';
+
+// Train a tf.LayersModel across ranks: the trainer, its strategies and what fit takes.
+
 export type { InitialWeights } from './internal/check-replicas';
 export type { OptimizerFactory, OptimizerName, OptimizerOptions } from './internal/resolve-optimizer';
 export { ShardedTrainer } from './sharded-trainer';
@@ -22,3 +21,13 @@ export type {
 } from './sharded-trainer-options';
 export { type ShardedTrainerStrategy, shardedTrainerStrategies } from './strategy';
 export type { TrainerMemory } from './trainer-memory';
+
+// Save and load the trainer's checkpoints.
+
+export type { LoadedTrainerCheckpoint } from './checkpoint/load-sharded-checkpoint';
+export type { SaveCheckpointArgs } from './checkpoint/save-sharded-checkpoint';
+export { MODEL_DOCUMENT, TRAINER_DOCUMENT, type TrainerDocument } from './checkpoint/trainer-document';
+
+// Errors.
+
+export { LayersError, type LayersErrorCode, type LayersErrorDetails } from './errors';

@@ -7,14 +7,13 @@
  *
  *   BATCH=8 SEQ=128 STEPS=10 node --conditions=@fsdp-ts/source --import tsx bench/kernel-times.ts
  */
+import { computeInfo, initBackend } from '@fsdp-ts/tensor';
 import {
-  computeInfo,
-  initBackend,
   CBLAS_NO_TRANSPOSE as N,
   nativeSgemm,
   CBLAS_ROW_MAJOR as ROW,
   CBLAS_TRANSPOSE as T,
-} from '@fsdp-ts/tensor';
+} from '@fsdp-ts/tensor/internal';
 import * as tf from '@tensorflow/tfjs-core';
 import { makeTrainingStep, referenceConfig } from './training-step';
 

@@ -5,38 +5,19 @@
  * @document ../README.md
  * @module @fsdp-ts/nn
  */
-export { backward } from './backward';
-export {
-  type BackwardHookModule,
-  type BackwardPlan,
-  backwardHook,
-  hasBackwardHook,
-  trainableParameters,
-} from './backward-hook';
-export { deferredInit, isInitDeferred, materializeParameters } from './deferred-init';
-export {
-  NnError,
-  type NnErrorCode,
-  type NnErrorDetails,
-  StateDictError,
-  type StateDictShapeMismatch,
-} from './errors';
+
+// Build a model: the Module tree, its state dict and its forward hooks.
+
 export type {
   ForwardHook,
   ForwardPreHook,
   ForwardWrapper,
   RemovableHandle,
 } from './forward-hooks';
-export { crossEntropy } from './functional/cross-entropy';
-export {
-  constantParameter,
-  GPT2_INIT_STD,
-  initConstant,
-  initNormal,
-  initUniform,
-  normalParameter,
-} from './init';
-export { ConstantInitializer, NormalInitializer } from './initializers';
+export { type LoadStateDictOptions, type LoadStateDictResult, Module, type StateDict } from './module';
+
+// Layers and a GPT.
+
 export { CausalSelfAttention, type CausalSelfAttentionOptions } from './layers/causal-self-attention';
 export { Dropout, type DropoutOptions } from './layers/dropout';
 export { Embedding, type EmbeddingOptions } from './layers/embedding';
@@ -47,7 +28,44 @@ export { Linear, type LinearOptions } from './layers/linear';
 export { MLP, type MLPOptions } from './layers/mlp';
 export { ModuleList } from './layers/module-list';
 export { TransformerBlock, type TransformerBlockOptions } from './layers/transformer-block';
-export { type LoadStateDictOptions, type LoadStateDictResult, Module, type StateDict } from './module';
-export { parameterTensor, withParameterTensors } from './parameter-scope';
+
+// Compute a loss and its gradients into Parameter.grad.
+
+export { backward } from './backward';
+export { crossEntropy } from './functional/cross-entropy';
+
+// Initialise parameters: eagerly from a seeded generator, or deferred until sharded.
+
+export { deferredInit, isInitDeferred, materializeParameters } from './deferred-init';
+export {
+  constantParameter,
+  GPT2_INIT_STD,
+  initConstant,
+  initNormal,
+  initUniform,
+  normalParameter,
+} from './init';
+export { ConstantInitializer, NormalInitializer } from './initializers';
 export { defaultGenerator, Generator, type GeneratorState, manualSeed } from './random/generator';
+
+// Write a layer or a wrapper: parameter tensors, the gradient hook, the random-state protocol.
+
+export {
+  type BackwardHookModule,
+  type BackwardPlan,
+  backwardHook,
+  hasBackwardHook,
+  trainableParameters,
+} from './backward-hook';
+export { parameterTensor, withParameterTensors } from './parameter-scope';
 export { isRandomStateful, type RandomStateful, randomStatefulModules } from './random/random-state';
+
+// Errors.
+
+export {
+  NnError,
+  type NnErrorCode,
+  type NnErrorDetails,
+  StateDictError,
+  type StateDictShapeMismatch,
+} from './errors';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { explainForeignParameter, loadedTensorCopies, Parameter } from '../src/index';
+import { explainForeignParameter, Parameter } from '../src/index';
+import { loadedTensorCopies } from '../src/package-copies';
 
 // The real two-copy case (ESM and CommonJS builds in one process) runs against the packed packages
 // in packages/fsdp-ts/test/installed-app.int.test.ts.

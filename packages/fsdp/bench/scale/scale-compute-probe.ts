@@ -14,13 +14,8 @@
  */
 import os from 'node:os';
 import { backward, TransformerBlock } from '@fsdp-ts/nn';
-import {
-  CBLAS_NO_TRANSPOSE,
-  CBLAS_ROW_MAJOR,
-  CBLAS_TRANSPOSE,
-  initBackend,
-  nativeSgemm,
-} from '@fsdp-ts/tensor';
+import { initBackend } from '@fsdp-ts/tensor';
+import { CBLAS_NO_TRANSPOSE, CBLAS_ROW_MAJOR, CBLAS_TRANSPOSE, nativeSgemm } from '@fsdp-ts/tensor/internal';
 import * as tf from '@tensorflow/tfjs-core';
 import { gptParameterCount, scaleModels } from './scale-config';
 

@@ -3,7 +3,7 @@ import {
   CBLAS_ROW_MAJOR as ROW_MAJOR,
   type Sgemm,
   CBLAS_TRANSPOSE as T,
-} from '@fsdp-ts/tensor';
+} from '@fsdp-ts/tensor/internal';
 import { causalSoftmaxGradientRows, causalSoftmaxRows } from './causal-softmax';
 import type { AttentionShape } from './head-layout';
 

@@ -1,4 +1,4 @@
-import { nativeSgemm, type Sgemm } from '@fsdp-ts/tensor';
+import { nativeSgemm, type Sgemm } from '@fsdp-ts/tensor/internal';
 import * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
 import {

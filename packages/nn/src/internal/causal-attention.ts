@@ -1,4 +1,4 @@
-import { nativeSgemm } from '@fsdp-ts/tensor';
+import { nativeSgemm } from '@fsdp-ts/tensor/internal';
 import * as tf from '@tensorflow/tfjs-core';
 import { arrayKernelsRun } from './array-kernel';
 import { backwardHeadBlas, forwardHeadBlas } from './causal-attention-blas';

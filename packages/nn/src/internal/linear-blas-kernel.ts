@@ -4,7 +4,7 @@ import {
   CBLAS_ROW_MAJOR as ROW_MAJOR,
   type Sgemm,
   CBLAS_TRANSPOSE as T,
-} from '@fsdp-ts/tensor';
+} from '@fsdp-ts/tensor/internal';
 import * as tf from '@tensorflow/tfjs-core';
 import { NnError } from '../errors';
 import { type ArrayKernel, arrayKernelsRun, runArrayKernel } from './array-kernel';
