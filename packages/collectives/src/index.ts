@@ -20,7 +20,6 @@ export {
   resolveJobSecret,
   validateJobSecret,
 } from './auth/job-secret.js';
-export { SecureChannel } from './auth/secure-channel.js';
 export {
   RESTART_SIGNAL,
   restartRequested,

@@ -106,9 +106,8 @@ class ElasticAgent {
       return this.interruption === undefined ? 1 : exitCodeOf(this.interruption);
     } finally {
       await this.stopWorkers();
-      // [Note: zeromq shutdown] Sockets close (bounded linger) before fsdp-run calls process.exit.
       await client?.close();
-      await server?.close();
+      server?.close();
       await store?.close();
       this.runDirectory.close();
       for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
@@ -281,37 +280,37 @@ class ElasticAgent {
     await Promise.all(this.workers.map((worker) => worker.stop(this.gracePeriodMs, signal)));
   }
 
-  /** Starts the Store and the rendezvous server when --master-addr is this host's and the port is free. */
+  /**
+   * Starts the job's Store on --master-addr:--master-port, and the rendezvous beside it, when
+   * --master-addr is this host's and the port is free (else another launcher hosts them).
+   */
   private async hostRendezvous(
     secret: string,
   ): Promise<{ store: StoreServer | undefined; server: RendezvousServer | undefined }> {
     const { masterPort } = this.options;
     const masterAddr = await localAddressOf(this.options.masterAddr);
     if (masterAddr === undefined) return { store: undefined, server: undefined };
-    const store = await startStoreServer({ host: masterAddr, port: 0, secret });
-    try {
-      const server = await RendezvousServer.start({
-        host: masterAddr,
-        port: masterPort,
-        secret,
-        minNodes: this.elastic.minNodes,
-        maxNodes: this.elastic.maxNodes,
-        heartbeatTimeoutMs: this.elastic.heartbeatTimeoutSeconds * 1_000,
-        joinTimeoutMs: this.elastic.joinTimeoutSeconds * 1_000,
-        lastCallMs: this.elastic.lastCallSeconds * 1_000,
-        maxRestarts: this.options.maxRestarts,
-        store: { host: store.host, port: store.port },
-        log: (line) => this.log(line),
-      });
-      this.log(
-        `hosting the rendezvous at ${masterAddr}:${masterPort} and the store at ${masterAddr}:${store.port}.`,
-      );
-      return { store, server };
-    } catch {
-      // Another launcher of this host got the port first: it hosts; this one is a client.
-      await store.close();
-      return { store: undefined, server: undefined };
-    }
+    let server: RendezvousServer | undefined;
+    const store = await startStoreServer({
+      host: masterAddr,
+      port: masterPort,
+      secret,
+      onConnectionError: (error) => server?.refused(error),
+    }).catch(() => undefined);
+    // Another launcher of this host got the port first: it hosts; this one is a client.
+    if (store === undefined) return { store: undefined, server: undefined };
+    server = new RendezvousServer({
+      store,
+      minNodes: this.elastic.minNodes,
+      maxNodes: this.elastic.maxNodes,
+      heartbeatTimeoutMs: this.elastic.heartbeatTimeoutSeconds * 1_000,
+      joinTimeoutMs: this.elastic.joinTimeoutSeconds * 1_000,
+      lastCallMs: this.elastic.lastCallSeconds * 1_000,
+      maxRestarts: this.options.maxRestarts,
+      log: (line) => this.log(line),
+    });
+    this.log(`hosting the rendezvous and the store at ${masterAddr}:${masterPort}.`);
+    return { store, server };
   }
 
   private async launcherName(): Promise<string> {

@@ -17,7 +17,7 @@ export const torchrunFlags: ForeignNames = {
   '--rdzv_endpoint':
     'no rendezvous endpoint here: pass its host and port as --master-addr HOST --master-port PORT (with --nnodes MIN:MAX for an elastic job)',
   '--rdzv_backend':
-    "no equivalent: fsdp-run's rendezvous is built in (the store on node 0, or the zeromq rendezvous of --nnodes MIN:MAX); remove it",
+    "no equivalent: fsdp-run's rendezvous is built in (the store on node 0, or the Store-based rendezvous of --nnodes MIN:MAX); remove it",
   '--rdzv_id':
     'no equivalent: a job is its --master-addr:--master-port and its job secret (FSDP_JOB_SECRET); remove it',
   '--rdzv_conf':

@@ -28,7 +28,7 @@ export interface LaunchOptions {
   logDirectory?: string;
   script: string;
   scriptArguments: string[];
-  /** Set by `--nnodes MIN:MAX`: membership comes from the zeromq rendezvous (see ElasticOptions). */
+  /** Set by `--nnodes MIN:MAX`: membership comes from the rendezvous on the Store (see ElasticOptions). */
   elastic?: ElasticOptions;
 }
 

@@ -72,3 +72,10 @@ export class FrameDecoder {
     );
   }
 }
+
+/** The wire bytes of one frame carrying `body`. */
+export function frame(body: Uint8Array): Buffer {
+  const header = Buffer.alloc(4);
+  header.writeUInt32BE(body.length, 0);
+  return Buffer.concat([header, body]);
+}
