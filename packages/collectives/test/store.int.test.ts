@@ -6,10 +6,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { storeTlsOptions } from '../src/auth/secure-socket.js';
 import { readEnvironment } from '../src/environment/read-environment.js';
 import { CollectiveError } from '../src/errors.js';
-import { frame } from '../src/store/internal/frame-decoder.js';
 import { openRendezvousStore } from '../src/store/open-rendezvous-store.js';
 import { PrefixStore } from '../src/store/prefix-store.js';
 import { connectStore, type StoreClient } from '../src/store/store-client.js';
+import { frame } from '../src/store/store-protocol.js';
 import { type StoreServer, startStoreServer } from '../src/store/store-server.js';
 
 const SECRET = 'store-test-secret-0123456789';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { describeRanks } from '../launcher/rank-range.js';
+import { describeRanks } from '../launcher/failure-report.js';
 import type { StoreServer } from '../store/store-server.js';
 import {
   decodeLauncherMessage,

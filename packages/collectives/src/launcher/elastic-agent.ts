@@ -1,6 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { rmSync, writeFileSync } from 'node:fs';
-import { constants, hostname, networkInterfaces, tmpdir } from 'node:os';
+import { hostname, networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveJobSecret } from '../auth/job-secret.js';
 import { RendezvousClient, type RendezvousEvent } from '../elastic/rendezvous-client.js';
@@ -10,16 +10,16 @@ import { RESTART_SIGNAL } from '../elastic/restart-request.js';
 import { localAddressRoutingTo } from '../environment/socket-address.js';
 import { CollectiveError } from '../errors.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
+import { describeRanks } from './failure-report.js';
 import type { ElasticOptions, LaunchOptions } from './launch-options.js';
-import { createMemoryCaps } from './memory-cap.js';
-import { describeRanks } from './rank-range.js';
-import { type AttemptDirectory, RunDirectory } from './run-directory.js';
-import { exitsOf, settleWorkers, startLocalWorkers } from './start-local-workers.js';
-import { buildWorkerCommand } from './worker-command.js';
-import { buildWorkerEnvironment } from './worker-environment.js';
-import { describeExit, type WorkerProcess } from './worker-process.js';
-
-const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+import { buildWorkerCommand, buildWorkerEnvironment } from './worker-command.js';
+import {
+  describeExit,
+  exitCodeOf,
+  FORWARDED_SIGNALS,
+  LocalWorkers,
+  settleWorkers,
+} from './worker-process.js';
 
 type WorkersOutcome =
   | { round: number; kind: 'success' }
@@ -45,10 +45,7 @@ export async function runElasticLauncher(
 }
 
 class ElasticAgent {
-  private workers: WorkerProcess[] = [];
-  /** This round's failure records ([Note: run directory]). */
-  private records: AttemptDirectory | undefined;
-  private readonly runDirectory: RunDirectory;
+  private readonly local: LocalWorkers;
   private round: RoundAssignment | undefined;
   private restartFile: string | undefined;
   private pendingServerEvent: Promise<AgentEvent> | undefined;
@@ -66,7 +63,12 @@ class ElasticAgent {
     private readonly env: NodeJS.ProcessEnv,
   ) {
     this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
-    this.runDirectory = new RunDirectory(options.logDirectory);
+    this.local = new LocalWorkers(
+      options.logDirectory,
+      this.gracePeriodMs,
+      env.FSDP_DEBUG === '1',
+      (message) => this.log(message),
+    );
   }
 
   async run(): Promise<number> {
@@ -79,14 +81,8 @@ class ElasticAgent {
     let client: RendezvousClient | undefined;
     try {
       buildWorkerCommand(this.options.script, this.options.scriptArguments);
-      // Fail before joining any round when the caps cannot be set (no cgroups, no permission).
-      const local = Array.from({ length: this.options.nprocPerNode }, (_, localRank) => localRank);
-      for (const cap of createMemoryCaps(
-        this.options.memoryPerRankBytes,
-        local,
-        `fsdp-run-${process.pid}-probe`,
-      ))
-        cap?.remove();
+      const ranks = Array.from({ length: this.options.nprocPerNode }, (_, localRank) => localRank);
+      LocalWorkers.checkMemoryCaps(this.options.memoryPerRankBytes, ranks);
       const secret = this.jobSecret();
       ({ store, server } = await this.hostRendezvous(secret));
       const name = await this.launcherName();
@@ -105,11 +101,11 @@ class ElasticAgent {
       this.log(`error: ${error instanceof Error ? error.message : String(error)}`);
       return this.interruption === undefined ? 1 : exitCodeOf(this.interruption);
     } finally {
-      await this.stopWorkers();
+      await this.local.stop();
       await client?.close();
       server?.close();
       await store?.close();
-      this.runDirectory.close();
+      this.local.close();
       for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
     }
   }
@@ -120,7 +116,7 @@ class ElasticAgent {
       switch (event.kind) {
         case 'interrupted':
           client.leave(`fsdp-run on ${this.describeSelf()} received ${event.signal}`);
-          await this.stopWorkers(event.signal);
+          await this.local.stop(event.signal);
           this.log(`stopped by ${event.signal}; every worker has exited.`);
           return exitCodeOf(event.signal);
         case 'lost':
@@ -135,9 +131,9 @@ class ElasticAgent {
           } else {
             this.log(`round ${event.outcome.round}: ${event.outcome.message}; stopping the other workers.`);
             client.failed(event.outcome.round, event.outcome.message);
-            await settleWorkers(this.workers);
-            await this.stopWorkers();
-            await this.reportFailures();
+            await settleWorkers(this.local.workers);
+            await this.local.stop();
+            await this.local.reportFailures();
           }
           break;
         case 'server': {
@@ -147,7 +143,7 @@ class ElasticAgent {
           } else if (message.type === 'stop') {
             this.log(`round ${message.round} stops (${message.reason}): ${message.message}.`);
             await this.endRound(message.reason === 'join');
-            if (message.reason !== 'join') await this.reportFailures();
+            if (message.reason !== 'join') await this.local.reportFailures();
             client.rejoin();
           } else if (message.type === 'finish') {
             this.log('job finished: every worker of every node exited 0.');
@@ -188,14 +184,10 @@ class ElasticAgent {
     this.restartFile = join(tmpdir(), `fsdp-run-${process.pid}-round-${round.round}.restart`);
     rmSync(this.restartFile, { force: true });
     // [Note: per-rank memory caps], as in fixed-size jobs: fresh cgroups per round.
-    const records = this.runDirectory.attempt(`round-${round.round}`);
-    this.records = records;
-    this.workers = startLocalWorkers({
-      records,
+    const workers = this.local.start(`round-${round.round}`, {
       count: nprocPerNode,
       firstRank: round.rankOffset,
       memoryPerRankBytes: this.options.memoryPerRankBytes,
-      cgroupLabel: `fsdp-run-${process.pid}-round-${round.round}`,
       environmentOf: (rank, localRank) => {
         const environment = buildWorkerEnvironment(
           { ...this.options, nnodes: round.nnodes, nodeRank: round.nodeRank, masterAddr: round.store.host },
@@ -217,9 +209,8 @@ class ElasticAgent {
         });
         return environment;
       },
-      log: (message) => this.log(message),
     });
-    const exits = this.workers.map((worker) => worker.exited);
+    const exits = workers.map((worker) => worker.exited);
     this.workersOutcome = new Promise<AgentEvent>((resolve) => {
       for (const exited of exits) {
         void exited.then((exit) => {
@@ -249,7 +240,7 @@ class ElasticAgent {
    */
   private async endRound(checkpointFirst: boolean): Promise<void> {
     this.workersOutcome = undefined;
-    const running = this.workers.filter((worker) => worker.running);
+    const running = this.local.workers.filter((worker) => worker.running);
     if (checkpointFirst && running.length > 0 && this.restartFile !== undefined) {
       writeFileSync(this.restartFile, 'restart\n');
       for (const worker of running) worker.signal(RESTART_SIGNAL);
@@ -263,21 +254,8 @@ class ElasticAgent {
       ]);
       clearTimeout(timer);
     }
-    await this.stopWorkers();
+    await this.local.stop();
     if (this.restartFile !== undefined) rmSync(this.restartFile, { force: true });
-  }
-
-  /** Prints this round's failure report ([Note: one report per job]); call once its workers have exited. */
-  private async reportFailures(): Promise<void> {
-    const records = this.records;
-    if (records === undefined) return;
-    this.records = undefined;
-    for (const line of records.report(await exitsOf(this.workers), this.env.FSDP_DEBUG === '1'))
-      this.log(line);
-  }
-
-  private async stopWorkers(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-    await Promise.all(this.workers.map((worker) => worker.stop(this.gracePeriodMs, signal)));
   }
 
   /**
@@ -327,7 +305,7 @@ class ElasticAgent {
   private interrupt(signal: NodeJS.Signals): void {
     if (this.interruption !== undefined) {
       this.log(`second ${signal}: killing every worker now.`);
-      for (const worker of this.workers) worker.signal('SIGKILL');
+      this.local.signal('SIGKILL');
       return;
     }
     this.interruption = signal;
@@ -360,8 +338,4 @@ async function localAddressOf(masterAddr: string): Promise<string | undefined> {
     Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((entry) => entry.address)),
   );
   return candidates.map((candidate) => candidate.address).find((address) => local.has(address));
-}
-
-function exitCodeOf(signal: NodeJS.Signals): number {
-  return 128 + (constants.signals[signal] ?? 15);
 }

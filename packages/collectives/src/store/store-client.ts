@@ -2,11 +2,12 @@ import { connect as connectTls, type TLSSocket } from 'node:tls';
 import { validateJobSecret } from '../auth/job-secret.js';
 import { isTlsFailure, storeTlsOptions } from '../auth/secure-socket.js';
 import { CollectiveError } from '../errors.js';
-import { FrameDecoder, frame } from './internal/frame-decoder.js';
 import type { Store, StoreWaitOptions } from './store.js';
 import {
   decodeStoreResponse,
   encodeStoreRequest,
+  FrameDecoder,
+  frame,
   STORE_LIMITS,
   type StoreRequest,
   type StoreResponse,

@@ -3,11 +3,12 @@ import { createServer, type Server, type TLSSocket } from 'node:tls';
 import { validateJobSecret } from '../auth/job-secret.js';
 import { storeTlsOptions } from '../auth/secure-socket.js';
 import { CollectiveError } from '../errors.js';
-import { FrameDecoder, frame } from './internal/frame-decoder.js';
 import { StoreState } from './internal/store-state.js';
 import {
   decodeStoreRequest,
   encodeStoreResponse,
+  FrameDecoder,
+  frame,
   STORE_LIMITS,
   type StoreResponse,
 } from './store-protocol.js';
