@@ -47,7 +47,7 @@ const STORE_IDENTITY = 'fsdp-ts store';
  * fails it (the server logs a `tlsClientError`, the client gets an OpenSSL alert, code `auth`),
  * and the record keys are fresh per connection. Every record is then sealed with AES-256-GCM
  * with a sequence number, so store traffic can be neither read nor altered, replayed or
- * reordered (architecture/decisions/2026-12-02-one-control-plane.md).
+ * reordered (architecture/decisions/2026-12-02-link-security.md).
  */
 export function storeTlsOptions(secret: string): {
   server: TlsOptions;

@@ -116,7 +116,7 @@ if (parent > 0) {
  * dump of the whole error on every rank (torchelastic's TORCHELASTIC_ERROR_FILE is the model).
  * fsdp-run gives each worker two paths in its run directory ([Note: run directory]):
  * FSDP_ERROR_FILE (the record, JSON) and FSDP_ERROR_LOG (the full text). The module below, part
- * of the preamble every worker imports (`--import`, see parent-watchdog.ts), listens for
+ * of the preamble every worker imports (`--import`, PARENT_WATCHDOG_IMPORT below), listens for
  * 'uncaughtException', which Node also raises for an unhandled rejection. On a crash it writes,
  * synchronously (so the files exist whatever happens next), the log (util.inspect of the error:
  * stack, typed fields, causes with their stacks) and then the record (the error and its causes as
@@ -126,7 +126,7 @@ if (parent > 0) {
  * 'uncaughtException' listener keeps control: the record is still written, nothing is printed
  * and the process is not ended here. If the files cannot be written, the full text goes to
  * stderr instead. The launcher reads a record only for a worker that exited non-zero, after it
- * exited (failure-record.ts), so a record needs no atomic rename.
+ * exited (readFailureRecord in failure-report.ts), so a record needs no atomic rename.
  */
 export const FAILURE_RECORDER_MODULE = `
 import { writeFileSync as writeFailureFile } from 'node:fs';

@@ -1,7 +1,7 @@
 import { CollectiveError, type CollectiveErrorCode } from '../errors.js';
 
 /**
- * The Store's messages, carried one per sealed frame (see SecureChannel).
+ * The Store's messages, carried one per length-prefixed frame inside the TLS-PSK link ([Note: store link]).
  *
  * [Note: store wire format] request = op u8 | id u32 | fields; response = status u8 (0 ok,
  * 1 error) | id u32 | (ok) value bytes | (error) code string, message string. Strings and byte
