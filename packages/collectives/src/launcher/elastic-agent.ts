@@ -50,11 +50,6 @@ class ElasticAgent {
   private restartFile: string | undefined;
   private pendingServerEvent: Promise<AgentEvent> | undefined;
   private workersOutcome: Promise<AgentEvent> | undefined;
-  private resolveInterrupted!: (signal: NodeJS.Signals) => void;
-  private readonly interrupted = new Promise<NodeJS.Signals>(
-    (resolve) => (this.resolveInterrupted = resolve),
-  );
-  private interruption: NodeJS.Signals | undefined;
   private readonly gracePeriodMs: number;
 
   constructor(
@@ -72,8 +67,7 @@ class ElasticAgent {
   }
 
   async run(): Promise<number> {
-    const onSignal = (signal: NodeJS.Signals) => this.interrupt(signal);
-    for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
+    const unhandleSignals = this.local.handleSignals(false);
     process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
     process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
     let store: StoreServer | undefined;
@@ -99,14 +93,14 @@ class ElasticAgent {
       return await this.serve(client, secret);
     } catch (error) {
       this.log(`error: ${error instanceof Error ? error.message : String(error)}`);
-      return this.interruption === undefined ? 1 : exitCodeOf(this.interruption);
+      return this.local.failureExitCode();
     } finally {
       await this.local.stop();
       await client?.close();
       server?.close();
       await store?.close();
       this.local.close();
-      for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
+      unhandleSignals();
     }
   }
 
@@ -165,7 +159,7 @@ class ElasticAgent {
       this.pendingServerEvent,
       ...(this.workersOutcome === undefined ? [] : [this.workersOutcome]),
       client.lost.then((error): AgentEvent => ({ kind: 'lost', error })),
-      this.interrupted.then((signal): AgentEvent => ({ kind: 'interrupted', signal })),
+      this.local.interrupted.then((signal): AgentEvent => ({ kind: 'interrupted', signal })),
     ]).then((event) => {
       if (event.kind === 'server') this.pendingServerEvent = undefined;
       return event;
@@ -300,17 +294,6 @@ class ElasticAgent {
 
   private describeSelf(): string {
     return this.round === undefined ? 'this host' : `node ${this.round.nodeRank}`;
-  }
-
-  private interrupt(signal: NodeJS.Signals): void {
-    if (this.interruption !== undefined) {
-      this.log(`second ${signal}: killing every worker now.`);
-      this.local.signal('SIGKILL');
-      return;
-    }
-    this.interruption = signal;
-    this.log(`received ${signal}; forwarding it to the workers.`);
-    this.resolveInterrupted(signal);
   }
 
   private jobSecret(): string {

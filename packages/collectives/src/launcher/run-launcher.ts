@@ -43,9 +43,6 @@ export async function runLauncher(
 
 class Launcher {
   private readonly local: LocalWorkers;
-  private interruption: NodeJS.Signals | undefined;
-  private readonly interrupted: Promise<NodeJS.Signals>;
-  private resolveInterrupted!: (signal: NodeJS.Signals) => void;
   private readonly storeLost: Promise<CollectiveError>;
   private resolveStoreLost!: (error: CollectiveError) => void;
   private readonly gracePeriodMs: number;
@@ -55,7 +52,6 @@ class Launcher {
     private readonly options: LaunchOptions,
     private readonly env: NodeJS.ProcessEnv,
   ) {
-    this.interrupted = new Promise((resolve) => (this.resolveInterrupted = resolve));
     this.storeLost = new Promise((resolve) => (this.resolveStoreLost = resolve));
     this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
     this.timeoutMs = Math.round(options.timeoutSeconds * 1_000);
@@ -68,8 +64,7 @@ class Launcher {
   }
 
   async run(): Promise<number> {
-    const onSignal = (signal: NodeJS.Signals) => this.interrupt(signal);
-    for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
+    const unhandleSignals = this.local.handleSignals(true);
     // Each worker waits on at most one 'drain' per stream (see [Note: output backpressure]).
     process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
     process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
@@ -109,14 +104,14 @@ class Launcher {
       return exitCode;
     } catch (error) {
       this.log(`error: ${error instanceof Error ? error.message : String(error)}`);
-      return this.interruption === undefined ? 1 : exitCodeOf(this.interruption);
+      return this.local.failureExitCode();
     } finally {
       clearInterval(heartbeat);
       await this.local.stop();
       await store?.close();
       await server?.close();
       this.local.close();
-      for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
+      unhandleSignals();
     }
   }
 
@@ -124,7 +119,7 @@ class Launcher {
   private unlessInterrupted<T>(promise: Promise<T>, what: string): Promise<T> {
     return Promise.race([
       promise,
-      this.interrupted.then((signal): never => {
+      this.local.interrupted.then((signal): never => {
         throw new CollectiveError(`Interrupted by ${signal} while ${what}.`, { code: 'launch' });
       }),
     ]);
@@ -238,7 +233,7 @@ class Launcher {
   private race<T extends AttemptEvent | undefined>(promise: Promise<T>): Promise<T | AttemptEvent> {
     return Promise.race([
       promise,
-      this.interrupted.then((signal): AttemptEvent => ({ kind: 'interrupted', signal })),
+      this.local.interrupted.then((signal): AttemptEvent => ({ kind: 'interrupted', signal })),
       this.storeLost.then((error): AttemptEvent => ({ kind: 'store-lost', error })),
     ]).catch((error: unknown) => {
       if (error instanceof CollectiveError && (error.code === 'store' || error.code === 'closed')) {
@@ -254,18 +249,6 @@ class Launcher {
       // A closed or lost store surfaces through `storeLost`; this watcher just ends.
       () => new Promise<AttemptEvent>(() => {}),
     );
-  }
-
-  private interrupt(signal: NodeJS.Signals): void {
-    if (this.interruption !== undefined) {
-      this.log(`second ${signal}: killing every worker now.`);
-      this.local.signal('SIGKILL');
-      return;
-    }
-    this.interruption = signal;
-    this.log(`received ${signal}; forwarding it to the workers.`);
-    void this.local.stop(signal);
-    this.resolveInterrupted(signal);
   }
 
   private startHeartbeat(store: StoreClient): NodeJS.Timeout {

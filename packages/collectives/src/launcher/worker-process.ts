@@ -327,6 +327,11 @@ export class LocalWorkers {
   workers: WorkerProcess[] = [];
   private records: AttemptDirectory | undefined;
   private readonly runDirectory: RunDirectory;
+  /** The first forwarded signal fsdp-run received, if any. */
+  interruption: NodeJS.Signals | undefined;
+  private resolveInterrupted!: (signal: NodeJS.Signals) => void;
+  /** Resolves with the first forwarded signal. */
+  readonly interrupted = new Promise<NodeJS.Signals>((resolve) => (this.resolveInterrupted = resolve));
 
   constructor(
     logDirectory: string | undefined,
@@ -370,6 +375,34 @@ export class LocalWorkers {
     if (records === undefined) return;
     this.records = undefined;
     for (const line of records.report(await exitsOf(this.workers), this.debug)) this.log(line);
+  }
+
+  /**
+   * Handles FORWARDED_SIGNALS until the returned function is called: the first resolves
+   * `interrupted` (and, with `stopAtOnce`, sends it on to the workers at once); a second kills
+   * every worker.
+   */
+  handleSignals(stopAtOnce: boolean): () => void {
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (this.interruption !== undefined) {
+        this.log(`second ${signal}: killing every worker now.`);
+        this.signal('SIGKILL');
+        return;
+      }
+      this.interruption = signal;
+      this.log(`received ${signal}; forwarding it to the workers.`);
+      if (stopAtOnce) void this.stop(signal);
+      this.resolveInterrupted(signal);
+    };
+    for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
+    return () => {
+      for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
+    };
+  }
+
+  /** The launcher's exit code after an error: 1, or 128 + n when signal n interrupted it. */
+  failureExitCode(): number {
+    return this.interruption === undefined ? 1 : exitCodeOf(this.interruption);
   }
 
   /** Removes the run directory unless a worker wrote a failure record into it. */
