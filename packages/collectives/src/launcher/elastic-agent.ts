@@ -13,13 +13,7 @@ import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import { describeRanks } from './failure-report.js';
 import type { ElasticOptions, LaunchOptions } from './launch-options.js';
 import { buildWorkerCommand, buildWorkerEnvironment } from './worker-command.js';
-import {
-  describeExit,
-  exitCodeOf,
-  FORWARDED_SIGNALS,
-  LocalWorkers,
-  settleWorkers,
-} from './worker-process.js';
+import { describeExit, exitCodeOf, LocalWorkers, settleWorkers } from './worker-process.js';
 
 type WorkersOutcome =
   | { round: number; kind: 'success' }

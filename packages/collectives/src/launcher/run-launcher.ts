@@ -5,14 +5,7 @@ import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import { describeRanks } from './failure-report.js';
 import type { LaunchOptions } from './launch-options.js';
 import { buildWorkerCommand, buildWorkerEnvironment, checkWorkerScript } from './worker-command.js';
-import {
-  describeExit,
-  exitCodeOf,
-  FORWARDED_SIGNALS,
-  LocalWorkers,
-  settleWorkers,
-  type WorkerExit,
-} from './worker-process.js';
+import { describeExit, exitCodeOf, LocalWorkers, settleWorkers, type WorkerExit } from './worker-process.js';
 
 type AttemptResult =
   | { kind: 'success' }
