@@ -39,13 +39,13 @@ describe('fsdp-run --nnodes 1:2 on loopback', () => {
     // A launcher with another secret: refused (auth) and logged by the host; the job goes on.
     const intruder = elastic(port, '1:2', 'grow', randomBytes(32).toString('hex'));
     expect((await intruder.exited).code).toBe(1);
-    expect(intruder.stderr()).toMatch(/refused this launcher's CURVE handshake.*FSDP_JOB_SECRET/);
+    expect(intruder.stderr()).toMatch(/refused this launcher's TLS-PSK handshake.*FSDP_JOB_SECRET/);
     expect(intruder.stdout()).not.toMatch(/worker/);
     const second = elastic(port, '1:2', 'grow');
     const [one, two] = await Promise.all([first.exited, second.exited]);
     const log = `${first.stdout()}${first.stderr()}\n${second.stdout()}${second.stderr()}`;
     expect([one.code, two.code], log).toEqual([0, 0]);
-    expect(first.stderr()).toMatch(/rendezvous: refused a launcher: its CURVE handshake failed/);
+    expect(first.stderr()).toMatch(/rendezvous: refused a launcher: its TLS-PSK handshake failed/);
     // Both round-0 workers saw the request (file or SIGUSR2 flag) before round 1 started.
     expect(first.stdout()).toMatch(/\[rank 0\] checkpoint 0/);
     expect(first.stdout()).toMatch(/\[rank 1\] checkpoint 1/);

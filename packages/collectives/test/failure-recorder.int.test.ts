@@ -7,8 +7,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readFailureRecord } from '../src/launcher/failure-record.js';
-import { PARENT_WATCHDOG_IMPORT } from '../src/launcher/parent-watchdog.js';
+import { readFailureRecord } from '../src/launcher/failure-report.js';
+import { PARENT_WATCHDOG_IMPORT } from '../src/launcher/worker-command.js';
 import { temporaryDirectory } from './support/fixtures.js';
 
 // An error shaped like the project's (the marker, typed fields, " Fix: …" appended) with a cause.

@@ -2,10 +2,14 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { DescribedError, FailureRecord } from '../src/launcher/failure-record.js';
-import { buildFailureReport, type RankOutcome, rankList } from '../src/launcher/failure-report.js';
-import { RunDirectory } from '../src/launcher/run-directory.js';
-import { topUserFrame } from '../src/launcher/user-frame.js';
+import type { DescribedError, FailureRecord } from '../src/launcher/failure-report.js';
+import {
+  buildFailureReport,
+  type RankOutcome,
+  RunDirectory,
+  rankList,
+  topUserFrame,
+} from '../src/launcher/failure-report.js';
 import { temporaryDirectory } from './support/fixtures.js';
 
 const repository = fileURLToPath(new URL('../../..', import.meta.url));

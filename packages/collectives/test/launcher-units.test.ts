@@ -3,10 +3,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CollectiveError } from '../src/errors.js';
 import { parseLaunchArguments } from '../src/launcher/launch-options.js';
-import { LinePrefixer } from '../src/launcher/line-prefixer.js';
-import { PARENT_WATCHDOG_IMPORT } from '../src/launcher/parent-watchdog.js';
-import { buildWorkerCommand, checkWorkerScript } from '../src/launcher/worker-command.js';
-import { buildWorkerEnvironment } from '../src/launcher/worker-environment.js';
+import {
+  buildWorkerCommand,
+  buildWorkerEnvironment,
+  checkWorkerScript,
+  PARENT_WATCHDOG_IMPORT,
+} from '../src/launcher/worker-command.js';
+import { LinePrefixer } from '../src/launcher/worker-process.js';
 import { errorOf } from './support/fixtures.js';
 
 describe('parseLaunchArguments', () => {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CollectiveError } from '../src/errors';
-import { checkTopLevelAwaitFormat } from '../src/launcher/module-format-check';
+import { checkTopLevelAwaitFormat } from '../src/launcher/worker-command.js';
 
 // [Note: CommonJS apps and top-level await]: the launcher's check, with the workspace's tsx and
 // its esbuild. The registry test (packages/fsdp-ts/test/installed-app.int.test.ts) runs the same

@@ -1,16 +1,15 @@
 /**
- * The elastic rendezvous over zeromq on loopback: a real CURVE ROUTER and DEALERs in this process
- * (the launchers of the fsdp elastic tests are real processes on namespace hosts). Heartbeat
- * timeout 1 s, so losses show within seconds.
+ * The elastic rendezvous on the Store over loopback: a real store server (TLS-PSK) with the
+ * rendezvous beside it, and clients in this process (the launchers of the fsdp elastic tests are
+ * real processes on namespace hosts). Heartbeat timeout 1 s, so losses show within seconds.
  */
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { Dealer } from 'zeromq';
-import { deriveRendezvousKeys } from '../src/elastic/curve-keys.js';
 import { RendezvousClient, type RendezvousEvent } from '../src/elastic/rendezvous-client.js';
-import { encodeMessage } from '../src/elastic/rendezvous-messages.js';
+import { encodeMessage, RENDEZVOUS_KEYS } from '../src/elastic/rendezvous-messages.js';
 import { RendezvousServer, type RendezvousServerOptions } from '../src/elastic/rendezvous-server.js';
-import { freePort } from './launcher-harness.js';
+import { connectStore } from '../src/store/store-client.js';
+import { startStoreServer } from '../src/store/store-server.js';
 
 const SECRET = 'rendezvous-test-secret-0123456789';
 const HEARTBEAT_TIMEOUT_MS = 1_000;
@@ -28,23 +27,26 @@ interface Job {
 }
 
 async function job(options: Partial<RendezvousServerOptions> = {}): Promise<Job> {
-  const port = await freePort();
   const log: string[] = [];
-  const server = await RendezvousServer.start({
-    host: '127.0.0.1',
-    port,
+  let server: RendezvousServer | undefined;
+  const store = await startStoreServer({
     secret: SECRET,
+    onConnectionError: (error) => server?.refused(error),
+  });
+  cleanups.push(() => store.close());
+  const port = store.port;
+  server = new RendezvousServer({
+    store,
     minNodes: 1,
     maxNodes: 2,
     heartbeatTimeoutMs: HEARTBEAT_TIMEOUT_MS,
     joinTimeoutMs: 2_000,
     lastCallMs: 0,
     maxRestarts: 3,
-    store: { host: '127.0.0.1', port: 1234 },
     log: (line) => log.push(line),
     ...options,
   });
-  cleanups.push(() => server.close());
+  cleanups.push(() => server?.close());
   const client = (name: string, secret = SECRET) => {
     const created = new RendezvousClient({
       host: '127.0.0.1',
@@ -59,6 +61,11 @@ async function job(options: Partial<RendezvousServerOptions> = {}): Promise<Job>
     return created;
   };
   return { server, port, log, client };
+}
+
+/** The id a client writes its messages under (private; the forger below targets it). */
+function idOf(client: RendezvousClient): string {
+  return (client as unknown as { id: string }).id;
 }
 
 /** The next event, or a failure after `ms` (nothing may hang). */
@@ -87,9 +94,9 @@ function round(event: RendezvousEvent) {
   return event;
 }
 
-describe('elastic rendezvous (zeromq ROUTER/DEALER, CURVE, loopback)', () => {
+describe('elastic rendezvous (on the Store, TLS-PSK, loopback)', () => {
   it('forms a round of both launchers, hands out ranks and the store prefix, finishes when both are done', async () => {
-    const { client, log, server } = await job({ minNodes: 2, maxNodes: 2 });
+    const { client, log, server, port } = await job({ minNodes: 2, maxNodes: 2 });
     const a = client('host-a');
     const b = client('host-b');
     const [first, second] = (await Promise.all([next(a), next(b)])).map(round) as [
@@ -100,7 +107,7 @@ describe('elastic rendezvous (zeromq ROUTER/DEALER, CURVE, loopback)', () => {
     expect([first.nodeRank, second.nodeRank].sort()).toEqual([0, 1]);
     for (const event of [first, second]) {
       expect(event).toMatchObject({ round: 0, nnodes: 2, worldSize: 4, rankOffset: 2 * event.nodeRank });
-      expect(event.store).toEqual({ host: '127.0.0.1', port: 1234, prefix: 'round-0/' });
+      expect(event.store).toEqual({ host: '127.0.0.1', port, prefix: 'round-0/' });
     }
     const byNodeRank = first.nodeRank === 0 ? ['host-a', 'host-b'] : ['host-b', 'host-a'];
     expect(second.members.map((member) => member.name)).toEqual(byNodeRank);
@@ -192,14 +199,14 @@ describe('elastic rendezvous (zeromq ROUTER/DEALER, CURVE, loopback)', () => {
     const intruder = client('intruder', 'another-secret-0123456789abcdef');
     const error = await intruder.lost;
     expect(error.code).toBe('auth');
-    expect(error.message).toMatch(/refused this launcher's CURVE handshake/);
-    await until(() => log.some((line) => /refused a launcher: its CURVE handshake failed/.test(line)), log);
+    expect(error.message).toMatch(/refused this launcher's TLS-PSK handshake/);
+    await until(() => log.some((line) => /refused a launcher: its TLS-PSK handshake failed/.test(line)), log);
     expect(log.some((line) => line.includes('intruder'))).toBe(false);
     a.done(0);
     expect(await next(a)).toEqual({ type: 'finish' });
   });
 
-  it('forged heartbeats (right keys, no session token) do not keep a dead launcher in the round', async () => {
+  it('forged heartbeats (the job secret, no session token) do not keep a dead launcher in the round', async () => {
     const { client, port, log } = await job({ minNodes: 1, maxNodes: 2 });
     const a = client('host-a');
     round(await next(a));
@@ -208,24 +215,27 @@ describe('elastic rendezvous (zeromq ROUTER/DEALER, CURVE, loopback)', () => {
     a.rejoin();
     round(await next(a));
     round(await next(b));
-    // A key holder sends heartbeats that guess at a token, every 100 ms, from before b dies.
-    const keys = deriveRendezvousKeys(SECRET);
-    const forger = new Dealer({
-      curveServerKey: keys.server.publicKey,
-      curvePublicKey: keys.client.publicKey,
-      curveSecretKey: keys.client.secretKey,
-      linger: 0,
-    });
-    forger.connect(`tcp://127.0.0.1:${port}`);
+    // A secret holder writes heartbeats that guess at a token into b's inbox and into one of its
+    // own, every 100 ms, from before b dies.
+    const forger = await connectStore({ host: '127.0.0.1', port, secret: SECRET });
+    const heartbeat = encodeMessage({ type: 'heartbeat', token: '00'.repeat(16) });
     const forging = setInterval(() => {
-      void forger.send(encodeMessage({ type: 'heartbeat', token: '00'.repeat(16) })).catch(() => {});
+      void forger.set(RENDEZVOUS_KEYS.inbox + idOf(b), heartbeat).catch(() => {});
+      void forger.set(`${RENDEZVOUS_KEYS.inbox}forger`, heartbeat).catch(() => {});
     }, 100);
     cleanups.push(() => {
       clearInterval(forging);
-      forger.close();
+      return forger.close();
     });
     await b.close();
     expect(await next(a, 10_000)).toMatchObject({ type: 'stop', reason: 'lost' });
-    await until(() => log.some((line) => /ignored a heartbeat with a wrong session token/.test(line)), log);
+    await until(
+      () => log.some((line) => /ignored a heartbeat with a wrong session token.*claims host-b/.test(line)),
+      log,
+    );
+    await until(
+      () => log.some((line) => /ignored a heartbeat with a wrong session token.*unknown/.test(line)),
+      log,
+    );
   });
 });

@@ -1,12 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CollectiveError } from '../src/errors.js';
-import { FrameDecoder } from '../src/store/internal/frame-decoder.js';
 import {
   decodeStoreRequest,
   decodeStoreResponse,
   encodeStoreRequest,
   encodeStoreResponse,
+  FrameDecoder,
   type StoreRequest,
 } from '../src/store/store-protocol.js';
 

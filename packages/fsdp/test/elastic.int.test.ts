@@ -176,8 +176,8 @@ describe('fsdp-run --nnodes MIN:MAX on 2 namespace hosts x 2 processes', () => {
     await host0.waitFor([/round 0: node 0 of 1, world size 2/, /\[rank 0\] PAUSED/, /\[rank 1\] PAUSED/]);
     const intruder = elastic(1, 29612, '1:2', args, randomBytes(32).toString('hex'));
     expect(await intruder.exited, intruder.output()).toBe(1);
-    expect(intruder.output()).toMatch(/refused this launcher's CURVE handshake/);
-    await host0.waitFor([/rendezvous: refused a launcher: its CURVE handshake failed/]);
+    expect(intruder.output()).toMatch(/refused this launcher's TLS-PSK handshake/);
+    await host0.waitFor([/rendezvous: refused a launcher: its TLS-PSK handshake failed/]);
     const host1 = elastic(1, 29612, '1:2', args);
     await Promise.all([succeeded(host0), succeeded(host1)]);
     const log = host0.output();

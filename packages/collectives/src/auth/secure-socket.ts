@@ -1,6 +1,12 @@
 import { hkdfSync } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { connect as connectTls, createServer as createTlsServer, type TLSSocket } from 'node:tls';
+import {
+  type ConnectionOptions,
+  connect as connectTls,
+  createServer as createTlsServer,
+  type TLSSocket,
+  type TlsOptions,
+} from 'node:tls';
 import { CollectiveError } from '../errors.js';
 import type { HandshakeRole, SessionKeys } from './authenticate-socket.js';
 
@@ -29,6 +35,36 @@ export function derivePresharedKey(keys: SessionKeys, role: HandshakeRole): Buff
 }
 
 const COMMON = { ciphers: SECURE_CIPHER, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2' } as const;
+
+/** The PSK identity of the store link (not secret; the server checks it for equality). */
+const STORE_IDENTITY = 'fsdp-ts store';
+
+/**
+ * [Note: store link] The store link speaks the data links' TLS-PSK (one scheme for every
+ * encrypted link): TLS 1.2, PSK-AES256-GCM-SHA384, key HKDF-SHA256(job secret, 'fsdp-ts',
+ * 'store-psk'). The TLS handshake is the authentication: each side's Finished message is a MAC
+ * under keys derived from the PSK and both hellos' fresh randoms, so a peer without the secret
+ * fails it (the server logs a `tlsClientError`, the client gets an OpenSSL alert, code `auth`),
+ * and the record keys are fresh per connection. Every record is then sealed with AES-256-GCM
+ * with a sequence number, so store traffic can be neither read nor altered, replayed or
+ * reordered (architecture/decisions/2026-12-02-link-security.md).
+ */
+export function storeTlsOptions(secret: string): {
+  server: TlsOptions;
+  client: (host: string, port: number) => ConnectionOptions;
+} {
+  const psk = Buffer.from(hkdfSync('sha256', Buffer.from(secret, 'utf8'), 'fsdp-ts', 'store-psk', 32));
+  return {
+    server: { ...COMMON, pskCallback: (_socket, identity) => (identity === STORE_IDENTITY ? psk : null) },
+    client: (host, port) => ({
+      ...COMMON,
+      host,
+      port,
+      pskCallback: () => ({ psk, identity: STORE_IDENTITY }),
+      checkServerIdentity: () => undefined,
+    }),
+  };
+}
 
 export interface SecureSocketOptions {
   keys: SessionKeys;

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
+import { runElasticLauncher } from '../launcher/elastic-agent.js';
 import { parseLaunchArguments } from '../launcher/launch-options.js';
 import { runLauncher } from '../launcher/run-launcher.js';
 
@@ -10,10 +11,7 @@ import { runLauncher } from '../launcher/run-launcher.js';
 async function main(): Promise<number> {
   try {
     const options = parseLaunchArguments(process.argv.slice(2));
-    if (options.elastic === undefined) return await runLauncher(options);
-    // Loaded only for elastic jobs: it brings zeromq's native addon.
-    const { runElasticLauncher } = await import('../launcher/elastic-agent.js');
-    return await runElasticLauncher(options);
+    return await (options.elastic === undefined ? runLauncher(options) : runElasticLauncher(options));
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode;
     process.stderr.write(`fsdp-run: ${error instanceof Error ? error.message : String(error)}\n`);

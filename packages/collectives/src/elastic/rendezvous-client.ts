@@ -1,14 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { Dealer } from 'zeromq';
 import { CollectiveError } from '../errors.js';
-import { deriveRendezvousKeys } from './curve-keys.js';
+import { connectStore, type StoreClient } from '../store/store-client.js';
 import {
   decodeServerMessage,
   encodeMessage,
   type LauncherMessage,
+  RENDEZVOUS_KEYS,
   type ServerMessage,
 } from './rendezvous-messages.js';
-import { SerialSender } from './serial-sender.js';
 
 export interface RendezvousClientOptions {
   host: string;
@@ -17,7 +16,7 @@ export interface RendezvousClientOptions {
   /** How logs and errors name this launcher. */
   name: string;
   nproc: number;
-  /** The server is lost after this long without a message (heartbeats are sent 5 times as often). */
+  /** The server is lost after this long without an answer (heartbeats are sent 5 times as often). */
   heartbeatTimeoutMs: number;
   /** How long the first answer may take (the master host's launcher may start later). */
   connectTimeoutMs: number;
@@ -27,44 +26,43 @@ export interface RendezvousClientOptions {
 export type RendezvousEvent = Extract<ServerMessage, { type: 'round' | 'stop' | 'finish' | 'abort' }>;
 
 /**
- * One launcher's DEALER to the rendezvous server: joins, sends heartbeats, reports its workers'
- * outcome and hands the server's decisions to the launcher in order (`next()`). `lost` resolves
- * when the server stops answering or refuses this launcher's CURVE handshake (a different job
- * secret): both end the job on this host.
+ * One launcher's side of the rendezvous, through the job's Store on the master host ([Note:
+ * rendezvous keys]): joins, sends heartbeats, reports its workers' outcome and hands the
+ * server's decisions to the launcher in order (`next()`). `lost` resolves when the store is not
+ * reached in time, refuses this launcher's TLS-PSK handshake (a different job secret), stops
+ * answering or closes: each ends the job on this host.
  */
 export class RendezvousClient {
-  private readonly socket: Dealer;
-  private readonly sender: SerialSender;
+  private readonly id = randomBytes(8).toString('hex');
+  private readonly ready: Promise<StoreClient | undefined>;
   private token: string | undefined;
-  private lastHeard = performance.now();
+  private closed = false;
   private readonly events: RendezvousEvent[] = [];
   private waiter: ((event: RendezvousEvent) => void) | undefined;
   private readonly heartbeat: NodeJS.Timeout;
-  private handshakes = 0;
   private resolveLost!: (error: CollectiveError) => void;
   /** Resolves (never rejects) when the rendezvous is unreachable or refused this launcher. */
   readonly lost: Promise<CollectiveError>;
 
   constructor(private readonly options: RendezvousClientOptions) {
-    const keys = deriveRendezvousKeys(options.secret);
-    this.socket = new Dealer({
-      curveServerKey: keys.server.publicKey,
-      curvePublicKey: keys.client.publicKey,
-      curveSecretKey: keys.client.secretKey,
-      routingId: randomBytes(8).toString('hex'),
-      linger: 2_000,
-      heartbeatInterval: Math.max(100, Math.round(options.heartbeatTimeoutMs / 5)),
-      heartbeatTimeout: options.heartbeatTimeoutMs,
-    });
-    this.sender = new SerialSender(this.socket);
     this.lost = new Promise((resolve) => (this.resolveLost = resolve));
-    this.socket.events.on('handshake', () => this.handshakes++);
-    this.socket.events.on('handshake:error:other', () => this.refused());
-    this.socket.events.on('handshake:error:protocol', () => this.refused());
-    this.socket.connect(`tcp://${options.host}:${options.port}`);
+    const { host, port, secret } = options;
+    this.ready = connectStore({ host, port, secret, timeoutMs: options.connectTimeoutMs }).then(
+      (store) => {
+        if (this.closed) return void store.close();
+        store.onConnectionLost((cause) => this.lose('store', `closed the connection`, cause));
+        void this.receive(store);
+        return store;
+      },
+      (cause: unknown) => {
+        const refused = cause instanceof CollectiveError && cause.code === 'auth';
+        if (refused) this.lose('auth', "refused this launcher's TLS-PSK handshake", cause);
+        else this.lose('timeout', `did not answer for ${options.connectTimeoutMs} ms`, cause);
+        return undefined;
+      },
+    );
     this.heartbeat = setInterval(() => this.beat(), Math.max(50, options.heartbeatTimeoutMs / 5));
     this.heartbeat.unref();
-    void this.receive();
     this.send({ type: 'join', name: options.name, nproc: options.nproc });
   }
 
@@ -93,61 +91,65 @@ export class RendezvousClient {
     if (this.token !== undefined) this.send({ type: 'leave', token: this.token, message });
   }
 
-  /** Stops heartbeats, lets queued messages leave (bounded) and closes the socket. */
+  /** Stops heartbeats and closes the store connection (messages already sent are delivered). */
   async close(): Promise<void> {
     clearInterval(this.heartbeat);
-    await this.sender.drain(2_000);
-    this.socket.close();
+    this.closed = true;
+    await (await this.ready)?.close();
   }
 
+  /** Writes one message; requests leave in order on the one store connection. */
   private send(message: LauncherMessage): void {
-    void this.sender.send(encodeMessage(message));
+    void this.ready.then((store) =>
+      store?.set(RENDEZVOUS_KEYS.inbox + this.id, encodeMessage(message)).catch(() => {}),
+    );
   }
 
   private beat(): void {
-    const silentMs = performance.now() - this.lastHeard;
-    const limit = this.token === undefined ? this.options.connectTimeoutMs : this.options.heartbeatTimeoutMs;
-    const { host, port } = this.options;
-    if (silentMs > limit) {
-      clearInterval(this.heartbeat);
-      this.resolveLost(
-        new CollectiveError(
-          `The rendezvous at ${host}:${port} did not answer for ${Math.round(silentMs)} ms.`,
-          {
-            code: 'timeout',
-            fix: 'check that the launcher of the master host runs and is reachable at --master-addr/--master-port.',
-          },
-        ),
-      );
-      return;
-    }
-    if (this.token !== undefined) this.send({ type: 'heartbeat', token: this.token });
-  }
-
-  private refused(): void {
-    // A handshake that fails before any succeeded means the server does not accept our keys.
-    if (this.handshakes > 0) return;
-    clearInterval(this.heartbeat);
-    const { host, port } = this.options;
-    this.resolveLost(
-      new CollectiveError(`The rendezvous at ${host}:${port} refused this launcher's CURVE handshake.`, {
-        code: 'auth',
-        fix: 'use the same FSDP_JOB_SECRET (or FSDP_JOB_SECRET_FILE) on every host of the job.',
+    if (this.token === undefined) return;
+    this.send({ type: 'heartbeat', token: this.token });
+    void this.ready.then((store) =>
+      store?.ping(this.options.heartbeatTimeoutMs).catch((cause: unknown) => {
+        if (cause instanceof CollectiveError && cause.code === 'timeout')
+          this.lose('timeout', `did not answer for ${this.options.heartbeatTimeoutMs} ms`, cause);
       }),
     );
   }
 
-  private async receive(): Promise<void> {
-    try {
-      for await (const [frame] of this.socket) {
-        const message = decodeServerMessage(frame);
-        if (message === undefined) continue;
-        this.lastHeard = performance.now();
-        if (message.type === 'welcome') this.token = message.token;
-        else if (message.type !== 'ack') this.deliver(message);
+  private lose(code: 'auth' | 'timeout' | 'store', what: string, cause: unknown): void {
+    if (this.closed) return;
+    clearInterval(this.heartbeat);
+    const { host, port } = this.options;
+    this.resolveLost(
+      new CollectiveError(`The rendezvous at ${host}:${port} ${what}.`, {
+        code,
+        cause,
+        fix:
+          code === 'auth'
+            ? 'use the same FSDP_JOB_SECRET (or FSDP_JOB_SECRET_FILE) on every host of the job.'
+            : 'check that the launcher of the master host runs and is reachable at --master-addr/--master-port.',
+      }),
+    );
+  }
+
+  private async receive(store: StoreClient): Promise<void> {
+    for (let sequence = 0; ; sequence++) {
+      const key = RENDEZVOUS_KEYS.outbox(this.id, sequence);
+      let value: Uint8Array;
+      try {
+        value = await store.get(key, { timeoutMs: 3_600_000 });
+      } catch (error) {
+        if (error instanceof CollectiveError && error.code === 'timeout') {
+          sequence--;
+          continue;
+        }
+        return; // The connection closed: `lost` says so unless this launcher closed it.
       }
-    } catch {
-      // The socket closed.
+      void store.delete(key).catch(() => {});
+      const message = decodeServerMessage(Buffer.from(value));
+      if (message === undefined) continue;
+      if (message.type === 'welcome') this.token = message.token;
+      else this.deliver(message);
     }
   }
 

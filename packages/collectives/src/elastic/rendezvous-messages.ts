@@ -1,12 +1,22 @@
 /**
- * Messages of the elastic rendezvous (one JSON frame each; CurveZMQ encrypts and authenticates
- * them). Launcher → server: join, heartbeat, done, failed, leave. Server → launcher: welcome,
- * round, stop, ack, finish, abort.
+ * Messages of the elastic rendezvous, one JSON value each, carried by the job's Store (whose
+ * TLS-PSK link encrypts and authenticates them, [Note: store link]). Launcher → server: join,
+ * heartbeat, done, failed, leave. Server → launcher: welcome, round, stop, finish, abort.
+ *
+ * [Note: rendezvous keys] A launcher picks a random id and writes each message to
+ * `rendezvous/in/<id>` (a `set`; the server, in the store's process, sees every write in
+ * order). The server answers by writing `rendezvous/out/<id>/<n>` for n = 0, 1, ...; the
+ * launcher reads them in order with blocking `get`s and deletes each once read. The round's
+ * workers use the same Store under `round-N/`.
  *
  * [Note: session token] `welcome` gives each launcher a random token that every later message
  * of that launcher must carry. A message with a wrong token (a forged heartbeat, or a stale
- * launcher reusing a routing id) is logged and ignored, so it cannot keep a dead host in a round.
+ * launcher reusing an id) is logged and ignored, so it cannot keep a dead host in a round.
  */
+export const RENDEZVOUS_KEYS = {
+  inbox: 'rendezvous/in/',
+  outbox: (id: string, sequence: number) => `rendezvous/out/${id}/${sequence}`,
+} as const;
 
 /** One launcher of a round, as every member sees it. */
 export interface RoundMember {
@@ -43,7 +53,6 @@ export type ServerMessage =
   | { type: 'welcome'; token: string }
   | ({ type: 'round' } & RoundAssignment)
   | { type: 'stop'; round: number; reason: StopReason; message: string }
-  | { type: 'ack' }
   | { type: 'finish' }
   | { type: 'abort'; message: string };
 
@@ -52,7 +61,7 @@ export function encodeMessage(message: LauncherMessage | ServerMessage): Buffer 
 }
 
 const LAUNCHER_TYPES = new Set(['join', 'heartbeat', 'done', 'failed', 'leave']);
-const SERVER_TYPES = new Set(['welcome', 'round', 'stop', 'ack', 'finish', 'abort']);
+const SERVER_TYPES = new Set(['welcome', 'round', 'stop', 'finish', 'abort']);
 
 function parse(frame: Buffer | undefined, types: Set<string>): { type: string } | undefined {
   if (frame === undefined || frame.length > 1 << 20) return undefined;

@@ -1,23 +1,50 @@
 import { randomBytes } from 'node:crypto';
-import { Router } from 'zeromq';
-import { CollectiveError } from '../errors.js';
-import { deriveRendezvousKeys } from './curve-keys.js';
-import { describeLauncher, type LauncherEntry } from './launcher-entry.js';
+import { describeRanks } from '../launcher/failure-report.js';
+import type { StoreServer } from '../store/store-server.js';
 import {
   decodeLauncherMessage,
   encodeMessage,
   type LauncherMessage,
+  RENDEZVOUS_KEYS,
   type RoundMember,
   type ServerMessage,
   type StopReason,
 } from './rendezvous-messages.js';
-import { SerialSender } from './serial-sender.js';
+
+/**
+ * What the rendezvous server knows of one connected launcher. State: 'waiting' (joined, in no
+ * round) → 'member' (in the running round) → 'stopping' (told to stop; back to 'waiting' when it
+ * joins again). Lost launchers are removed, never revived: a launcher that comes back joins anew.
+ */
+export interface LauncherEntry {
+  /** The id the launcher chose (the map key and its mailbox keys, see [Note: rendezvous keys]). */
+  readonly id: string;
+  readonly token: string;
+  readonly name: string;
+  readonly nproc: number;
+  /** Order of first arrival: new launchers get node ranks after those already placed. */
+  readonly arrival: number;
+  state: 'waiting' | 'member' | 'stopping';
+  /** ms (performance.now) of its last message. */
+  lastSeen: number;
+  /** Node rank in the latest round it was a member of. */
+  nodeRank: number | undefined;
+  /** Its workers of the current round all exited 0. */
+  done: boolean;
+}
+
+/** `node 1 (10.0.0.2 (host-a, pid 7), ranks 2-3)`: how logs and errors name a launcher. */
+export function describeLauncher(
+  entry: Pick<LauncherEntry, 'name' | 'nproc' | 'nodeRank'>,
+  rankOffset?: number,
+): string {
+  if (entry.nodeRank === undefined || rankOffset === undefined) return entry.name;
+  return `node ${entry.nodeRank} (${entry.name}, ${describeRanks(rankOffset, entry.nproc)})`;
+}
 
 export interface RendezvousServerOptions {
-  /** Address the ROUTER binds (the master address; never a wildcard). */
-  host: string;
-  port: number;
-  secret: string;
+  /** The job's Store, hosted by this process: launchers reach the rendezvous through it. */
+  store: StoreServer;
   minNodes: number;
   maxNodes: number;
   /** A launcher silent for this long is lost. */
@@ -28,8 +55,6 @@ export interface RendezvousServerOptions {
   lastCallMs: number;
   /** Rounds after a worker failure with every member back; more ends the job. */
   maxRestarts: number;
-  /** The Store every round's workers use (one store, one key prefix per round). */
-  store: { host: string; port: number };
   log: (line: string) => void;
 }
 
@@ -44,8 +69,9 @@ interface LostLauncher {
 }
 
 /**
- * The elastic rendezvous: a CURVE ROUTER on the master host that admits launchers (DEALERs),
- * watches their heartbeats and runs rounds. [Note: rounds] Each round fixes the membership (at
+ * The elastic rendezvous: runs on the master host beside the job's Store, admits launchers
+ * (their messages are writes to the Store, [Note: rendezvous keys]), watches their heartbeats
+ * and runs rounds. [Note: rounds] Each round fixes the membership (at
  * most maxNodes launchers, node ranks in order of first arrival, keeping earlier members first),
  * the world size and the Store prefix. A round ends when a member is lost (heartbeat timeout or
  * `leave`), a member's worker fails, or a new launcher arrives while the round has room; every
@@ -54,8 +80,7 @@ interface LostLauncher {
  * failure restarts than maxRestarts → `abort`. Phase changes only through the methods below.
  */
 export class RendezvousServer {
-  private readonly socket: Router;
-  private readonly sender: SerialSender;
+  private readonly sequences = new Map<string, number>();
   private readonly entries = new Map<string, LauncherEntry>();
   private phase: Phase = 'forming';
   private round = -1;
@@ -72,20 +97,13 @@ export class RendezvousServer {
   /** Resolves when the job has its verdict (every launcher has been told). */
   readonly outcome: Promise<RendezvousOutcome>;
 
-  private constructor(private readonly options: RendezvousServerOptions) {
-    const keys = deriveRendezvousKeys(options.secret);
-    this.socket = new Router({
-      curveServer: true,
-      curvePublicKey: keys.server.publicKey,
-      curveSecretKey: keys.server.secretKey,
-      linger: 2_000,
-      heartbeatInterval: Math.max(100, Math.round(options.heartbeatTimeoutMs / 5)),
-      heartbeatTimeout: options.heartbeatTimeoutMs,
-    });
-    this.sender = new SerialSender(this.socket);
+  constructor(private readonly options: RendezvousServerOptions) {
     this.outcome = new Promise((resolve) => (this.resolveOutcome = resolve));
-    this.socket.events.on('handshake:error:protocol', (event) => this.refused(event.error.message));
-    this.socket.events.on('handshake:error:auth', (event) => this.refused(event.error.message));
+    options.store.local.watch(RENDEZVOUS_KEYS.inbox, (key, value) => {
+      const message = decodeLauncherMessage(Buffer.from(value));
+      if (message === undefined) this.options.log('rendezvous: ignored a malformed message.');
+      else this.handle(key.slice(RENDEZVOUS_KEYS.inbox.length), message);
+    });
     this.ticker = setInterval(
       () => this.tick(),
       Math.min(1_000, Math.max(50, options.heartbeatTimeoutMs / 10)),
@@ -93,78 +111,46 @@ export class RendezvousServer {
     this.ticker.unref();
   }
 
-  /** Binds tcp://host:port and starts serving. Throws a CollectiveError when the port is taken. */
-  static async start(options: RendezvousServerOptions): Promise<RendezvousServer> {
-    const server = new RendezvousServer(options);
-    try {
-      await server.socket.bind(`tcp://${options.host}:${options.port}`);
-    } catch (cause) {
-      clearInterval(server.ticker);
-      server.socket.close();
-      throw new CollectiveError(`Cannot bind the rendezvous to ${options.host}:${options.port}.`, {
-        code: 'launch',
-        cause,
-        fix: 'pass a free --master-port that every launcher uses, and a --master-addr of this host.',
-      });
-    }
-    void server.receive();
-    return server;
-  }
-
-  /** Stops serving (pending messages get up to 2 s to leave). */
-  async close(): Promise<void> {
+  /** Stops serving (messages already written stay readable until the store closes). */
+  close(): void {
     clearInterval(this.ticker);
     clearTimeout(this.lastCall);
-    await this.sender.drain(2_000);
-    this.socket.close();
   }
 
-  private async receive(): Promise<void> {
-    try {
-      for await (const [routingId, frame] of this.socket) {
-        const message = decodeLauncherMessage(frame);
-        if (routingId === undefined) continue;
-        if (message === undefined) {
-          this.options.log('rendezvous: ignored a malformed message.');
-          continue;
-        }
-        this.handle(routingId, message);
-      }
-    } catch {
-      // The socket closed.
-    }
-  }
-
-  private refused(detail: string): void {
+  /** Logs (rate-limited) a connection the store refused: a launcher without this job's secret. */
+  refused(error: unknown): void {
+    const cause = (error as { cause?: { reason?: string; message?: string } } | null)?.cause;
+    const detail = cause?.reason ?? cause?.message ?? String(error);
     const now = performance.now();
     if (now - this.refusedLogged < 5_000) return;
     this.refusedLogged = now;
     this.options.log(
-      `rendezvous: refused a launcher: its CURVE handshake failed (${detail}); it does not hold this job's secret.`,
+      `rendezvous: refused a launcher: its TLS-PSK handshake failed (${detail}); it does not hold this job's secret.`,
     );
   }
 
-  private send(entry: Pick<LauncherEntry, 'routingId'>, message: ServerMessage): void {
-    void this.sender.send([entry.routingId, encodeMessage(message)]);
+  /** Writes the launcher's next mailbox key, which it reads in order. */
+  private send(entry: Pick<LauncherEntry, 'id'>, message: ServerMessage): void {
+    const sequence = this.sequences.get(entry.id) ?? 0;
+    this.sequences.set(entry.id, sequence + 1);
+    this.options.store.local.set(RENDEZVOUS_KEYS.outbox(entry.id, sequence), encodeMessage(message));
   }
 
-  private handle(routingId: Buffer, message: LauncherMessage): void {
-    const id = routingId.toString('hex');
+  private handle(id: string, message: LauncherMessage): void {
     const entry = this.entries.get(id);
     if (message.type === 'join' && entry === undefined && message.token === undefined) {
-      this.admit(routingId, message.name, message.nproc);
+      this.admit(id, message.name, message.nproc);
       return;
     }
     if (entry === undefined || message.token !== entry.token) {
       this.options.log(
-        `rendezvous: ignored a ${message.type} with a wrong session token (routing id ${id}${entry === undefined ? ', unknown' : `, claims ${entry.name}`}).`,
+        `rendezvous: ignored a ${message.type} with a wrong session token (launcher id ${id}${entry === undefined ? ', unknown' : `, claims ${entry.name}`}).`,
       );
       return;
     }
     entry.lastSeen = performance.now();
     switch (message.type) {
       case 'heartbeat':
-        this.send(entry, { type: 'ack' });
         break;
       case 'join':
         if (this.phase === 'finished' || this.phase === 'aborted') {
@@ -191,10 +177,9 @@ export class RendezvousServer {
     }
   }
 
-  private admit(routingId: Buffer, name: string, nproc: number): void {
+  private admit(id: string, name: string, nproc: number): void {
     const entry: LauncherEntry = {
-      id: routingId.toString('hex'),
-      routingId,
+      id,
       token: randomBytes(16).toString('hex'),
       name,
       nproc,
@@ -354,7 +339,11 @@ export class RendezvousServer {
         rankOffset: members[nodeRank]!.rankOffset,
         restartCount: this.restartCount,
         members,
-        store: { ...this.options.store, prefix: `round-${this.round}/` },
+        store: {
+          host: this.options.store.host,
+          port: this.options.store.port,
+          prefix: `round-${this.round}/`,
+        },
       });
     }
     for (const entry of waiting.slice(this.options.maxNodes)) {

@@ -1,6 +1,6 @@
 import { lookup } from 'node:dns/promises';
 import { rmSync, writeFileSync } from 'node:fs';
-import { constants, hostname, networkInterfaces, tmpdir } from 'node:os';
+import { hostname, networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveJobSecret } from '../auth/job-secret.js';
 import { RendezvousClient, type RendezvousEvent } from '../elastic/rendezvous-client.js';
@@ -10,16 +10,10 @@ import { RESTART_SIGNAL } from '../elastic/restart-request.js';
 import { localAddressRoutingTo } from '../environment/socket-address.js';
 import { CollectiveError } from '../errors.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
+import { describeRanks } from './failure-report.js';
 import type { ElasticOptions, LaunchOptions } from './launch-options.js';
-import { createMemoryCaps } from './memory-cap.js';
-import { describeRanks } from './rank-range.js';
-import { type AttemptDirectory, RunDirectory } from './run-directory.js';
-import { exitsOf, settleWorkers, startLocalWorkers } from './start-local-workers.js';
-import { buildWorkerCommand } from './worker-command.js';
-import { buildWorkerEnvironment } from './worker-environment.js';
-import { describeExit, type WorkerProcess } from './worker-process.js';
-
-const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+import { buildWorkerCommand, buildWorkerEnvironment } from './worker-command.js';
+import { describeExit, exitCodeOf, LocalWorkers, settleWorkers } from './worker-process.js';
 
 type WorkersOutcome =
   | { round: number; kind: 'success' }
@@ -45,19 +39,11 @@ export async function runElasticLauncher(
 }
 
 class ElasticAgent {
-  private workers: WorkerProcess[] = [];
-  /** This round's failure records ([Note: run directory]). */
-  private records: AttemptDirectory | undefined;
-  private readonly runDirectory: RunDirectory;
+  private readonly local: LocalWorkers;
   private round: RoundAssignment | undefined;
   private restartFile: string | undefined;
   private pendingServerEvent: Promise<AgentEvent> | undefined;
   private workersOutcome: Promise<AgentEvent> | undefined;
-  private resolveInterrupted!: (signal: NodeJS.Signals) => void;
-  private readonly interrupted = new Promise<NodeJS.Signals>(
-    (resolve) => (this.resolveInterrupted = resolve),
-  );
-  private interruption: NodeJS.Signals | undefined;
   private readonly gracePeriodMs: number;
 
   constructor(
@@ -66,12 +52,16 @@ class ElasticAgent {
     private readonly env: NodeJS.ProcessEnv,
   ) {
     this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
-    this.runDirectory = new RunDirectory(options.logDirectory);
+    this.local = new LocalWorkers(
+      options.logDirectory,
+      this.gracePeriodMs,
+      env.FSDP_DEBUG === '1',
+      (message) => this.log(message),
+    );
   }
 
   async run(): Promise<number> {
-    const onSignal = (signal: NodeJS.Signals) => this.interrupt(signal);
-    for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
+    const unhandleSignals = this.local.handleSignals(false);
     process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
     process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
     let store: StoreServer | undefined;
@@ -79,14 +69,8 @@ class ElasticAgent {
     let client: RendezvousClient | undefined;
     try {
       buildWorkerCommand(this.options.script, this.options.scriptArguments);
-      // Fail before joining any round when the caps cannot be set (no cgroups, no permission).
-      const local = Array.from({ length: this.options.nprocPerNode }, (_, localRank) => localRank);
-      for (const cap of createMemoryCaps(
-        this.options.memoryPerRankBytes,
-        local,
-        `fsdp-run-${process.pid}-probe`,
-      ))
-        cap?.remove();
+      const ranks = Array.from({ length: this.options.nprocPerNode }, (_, localRank) => localRank);
+      LocalWorkers.checkMemoryCaps(this.options.memoryPerRankBytes, ranks);
       const secret = this.jobSecret();
       ({ store, server } = await this.hostRendezvous(secret));
       const name = await this.launcherName();
@@ -103,15 +87,14 @@ class ElasticAgent {
       return await this.serve(client, secret);
     } catch (error) {
       this.log(`error: ${error instanceof Error ? error.message : String(error)}`);
-      return this.interruption === undefined ? 1 : exitCodeOf(this.interruption);
+      return this.local.failureExitCode();
     } finally {
-      await this.stopWorkers();
-      // [Note: zeromq shutdown] Sockets close (bounded linger) before fsdp-run calls process.exit.
+      await this.local.stop();
       await client?.close();
-      await server?.close();
+      server?.close();
       await store?.close();
-      this.runDirectory.close();
-      for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
+      this.local.close();
+      unhandleSignals();
     }
   }
 
@@ -121,7 +104,7 @@ class ElasticAgent {
       switch (event.kind) {
         case 'interrupted':
           client.leave(`fsdp-run on ${this.describeSelf()} received ${event.signal}`);
-          await this.stopWorkers(event.signal);
+          await this.local.stop(event.signal);
           this.log(`stopped by ${event.signal}; every worker has exited.`);
           return exitCodeOf(event.signal);
         case 'lost':
@@ -136,9 +119,9 @@ class ElasticAgent {
           } else {
             this.log(`round ${event.outcome.round}: ${event.outcome.message}; stopping the other workers.`);
             client.failed(event.outcome.round, event.outcome.message);
-            await settleWorkers(this.workers);
-            await this.stopWorkers();
-            await this.reportFailures();
+            await settleWorkers(this.local.workers);
+            await this.local.stop();
+            await this.local.reportFailures();
           }
           break;
         case 'server': {
@@ -148,7 +131,7 @@ class ElasticAgent {
           } else if (message.type === 'stop') {
             this.log(`round ${message.round} stops (${message.reason}): ${message.message}.`);
             await this.endRound(message.reason === 'join');
-            if (message.reason !== 'join') await this.reportFailures();
+            if (message.reason !== 'join') await this.local.reportFailures();
             client.rejoin();
           } else if (message.type === 'finish') {
             this.log('job finished: every worker of every node exited 0.');
@@ -170,7 +153,7 @@ class ElasticAgent {
       this.pendingServerEvent,
       ...(this.workersOutcome === undefined ? [] : [this.workersOutcome]),
       client.lost.then((error): AgentEvent => ({ kind: 'lost', error })),
-      this.interrupted.then((signal): AgentEvent => ({ kind: 'interrupted', signal })),
+      this.local.interrupted.then((signal): AgentEvent => ({ kind: 'interrupted', signal })),
     ]).then((event) => {
       if (event.kind === 'server') this.pendingServerEvent = undefined;
       return event;
@@ -189,14 +172,10 @@ class ElasticAgent {
     this.restartFile = join(tmpdir(), `fsdp-run-${process.pid}-round-${round.round}.restart`);
     rmSync(this.restartFile, { force: true });
     // [Note: per-rank memory caps], as in fixed-size jobs: fresh cgroups per round.
-    const records = this.runDirectory.attempt(`round-${round.round}`);
-    this.records = records;
-    this.workers = startLocalWorkers({
-      records,
+    const workers = this.local.start(`round-${round.round}`, {
       count: nprocPerNode,
       firstRank: round.rankOffset,
       memoryPerRankBytes: this.options.memoryPerRankBytes,
-      cgroupLabel: `fsdp-run-${process.pid}-round-${round.round}`,
       environmentOf: (rank, localRank) => {
         const environment = buildWorkerEnvironment(
           { ...this.options, nnodes: round.nnodes, nodeRank: round.nodeRank, masterAddr: round.store.host },
@@ -218,9 +197,8 @@ class ElasticAgent {
         });
         return environment;
       },
-      log: (message) => this.log(message),
     });
-    const exits = this.workers.map((worker) => worker.exited);
+    const exits = workers.map((worker) => worker.exited);
     this.workersOutcome = new Promise<AgentEvent>((resolve) => {
       for (const exited of exits) {
         void exited.then((exit) => {
@@ -250,7 +228,7 @@ class ElasticAgent {
    */
   private async endRound(checkpointFirst: boolean): Promise<void> {
     this.workersOutcome = undefined;
-    const running = this.workers.filter((worker) => worker.running);
+    const running = this.local.workers.filter((worker) => worker.running);
     if (checkpointFirst && running.length > 0 && this.restartFile !== undefined) {
       writeFileSync(this.restartFile, 'restart\n');
       for (const worker of running) worker.signal(RESTART_SIGNAL);
@@ -264,54 +242,41 @@ class ElasticAgent {
       ]);
       clearTimeout(timer);
     }
-    await this.stopWorkers();
+    await this.local.stop();
     if (this.restartFile !== undefined) rmSync(this.restartFile, { force: true });
   }
 
-  /** Prints this round's failure report ([Note: one report per job]); call once its workers have exited. */
-  private async reportFailures(): Promise<void> {
-    const records = this.records;
-    if (records === undefined) return;
-    this.records = undefined;
-    for (const line of records.report(await exitsOf(this.workers), this.env.FSDP_DEBUG === '1'))
-      this.log(line);
-  }
-
-  private async stopWorkers(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-    await Promise.all(this.workers.map((worker) => worker.stop(this.gracePeriodMs, signal)));
-  }
-
-  /** Starts the Store and the rendezvous server when --master-addr is this host's and the port is free. */
+  /**
+   * Starts the job's Store on --master-addr:--master-port, and the rendezvous beside it, when
+   * --master-addr is this host's and the port is free (else another launcher hosts them).
+   */
   private async hostRendezvous(
     secret: string,
   ): Promise<{ store: StoreServer | undefined; server: RendezvousServer | undefined }> {
     const { masterPort } = this.options;
     const masterAddr = await localAddressOf(this.options.masterAddr);
     if (masterAddr === undefined) return { store: undefined, server: undefined };
-    const store = await startStoreServer({ host: masterAddr, port: 0, secret });
-    try {
-      const server = await RendezvousServer.start({
-        host: masterAddr,
-        port: masterPort,
-        secret,
-        minNodes: this.elastic.minNodes,
-        maxNodes: this.elastic.maxNodes,
-        heartbeatTimeoutMs: this.elastic.heartbeatTimeoutSeconds * 1_000,
-        joinTimeoutMs: this.elastic.joinTimeoutSeconds * 1_000,
-        lastCallMs: this.elastic.lastCallSeconds * 1_000,
-        maxRestarts: this.options.maxRestarts,
-        store: { host: store.host, port: store.port },
-        log: (line) => this.log(line),
-      });
-      this.log(
-        `hosting the rendezvous at ${masterAddr}:${masterPort} and the store at ${masterAddr}:${store.port}.`,
-      );
-      return { store, server };
-    } catch {
-      // Another launcher of this host got the port first: it hosts; this one is a client.
-      await store.close();
-      return { store: undefined, server: undefined };
-    }
+    let server: RendezvousServer | undefined;
+    const store = await startStoreServer({
+      host: masterAddr,
+      port: masterPort,
+      secret,
+      onConnectionError: (error) => server?.refused(error),
+    }).catch(() => undefined);
+    // Another launcher of this host got the port first: it hosts; this one is a client.
+    if (store === undefined) return { store: undefined, server: undefined };
+    server = new RendezvousServer({
+      store,
+      minNodes: this.elastic.minNodes,
+      maxNodes: this.elastic.maxNodes,
+      heartbeatTimeoutMs: this.elastic.heartbeatTimeoutSeconds * 1_000,
+      joinTimeoutMs: this.elastic.joinTimeoutSeconds * 1_000,
+      lastCallMs: this.elastic.lastCallSeconds * 1_000,
+      maxRestarts: this.options.maxRestarts,
+      log: (line) => this.log(line),
+    });
+    this.log(`hosting the rendezvous and the store at ${masterAddr}:${masterPort}.`);
+    return { store, server };
   }
 
   private async launcherName(): Promise<string> {
@@ -323,17 +288,6 @@ class ElasticAgent {
 
   private describeSelf(): string {
     return this.round === undefined ? 'this host' : `node ${this.round.nodeRank}`;
-  }
-
-  private interrupt(signal: NodeJS.Signals): void {
-    if (this.interruption !== undefined) {
-      this.log(`second ${signal}: killing every worker now.`);
-      for (const worker of this.workers) worker.signal('SIGKILL');
-      return;
-    }
-    this.interruption = signal;
-    this.log(`received ${signal}; forwarding it to the workers.`);
-    this.resolveInterrupted(signal);
   }
 
   private jobSecret(): string {
@@ -361,8 +315,4 @@ async function localAddressOf(masterAddr: string): Promise<string | undefined> {
     Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((entry) => entry.address)),
   );
   return candidates.map((candidate) => candidate.address).find((address) => local.has(address));
-}
-
-function exitCodeOf(signal: NodeJS.Signals): number {
-  return 128 + (constants.signals[signal] ?? 15);
 }

@@ -1,6 +1,8 @@
-import { basename, dirname } from 'node:path';
-import { causeChain, type DescribedError, type FailureRecord } from './failure-record.js';
-import { topUserFrame } from './user-frame.js';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CollectiveError } from '../errors.js';
 import { describeEnding, type WorkerExit } from './worker-process.js';
 
 /** How one worker of a failed attempt (or round) ended, with its failure record if it wrote one. */
@@ -231,4 +233,204 @@ export function rankList(ranks: readonly number[]): string {
     start = end + 1;
   }
   return `${sorted.length === 1 ? 'rank' : 'ranks'} ${spans.join(', ')}`;
+}
+
+/** How launcher logs and errors name a node's consecutive ranks: `rank 2`, or `ranks 2-3`. */
+export function describeRanks(first: number, count: number): string {
+  return count === 1 ? `rank ${first}` : `ranks ${first}-${first + count - 1}`;
+}
+
+/** `at fn (file:line:column)` or `at file:line:column`; the file may be a file:// URL. */
+const FRAME = /^\s*at (?:.*? \()?(.+?):(\d+):(\d+)\)?\s*$/;
+
+/** The fsdp-ts packages (not the examples): their src/ and dist/ files are library frames. */
+const LIBRARY_PACKAGE = /^(fsdp-ts|@fsdp-ts\/(?!example-).+)$/;
+
+/**
+ * The top frame of `stack` in the user's code, as `file:line:column`: the first frame that is not
+ * Node's own (`node:`), not a dependency (`node_modules`) and not in the src/ or dist/ of an
+ * fsdp-ts package (a test fixture of this repository is user code). Undefined when none is.
+ */
+export function topUserFrame(stack: string | undefined): string | undefined {
+  if (stack === undefined) return undefined;
+  const packages = new Map<string, string | undefined>();
+  for (const line of stack.split('\n')) {
+    const match = FRAME.exec(line);
+    if (match === null) continue;
+    const file = match[1]!.startsWith('file://') ? safeFilePath(match[1]!) : match[1]!;
+    if (file === undefined || !file.startsWith('/') || file.includes(`${sep}node_modules${sep}`)) continue;
+    if (isLibraryFile(file, packages)) continue;
+    return `${file}:${match[2]}:${match[3]}`;
+  }
+  return undefined;
+}
+
+function safeFilePath(url: string): string | undefined {
+  try {
+    return fileURLToPath(url);
+  } catch {
+    return undefined;
+  }
+}
+
+function isLibraryFile(file: string, packages: Map<string, string | undefined>): boolean {
+  const root = packageRootOf(dirname(file), packages);
+  if (root === undefined) return false;
+  const name = packages.get(root);
+  if (name === undefined || !LIBRARY_PACKAGE.test(name)) return false;
+  const inside = relative(root, file);
+  return inside.startsWith(`src${sep}`) || inside.startsWith(`dist${sep}`);
+}
+
+/** The nearest directory at or above `directory` with a package.json; its name goes into `names`. */
+function packageRootOf(directory: string, names: Map<string, string | undefined>): string | undefined {
+  for (let current = directory; ; current = dirname(current)) {
+    if (names.has(current)) return current;
+    try {
+      const { name } = JSON.parse(readFileSync(join(current, 'package.json'), 'utf8')) as { name?: unknown };
+      names.set(current, typeof name === 'string' ? name : undefined);
+      return current;
+    } catch {
+      // No (readable) package.json here: look further up.
+    }
+    if (dirname(current) === current) return undefined;
+  }
+}
+
+/** One error of a worker's crash as its failure record states it ([Note: failure records]). */
+export interface DescribedError {
+  /** The error's name (`NnError`, `TypeError`), or `thrown <type>` for a thrown non-object. */
+  name: string;
+  /** The message without the " Fix: …" that fsdp-ts errors append. */
+  message: string;
+  /** Whether it is an fsdp-ts error (it carries the `Symbol.for('fsdp-ts.error')` marker). */
+  project: boolean;
+  fix?: string;
+  code?: string;
+  /** CollectiveError: the reporting rank; FsdpError 'step-failed': the rank whose failure it was. */
+  rank?: number;
+  /** CollectiveError: the peer it names (for 'aborted', the rank that aborted). */
+  peer?: number;
+  stack?: string;
+  cause?: DescribedError;
+}
+
+/** What a worker writes to FSDP_ERROR_FILE when it crashes. */
+export interface FailureRecord {
+  version: 1;
+  rank: number;
+  /** 'uncaughtException' or 'unhandledRejection'. */
+  origin: string;
+  /** The log file with the full text (stacks, causes): FSDP_ERROR_LOG. */
+  log: string;
+  error: DescribedError;
+}
+
+/** The record at `path`, or undefined when there is none (the worker did not crash) or it is unreadable. */
+export function readFailureRecord(path: string): FailureRecord | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const record = parsed as Partial<FailureRecord>;
+  if (record.version !== 1 || typeof record.log !== 'string' || !isDescribedError(record.error))
+    return undefined;
+  return record as FailureRecord;
+}
+
+function isDescribedError(value: unknown): value is DescribedError {
+  if (typeof value !== 'object' || value === null) return false;
+  const error = value as Partial<DescribedError>;
+  return (
+    typeof error.name === 'string' &&
+    typeof error.message === 'string' &&
+    (error.cause === undefined || isDescribedError(error.cause))
+  );
+}
+
+/** `error` and its causes, outermost first. */
+export function causeChain(error: DescribedError): DescribedError[] {
+  const chain: DescribedError[] = [];
+  for (let link: DescribedError | undefined = error; link !== undefined; link = link.cause) chain.push(link);
+  return chain;
+}
+
+/**
+ * [Note: run directory] Each fsdp-run keeps its workers' failure records and logs ([Note: failure
+ * records]) in one directory of its own, `fsdp-run-XXXXXX` under --log-dir (default: the OS temp
+ * directory, $TMPDIR or /tmp), one subdirectory per attempt (`attempt-0`, …) or elastic round
+ * (`round-0`, …), two files per crashed rank: `rank-R.log` (the full text) and `rank-R.error.json`
+ * (the record). A run in which no worker crashed leaves nothing behind: the directory is removed
+ * when fsdp-run ends; otherwise it stays, and the report names its files.
+ */
+export class RunDirectory {
+  private path: string | undefined;
+
+  constructor(private readonly parent: string | undefined) {}
+
+  /** Creates (once) the run directory and the subdirectory `label` of one attempt or round. */
+  attempt(label: string): AttemptDirectory {
+    this.path ??= createRunDirectory(this.parent);
+    const directory = join(this.path, label);
+    mkdirSync(directory, { recursive: true });
+    return new AttemptDirectory(directory);
+  }
+
+  /** Removes the run directory when no worker wrote anything into it. Never throws. */
+  close(): void {
+    if (this.path === undefined) return;
+    try {
+      const written = readdirSync(this.path, { withFileTypes: true }).some(
+        (entry) => !entry.isDirectory() || readdirSync(join(this.path!, entry.name)).length > 0,
+      );
+      if (!written) rmSync(this.path, { recursive: true, force: true });
+    } catch {
+      // Already gone, or not ours to read: leave it.
+    }
+  }
+}
+
+/** One attempt's (or round's) directory of failure records. */
+export class AttemptDirectory {
+  constructor(readonly path: string) {}
+
+  /** The environment that tells the worker of `rank` where to write its record and log. */
+  environmentOf(rank: number): { FSDP_ERROR_FILE: string; FSDP_ERROR_LOG: string } {
+    return {
+      FSDP_ERROR_FILE: join(this.path, `rank-${rank}.error.json`),
+      FSDP_ERROR_LOG: join(this.path, `rank-${rank}.log`),
+    };
+  }
+
+  /**
+   * The report of this attempt's failures ([Note: one report per job]), from its workers' exits;
+   * `debug`: the workers had FSDP_DEBUG=1 (their stacks are on stderr already).
+   */
+  report(exits: readonly WorkerExit[], debug: boolean): string[] {
+    return buildFailureReport(
+      exits.map((exit) => ({
+        exit,
+        record:
+          exit.code === 0 ? undefined : readFailureRecord(this.environmentOf(exit.rank).FSDP_ERROR_FILE),
+      })),
+      { debug },
+    );
+  }
+}
+
+/** `fsdp-run-XXXXXX` under `parent` (created if missing) or the OS temp directory. */
+function createRunDirectory(parent: string | undefined): string {
+  try {
+    if (parent !== undefined) mkdirSync(parent, { recursive: true });
+    return mkdtempSync(join(parent ?? tmpdir(), 'fsdp-run-'));
+  } catch (cause) {
+    throw new CollectiveError(`fsdp-run cannot create its run directory under ${parent ?? tmpdir()}.`, {
+      code: 'launch',
+      cause,
+      fix: 'pass --log-dir with a directory fsdp-run may write to (or set TMPDIR).',
+    });
+  }
 }

@@ -1,16 +1,11 @@
-import { constants } from 'node:os';
 import { generateJobSecret, resolveJobSecret } from '../auth/job-secret.js';
 import { CollectiveError } from '../errors.js';
 import { connectStore, type StoreClient } from '../store/store-client.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
-import { JobCoordinator } from './job-coordinator.js';
+import { describeRanks } from './failure-report.js';
 import type { LaunchOptions } from './launch-options.js';
-import { createMemoryCaps } from './memory-cap.js';
-import { type AttemptDirectory, RunDirectory } from './run-directory.js';
-import { exitsOf, settleWorkers, startLocalWorkers } from './start-local-workers.js';
-import { buildWorkerCommand, checkWorkerScript } from './worker-command.js';
-import { buildWorkerEnvironment } from './worker-environment.js';
-import { describeExit, type WorkerExit, type WorkerProcess } from './worker-process.js';
+import { buildWorkerCommand, buildWorkerEnvironment, checkWorkerScript } from './worker-command.js';
+import { describeExit, exitCodeOf, LocalWorkers, settleWorkers, type WorkerExit } from './worker-process.js';
 
 type AttemptResult =
   | { kind: 'success' }
@@ -23,9 +18,6 @@ type AttemptEvent =
   | { kind: 'remote-failure'; message: string }
   | { kind: 'interrupted'; signal: NodeJS.Signals }
   | { kind: 'store-lost'; error: CollectiveError };
-
-/** Signals fsdp-run forwards to its workers before stopping (SIGHUP: the terminal closed). */
-const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** Launchers on nodes other than 0 ping the store this often (or every timeout / 2 if shorter). */
 const HEARTBEAT_INTERVAL_MS = 5_000;
@@ -43,13 +35,7 @@ export async function runLauncher(
 }
 
 class Launcher {
-  private workers: WorkerProcess[] = [];
-  /** This attempt's failure records ([Note: run directory]). */
-  private records: AttemptDirectory | undefined;
-  private readonly runDirectory: RunDirectory;
-  private interruption: NodeJS.Signals | undefined;
-  private readonly interrupted: Promise<NodeJS.Signals>;
-  private resolveInterrupted!: (signal: NodeJS.Signals) => void;
+  private readonly local: LocalWorkers;
   private readonly storeLost: Promise<CollectiveError>;
   private resolveStoreLost!: (error: CollectiveError) => void;
   private readonly gracePeriodMs: number;
@@ -59,16 +45,19 @@ class Launcher {
     private readonly options: LaunchOptions,
     private readonly env: NodeJS.ProcessEnv,
   ) {
-    this.interrupted = new Promise((resolve) => (this.resolveInterrupted = resolve));
     this.storeLost = new Promise((resolve) => (this.resolveStoreLost = resolve));
     this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
     this.timeoutMs = Math.round(options.timeoutSeconds * 1_000);
-    this.runDirectory = new RunDirectory(options.logDirectory);
+    this.local = new LocalWorkers(
+      options.logDirectory,
+      this.gracePeriodMs,
+      env.FSDP_DEBUG === '1',
+      (message) => this.log(message),
+    );
   }
 
   async run(): Promise<number> {
-    const onSignal = (signal: NodeJS.Signals) => this.interrupt(signal);
-    for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
+    const unhandleSignals = this.local.handleSignals(true);
     // Each worker waits on at most one 'drain' per stream (see [Note: output backpressure]).
     process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
     process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
@@ -78,15 +67,9 @@ class Launcher {
     try {
       checkWorkerScript(this.options.script);
       buildWorkerCommand(this.options.script, this.options.scriptArguments);
-      // Fail before any rendezvous when the caps cannot be set (no cgroups, no permission).
       const { nprocPerNode: perNode, nodeRank: node } = this.options;
-      const probe = Array.from({ length: perNode }, (_, localRank) => node * perNode + localRank);
-      for (const cap of createMemoryCaps(
-        this.options.memoryPerRankBytes,
-        probe,
-        `fsdp-run-${process.pid}-probe`,
-      ))
-        cap?.remove();
+      const ranks = Array.from({ length: perNode }, (_, localRank) => node * perNode + localRank);
+      LocalWorkers.checkMemoryCaps(this.options.memoryPerRankBytes, ranks);
       const secret = this.jobSecret();
       const { masterAddr, nodeRank } = this.options;
       let port = this.options.masterPort;
@@ -114,14 +97,14 @@ class Launcher {
       return exitCode;
     } catch (error) {
       this.log(`error: ${error instanceof Error ? error.message : String(error)}`);
-      return this.interruption === undefined ? 1 : exitCodeOf(this.interruption);
+      return this.local.failureExitCode();
     } finally {
       clearInterval(heartbeat);
-      await this.stopWorkers();
+      await this.local.stop();
       await store?.close();
       await server?.close();
-      this.runDirectory.close();
-      for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
+      this.local.close();
+      unhandleSignals();
     }
   }
 
@@ -129,7 +112,7 @@ class Launcher {
   private unlessInterrupted<T>(promise: Promise<T>, what: string): Promise<T> {
     return Promise.race([
       promise,
-      this.interrupted.then((signal): never => {
+      this.local.interrupted.then((signal): never => {
         throw new CollectiveError(`Interrupted by ${signal} while ${what}.`, { code: 'launch' });
       }),
     ]);
@@ -164,14 +147,10 @@ class Launcher {
     const joined = await this.race(coordinator.join(attempt).then(() => undefined));
     if (joined !== undefined) return this.settle(coordinator, attempt, joined);
     const { nprocPerNode, nodeRank } = this.options;
-    const records = this.runDirectory.attempt(`attempt-${attempt}`);
-    this.records = records;
-    this.workers = startLocalWorkers({
-      records,
+    const workers = this.local.start(`attempt-${attempt}`, {
       count: nprocPerNode,
       firstRank: nodeRank * nprocPerNode,
       memoryPerRankBytes: this.options.memoryPerRankBytes,
-      cgroupLabel: `fsdp-run-${process.pid}-attempt-${attempt}`,
       environmentOf: (rank, localRank) =>
         buildWorkerEnvironment(this.options, this.env, {
           rank,
@@ -181,9 +160,8 @@ class Launcher {
           port,
           timeoutMs: this.timeoutMs,
         }),
-      log: (message) => this.log(message),
     });
-    const exits = this.workers.map((worker) => worker.exited);
+    const exits = workers.map((worker) => worker.exited);
     const localFailure = new Promise<AttemptEvent>((resolve) => {
       for (const exited of exits) {
         exited.then((exit) => {
@@ -215,25 +193,25 @@ class Launcher {
         const message = `${describeExit(event.exit)} on ${node}`;
         this.log(`${message}; stopping the other workers.`);
         const standing = await coordinator.reportFailure(attempt, message).catch(() => message);
-        await settleWorkers(this.workers);
-        const [, stopped] = await Promise.all([this.stopWorkers(), coordinator.stopped().catch(() => true)]);
-        await this.reportFailures();
+        await settleWorkers(this.local.workers);
+        const [, stopped] = await Promise.all([this.local.stop(), coordinator.stopped().catch(() => true)]);
+        await this.local.reportFailures();
         return { kind: 'failed', message: standing, restartable: !stopped };
       }
       case 'remote-failure': {
         this.log(`another node failed (${event.message}); stopping the workers of ${node}.`);
-        const [, stopped] = await Promise.all([this.stopWorkers(), coordinator.stopped().catch(() => true)]);
-        await this.reportFailures();
+        const [, stopped] = await Promise.all([this.local.stop(), coordinator.stopped().catch(() => true)]);
+        await this.local.reportFailures();
         return { kind: 'failed', message: event.message, restartable: !stopped };
       }
       case 'interrupted':
         await coordinator.reportStop(attempt, `fsdp-run on ${node} received ${event.signal}`).catch(() => {});
-        await this.stopWorkers(event.signal);
+        await this.local.stop(event.signal);
         return { kind: 'interrupted', signal: event.signal };
       case 'store-lost':
         this.log(`${event.error.message} Stopping the workers of ${node}.`);
-        await this.stopWorkers();
-        await this.reportFailures();
+        await this.local.stop();
+        await this.local.reportFailures();
         return {
           kind: 'failed',
           message: `lost the store on node 0 at ${this.options.masterAddr}:${this.options.masterPort}`,
@@ -248,7 +226,7 @@ class Launcher {
   private race<T extends AttemptEvent | undefined>(promise: Promise<T>): Promise<T | AttemptEvent> {
     return Promise.race([
       promise,
-      this.interrupted.then((signal): AttemptEvent => ({ kind: 'interrupted', signal })),
+      this.local.interrupted.then((signal): AttemptEvent => ({ kind: 'interrupted', signal })),
       this.storeLost.then((error): AttemptEvent => ({ kind: 'store-lost', error })),
     ]).catch((error: unknown) => {
       if (error instanceof CollectiveError && (error.code === 'store' || error.code === 'closed')) {
@@ -264,31 +242,6 @@ class Launcher {
       // A closed or lost store surfaces through `storeLost`; this watcher just ends.
       () => new Promise<AttemptEvent>(() => {}),
     );
-  }
-
-  private interrupt(signal: NodeJS.Signals): void {
-    if (this.interruption !== undefined) {
-      this.log(`second ${signal}: killing every worker now.`);
-      for (const worker of this.workers) worker.signal('SIGKILL');
-      return;
-    }
-    this.interruption = signal;
-    this.log(`received ${signal}; forwarding it to the workers.`);
-    for (const worker of this.workers) void worker.stop(this.gracePeriodMs, signal);
-    this.resolveInterrupted(signal);
-  }
-
-  /** Prints this attempt's failure report ([Note: one report per job]); call once its workers have exited. */
-  private async reportFailures(): Promise<void> {
-    const records = this.records;
-    if (records === undefined) return;
-    this.records = undefined;
-    for (const line of records.report(await exitsOf(this.workers), this.env.FSDP_DEBUG === '1'))
-      this.log(line);
-  }
-
-  private async stopWorkers(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-    await Promise.all(this.workers.map((worker) => worker.stop(this.gracePeriodMs, signal)));
   }
 
   private startHeartbeat(store: StoreClient): NodeJS.Timeout {
@@ -325,6 +278,124 @@ class Launcher {
   }
 }
 
-function exitCodeOf(signal: NodeJS.Signals): number {
-  return 128 + (constants.signals[signal] ?? 15);
+/**
+ * How the launchers of one job agree, through the store on node 0 (keys under `fsdp-run/`):
+ *   attempt-A/joined/K   node K is ready to start attempt A (all wait for every node)
+ *   attempt-A/failed     the first failure of attempt A, as text; set by the launcher whose
+ *                        worker failed, or by the store itself when a launcher's connection
+ *                        drops (setOnDisconnect), so a SIGKILLed launcher fails the job too
+ *   attempt-A/done/K     every worker of node K exited 0
+ *   finished/K           node K has its verdict; node 0 keeps the store up until all have it
+ *                        (also set by the store when K's connection drops)
+ *   stopped              the job ends without restart: a launcher was interrupted by a signal
+ *                        or lost (set on disconnect), so it will not join another attempt
+ * [Note: launcher agreement] Every launcher reads the same `failed` key and has the same
+ * --max-restarts, so all decide alike whether to restart.
+ */
+export class JobCoordinator {
+  private readonly prefix = 'fsdp-run/';
+
+  constructor(
+    private readonly store: StoreClient,
+    private readonly nodeRank: number,
+    private readonly nnodes: number,
+    private readonly timeoutMs: number,
+    /** Workers per node: lets the on-disconnect message name the ranks that were lost. */
+    private readonly nprocPerNode?: number,
+  ) {}
+
+  /**
+   * What the store records when this launcher's connection drops (killed, crashed, cut off):
+   * names the node and, when known, its ranks, e.g. `lost the launcher of node 1 (ranks 2-3; ...)`.
+   */
+  private lostMessage(): string {
+    const count = this.nprocPerNode;
+    const first = count === undefined ? 0 : this.nodeRank * count;
+    const ranks = count === undefined ? '' : `${describeRanks(first, count)}; `;
+    return `lost the launcher of node ${this.nodeRank} (${ranks}its connection to the store closed)`;
+  }
+
+  /** Arms the job-level on-disconnect keys of this launcher (call once, before attempt 0). */
+  async arm(): Promise<void> {
+    const lost = this.lostMessage();
+    await this.store.setOnDisconnect(`${this.prefix}stopped`, lost);
+    await this.store.setOnDisconnect(`${this.prefix}finished/${this.nodeRank}`, lost);
+  }
+
+  /** Records that the job stops for good (no restart), then fails attempt A with `message`. */
+  async reportStop(attempt: number, message: string): Promise<void> {
+    await this.store.compareSet(`${this.prefix}stopped`, '', message);
+    await this.reportFailure(attempt, message);
+  }
+
+  /** Whether some launcher stopped the job for good (see reportStop). */
+  stopped(): Promise<boolean> {
+    return this.store.check([`${this.prefix}stopped`]);
+  }
+
+  /** Joins attempt A and waits until every node has; arms the on-disconnect failure. */
+  async join(attempt: number): Promise<void> {
+    await this.store.setOnDisconnect(this.key(attempt, 'failed'), this.lostMessage());
+    await this.store.set(this.key(attempt, `joined/${this.nodeRank}`), '1');
+    try {
+      await this.store.wait(this.nodeKeys(attempt, 'joined'), { timeoutMs: this.timeoutMs });
+    } catch (cause) {
+      throw new CollectiveError(
+        `Not every node's fsdp-run joined attempt ${attempt} within ${this.timeoutMs} ms.`,
+        {
+          code: 'launch',
+          cause,
+          fix: 'start fsdp-run on every node with the same --nnodes, --master-addr, --master-port and job secret.',
+        },
+      );
+    }
+  }
+
+  /** Records a failure of attempt A unless one is recorded already; returns the one that stands. */
+  async reportFailure(attempt: number, message: string): Promise<string> {
+    const stored = await this.store.compareSet(this.key(attempt, 'failed'), '', message);
+    return Buffer.from(stored).toString('utf8');
+  }
+
+  /** Resolves with the failure message of attempt A whenever one is recorded. */
+  async failure(attempt: number): Promise<string> {
+    for (;;) {
+      try {
+        return Buffer.from(
+          await this.store.get(this.key(attempt, 'failed'), { timeoutMs: 3_600_000 }),
+        ).toString();
+      } catch (error) {
+        if (!(error instanceof CollectiveError) || error.code !== 'timeout') throw error;
+      }
+    }
+  }
+
+  /** Marks this node's workers of attempt A done and resolves when every node's are. */
+  async done(attempt: number): Promise<void> {
+    await this.store.set(this.key(attempt, `done/${this.nodeRank}`), '1');
+    await this.store.wait(this.nodeKeys(attempt, 'done'), { timeoutMs: 2 ** 31 - 1 - 10_000 });
+  }
+
+  /** Disarms the on-disconnect failure of attempt A (the attempt ended with a verdict). */
+  async leave(attempt: number): Promise<void> {
+    await this.store.clearOnDisconnect(this.key(attempt, 'failed'));
+  }
+
+  /** Says this node has its verdict and disarms; on node 0, waits (bounded) until every node has. */
+  async finish(): Promise<void> {
+    await this.store.set(`${this.prefix}finished/${this.nodeRank}`, '1');
+    await this.store.clearOnDisconnect(`${this.prefix}finished/${this.nodeRank}`);
+    await this.store.clearOnDisconnect(`${this.prefix}stopped`);
+    if (this.nodeRank !== 0) return;
+    const keys = Array.from({ length: this.nnodes }, (_, node) => `${this.prefix}finished/${node}`);
+    await this.store.wait(keys, { timeoutMs: Math.min(this.timeoutMs, 30_000) }).catch(() => {});
+  }
+
+  private key(attempt: number, name: string): string {
+    return `${this.prefix}attempt-${attempt}/${name}`;
+  }
+
+  private nodeKeys(attempt: number, name: string): string[] {
+    return Array.from({ length: this.nnodes }, (_, node) => this.key(attempt, `${name}/${node}`));
+  }
 }

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { LinePrefixer } from './line-prefixer.js';
-import { formatBytes, type MemoryCgroup } from './memory-cap.js';
+import { constants } from 'node:os';
+import { type AttemptDirectory, RunDirectory } from './failure-report.js';
+import { createMemoryCaps, formatBytes, type MemoryCgroup } from './memory-cap.js';
 
 /** How a worker ended: an exit code, or the signal that killed it. */
 export interface WorkerExit {
@@ -194,4 +195,218 @@ function forward(source: NodeJS.ReadableStream, target: NodeJS.WritableStream, p
   });
   source.on('data', (chunk: Buffer) => prefixer.push(chunk));
   return prefixer;
+}
+
+/** Longest partial line held back waiting for its newline; beyond it the text is emitted as a line. */
+const MAX_HELD_BYTES = 1024 * 1024;
+const NEWLINE = 0x0a;
+
+/**
+ * Prefixes every line of a byte stream (`[rank 1] ...`) and hands whole lines to `write`, one
+ * call per received chunk, so lines of different workers interleave but never split.
+ * Bytes after the last newline wait for the next chunk (or `flush`), up to 1 MiB.
+ */
+export class LinePrefixer {
+  private held: Buffer = Buffer.alloc(0);
+  private readonly prefix: Buffer;
+
+  constructor(
+    prefix: string,
+    private readonly write: (lines: Buffer) => void,
+  ) {
+    this.prefix = Buffer.from(prefix, 'utf8');
+  }
+
+  push(chunk: Buffer): void {
+    const data = this.held.length === 0 ? chunk : Buffer.concat([this.held, chunk]);
+    const parts: Buffer[] = [];
+    let start = 0;
+    for (let end = data.indexOf(NEWLINE); end !== -1; end = data.indexOf(NEWLINE, start)) {
+      parts.push(this.prefix, data.subarray(start, end + 1));
+      start = end + 1;
+    }
+    this.held = Buffer.from(data.subarray(start));
+    if (this.held.length > MAX_HELD_BYTES) {
+      parts.push(this.prefix, this.held, Buffer.of(NEWLINE));
+      this.held = Buffer.alloc(0);
+    }
+    if (parts.length > 0) this.write(Buffer.concat(parts));
+  }
+
+  /** Emits a final line without newline, if any. */
+  flush(): void {
+    if (this.held.length === 0) return;
+    this.write(Buffer.concat([this.prefix, this.held, Buffer.of(NEWLINE)]));
+    this.held = Buffer.alloc(0);
+  }
+}
+
+/**
+ * [Note: failure settle] After the first worker of an attempt fails, fsdp-run gives the others
+ * up to this long to end on their own before it stops them, so that ranks failing at the same
+ * step (or as a consequence, within milliseconds) each record their own failure for the report
+ * ([Note: one report per job]) instead of being cut short by SIGTERM.
+ */
+export const FAILURE_SETTLE_MS = 1_000;
+
+export interface LocalWorkersPlan {
+  /** How many workers this node starts (--nproc-per-node). */
+  count: number;
+  /** The global rank of local rank 0; local rank i is rank `firstRank + i`. */
+  firstRank: number;
+  /** --memory-per-rank in bytes, or undefined for no caps. */
+  memoryPerRankBytes: number | undefined;
+  /** Names this attempt's or round's cgroups: `<cgroupLabel>-rank-<rank>`. */
+  cgroupLabel: string;
+  /** The environment and node arguments of one worker. */
+  environmentOf(rank: number, localRank: number): { env: NodeJS.ProcessEnv; nodeArguments: string[] };
+  /** Where the launcher's own lines go (the per-worker peak memory line at exit). */
+  log(message: string): void;
+  /** Where each worker writes its failure record and log ([Note: failure records]). */
+  records: AttemptDirectory;
+}
+
+/**
+ * Starts one node's workers for one attempt (fixed-size jobs) or round (elastic jobs), each in its
+ * own memory cgroup when capped, with FSDP_MEMORY_LIMIT_BYTES telling the worker its cap
+ * ([Note: per-rank memory caps]). Every cgroup exists before any worker starts, so a failure to
+ * create one leaves no worker behind. Each worker logs its peak memory against its cap at exit.
+ */
+export function startLocalWorkers(plan: LocalWorkersPlan): WorkerProcess[] {
+  const ranks = Array.from({ length: plan.count }, (_, localRank) => plan.firstRank + localRank);
+  const memoryCaps = createMemoryCaps(plan.memoryPerRankBytes, ranks, plan.cgroupLabel);
+  const workers = ranks.map((rank, localRank) => {
+    const environment = plan.environmentOf(rank, localRank);
+    Object.assign(environment.env, plan.records.environmentOf(rank));
+    const memoryCap = memoryCaps[localRank];
+    if (memoryCap !== undefined) environment.env.FSDP_MEMORY_LIMIT_BYTES = String(memoryCap.limitBytes);
+    return new WorkerProcess({
+      rank,
+      localRank,
+      nodeArguments: environment.nodeArguments,
+      env: environment.env,
+      ...(memoryCap === undefined ? {} : { memoryCap }),
+    });
+  });
+  logPeakMemory(workers, plan.log);
+  return workers;
+}
+
+/** Resolves when every worker has exited, or after `withinMs`, whichever is first ([Note: failure settle]). */
+export async function settleWorkers(
+  workers: readonly WorkerProcess[],
+  withinMs = FAILURE_SETTLE_MS,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all(workers.map((worker) => worker.exited)),
+    new Promise((resolve) => (timer = setTimeout(resolve, withinMs))),
+  ]);
+  clearTimeout(timer);
+}
+
+/** Every worker's exit (call once they have all exited). */
+export function exitsOf(workers: readonly WorkerProcess[]): Promise<WorkerExit[]> {
+  return Promise.all(workers.map((worker) => worker.exited));
+}
+
+/** Signals fsdp-run forwards to its workers before stopping (SIGHUP: the terminal closed). */
+export const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+/** The launcher's exit code after signal `signal`: 128 + its number. */
+export function exitCodeOf(signal: NodeJS.Signals): number {
+  return 128 + (constants.signals[signal] ?? 15);
+}
+
+/**
+ * This host's workers of the current attempt (fixed-size jobs) or round (elastic jobs), owned
+ * by one launcher: starts them in a fresh records directory, stops them, and prints the
+ * attempt's failure report once ([Note: one report per job]).
+ */
+export class LocalWorkers {
+  workers: WorkerProcess[] = [];
+  private records: AttemptDirectory | undefined;
+  private readonly runDirectory: RunDirectory;
+  /** The first forwarded signal fsdp-run received, if any. */
+  interruption: NodeJS.Signals | undefined;
+  private resolveInterrupted!: (signal: NodeJS.Signals) => void;
+  /** Resolves with the first forwarded signal. */
+  readonly interrupted = new Promise<NodeJS.Signals>((resolve) => (this.resolveInterrupted = resolve));
+
+  constructor(
+    logDirectory: string | undefined,
+    private readonly gracePeriodMs: number,
+    private readonly debug: boolean,
+    private readonly log: (message: string) => void,
+  ) {
+    this.runDirectory = new RunDirectory(logDirectory);
+  }
+
+  /** Fails before any rendezvous when the caps of `ranks` cannot be set (no cgroups, no permission). */
+  static checkMemoryCaps(memoryPerRankBytes: number | undefined, ranks: readonly number[]): void {
+    for (const cap of createMemoryCaps(memoryPerRankBytes, ranks, `fsdp-run-${process.pid}-probe`))
+      cap?.remove();
+  }
+
+  /** Starts the workers of attempt or round `label` (`attempt-0`, `round-2`). */
+  start(label: string, plan: Omit<LocalWorkersPlan, 'records' | 'log' | 'cgroupLabel'>): WorkerProcess[] {
+    this.records = this.runDirectory.attempt(label);
+    this.workers = startLocalWorkers({
+      ...plan,
+      records: this.records,
+      cgroupLabel: `fsdp-run-${process.pid}-${label}`,
+      log: this.log,
+    });
+    return this.workers;
+  }
+
+  /** Stops every worker: `signal`, then SIGKILL after the grace period. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    await Promise.all(this.workers.map((worker) => worker.stop(this.gracePeriodMs, signal)));
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    for (const worker of this.workers) worker.signal(signal);
+  }
+
+  /** Prints this attempt's failure report ([Note: one report per job]); call once its workers have exited. */
+  async reportFailures(): Promise<void> {
+    const records = this.records;
+    if (records === undefined) return;
+    this.records = undefined;
+    for (const line of records.report(await exitsOf(this.workers), this.debug)) this.log(line);
+  }
+
+  /**
+   * Handles FORWARDED_SIGNALS until the returned function is called: the first resolves
+   * `interrupted` (and, with `stopAtOnce`, sends it on to the workers at once); a second kills
+   * every worker.
+   */
+  handleSignals(stopAtOnce: boolean): () => void {
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (this.interruption !== undefined) {
+        this.log(`second ${signal}: killing every worker now.`);
+        this.signal('SIGKILL');
+        return;
+      }
+      this.interruption = signal;
+      this.log(`received ${signal}; forwarding it to the workers.`);
+      if (stopAtOnce) void this.stop(signal);
+      this.resolveInterrupted(signal);
+    };
+    for (const signal of FORWARDED_SIGNALS) process.on(signal, onSignal);
+    return () => {
+      for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
+    };
+  }
+
+  /** The launcher's exit code after an error: 1, or 128 + n when signal n interrupted it. */
+  failureExitCode(): number {
+    return this.interruption === undefined ? 1 : exitCodeOf(this.interruption);
+  }
+
+  /** Removes the run directory unless a worker wrote a failure record into it. */
+  close(): void {
+    this.runDirectory.close();
+  }
 }

@@ -1,13 +1,13 @@
-import { connect, type Socket } from 'node:net';
-import { authenticateSocket } from '../auth/authenticate-socket.js';
+import { connect as connectTls, type TLSSocket } from 'node:tls';
 import { validateJobSecret } from '../auth/job-secret.js';
-import { SecureChannel } from '../auth/secure-channel.js';
+import { isTlsFailure, storeTlsOptions } from '../auth/secure-socket.js';
 import { CollectiveError } from '../errors.js';
-import { FrameDecoder } from './internal/frame-decoder.js';
 import type { Store, StoreWaitOptions } from './store.js';
 import {
   decodeStoreResponse,
   encodeStoreRequest,
+  FrameDecoder,
+  frame,
   STORE_LIMITS,
   type StoreRequest,
   type StoreResponse,
@@ -39,29 +39,47 @@ interface Pending {
 const STALL_GRACE_MS = 5_000;
 
 /**
- * Connects to the rendezvous store, retrying refused connections until `timeoutMs` (the server
- * may start after the client), then proving the job secret. Rejects with a CollectiveError:
- * code 'auth' when the secrets differ (not retried), 'timeout' when no server answered in time.
+ * Connects to the rendezvous store, retrying unreachable addresses until `timeoutMs` (the server
+ * may start after the client); the TLS-PSK handshake proves the job secret both ways ([Note:
+ * store link]). Rejects with a CollectiveError: code 'auth' when the secrets differ (not
+ * retried), 'timeout' when no server answered in time.
  */
 export async function connectStore(options: ConnectStoreOptions): Promise<StoreClient> {
-  const secret = validateJobSecret(options.secret, 'connectStore({ secret })');
+  const tls = storeTlsOptions(validateJobSecret(options.secret, 'connectStore({ secret })'));
   const timeoutMs = options.timeoutMs ?? 60_000;
   const deadline = Date.now() + timeoutMs;
   let delayMs = 20;
   for (;;) {
-    const socket = await openSocket(options.host, options.port).catch(
-      (error: NodeJS.ErrnoException) => error,
-    );
-    if (!(socket instanceof Error)) {
-      try {
-        const keys = await authenticateSocket(socket, secret, 'client', {
-          timeoutMs: Math.max(1_000, deadline - Date.now()),
-        });
-        return new StoreClient(socket, new SecureChannel(keys), timeoutMs, options.prefix ?? '', options);
-      } catch (error) {
-        socket.destroy();
-        throw error;
-      }
+    const socket = await new Promise<TLSSocket | NodeJS.ErrnoException>((resolve) => {
+      const secured = connectTls(tls.client(options.host, options.port));
+      const timer = setTimeout(
+        () => secured.destroy(Object.assign(new Error('TLS handshake timed out'), { code: 'ETIMEDOUT' })),
+        Math.max(1_000, deadline - Date.now()),
+      );
+      secured.once('secureConnect', () => {
+        clearTimeout(timer);
+        secured.removeAllListeners('error');
+        secured.on('error', () => {});
+        secured.setNoDelay(true);
+        resolve(secured);
+      });
+      secured.once('error', (error) => {
+        clearTimeout(timer);
+        secured.destroy();
+        resolve(error);
+      });
+    });
+    if (!(socket instanceof Error)) return new StoreClient(socket, timeoutMs, options.prefix ?? '', options);
+    if (isTlsFailure(socket)) {
+      throw new CollectiveError(
+        `The server refused this process: the TLS-PSK handshake with the store at ${options.host}:${options.port} failed (${(socket as { reason?: string }).reason ?? socket.message}); it holds a different job secret.`,
+        {
+          code: 'auth',
+          op: 'connectStore',
+          cause: socket,
+          fix: 'give every process of the job the same FSDP_JOB_SECRET (or FSDP_JOB_SECRET_FILE).',
+        },
+      );
     }
     if (Date.now() + delayMs > deadline) {
       throw new CollectiveError(
@@ -79,21 +97,8 @@ export async function connectStore(options: ConnectStoreOptions): Promise<StoreC
   }
 }
 
-function openSocket(host: string, port: number): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host, port });
-    socket.once('connect', () => {
-      socket.off('error', reject);
-      socket.on('error', () => {});
-      socket.setNoDelay(true);
-      resolve(socket);
-    });
-    socket.once('error', reject);
-  });
-}
-
 /**
- * A Store client over one authenticated, sealed connection; requests are pipelined and answered
+ * A Store client over one TLS-PSK connection ([Note: store link]); requests are pipelined and answered
  * by id. State: 'open' until `close()` ('closed') or until the connection drops ('lost'); in
  * either case every pending and later request fails with a CollectiveError.
  */
@@ -106,17 +111,16 @@ export class StoreClient implements Store {
 
   /** @internal Use connectStore. */
   constructor(
-    private readonly socket: Socket,
-    private readonly channel: SecureChannel,
+    private readonly socket: TLSSocket,
     private readonly timeoutMs: number,
     private readonly prefix: string,
     endpoint: { host: string; port: number },
   ) {
     this.address = `${endpoint.host}:${endpoint.port}`;
-    const decoder = new FrameDecoder(STORE_LIMITS.maxFrameBytes + SecureChannel.OVERHEAD_BYTES, 16);
+    const decoder = new FrameDecoder(STORE_LIMITS.maxFrameBytes, 9);
     socket.on('data', (chunk: Buffer) => {
       try {
-        for (const frame of decoder.push(chunk)) this.receive(decodeStoreResponse(channel.open(frame)));
+        for (const body of decoder.push(chunk)) this.receive(decodeStoreResponse(body));
       } catch (error) {
         this.markLost(error);
         socket.destroy();
@@ -246,7 +250,7 @@ export class StoreClient implements Store {
             );
       if (this.pending.size === 0) this.socket.ref();
       this.pending.set(id, { op: request.op, resolve, reject, timer });
-      this.socket.write(this.channel.seal(encodeStoreRequest({ ...request, id })));
+      this.socket.write(frame(encodeStoreRequest({ ...request, id })));
     });
   }
 

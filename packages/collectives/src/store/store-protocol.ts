@@ -1,8 +1,7 @@
-import type { CollectiveErrorCode } from '../errors.js';
-import { ByteReader, ByteWriter } from './internal/byte-reader.js';
+import { CollectiveError, type CollectiveErrorCode } from '../errors.js';
 
 /**
- * The Store's messages, carried one per sealed frame (see SecureChannel).
+ * The Store's messages, carried one per length-prefixed frame inside the TLS-PSK link ([Note: store link]).
  *
  * [Note: store wire format] request = op u8 | id u32 | fields; response = status u8 (0 ok,
  * 1 error) | id u32 | (ok) value bytes | (error) code string, message string. Strings and byte
@@ -156,4 +155,191 @@ export function decodeStoreResponse(frame: Buffer): StoreResponse {
   }
   reader.end();
   return response;
+}
+
+/** Bounds-checked big-endian reads over one frame; every overrun is a 'malformed-frame' error. */
+export class ByteReader {
+  private offset = 0;
+
+  constructor(
+    private readonly bytes: Buffer,
+    private readonly what: string,
+  ) {}
+
+  u8(): number {
+    this.need(1);
+    return this.bytes.readUInt8(this.offset++);
+  }
+
+  u32(): number {
+    this.need(4);
+    const value = this.bytes.readUInt32BE(this.offset);
+    this.offset += 4;
+    return value;
+  }
+
+  f64(): number {
+    this.need(8);
+    const value = this.bytes.readDoubleBE(this.offset);
+    this.offset += 8;
+    return value;
+  }
+
+  /** A u32 length then that many bytes (copied), at most `maxBytes`. */
+  bytesField(maxBytes: number): Uint8Array {
+    const length = this.u32();
+    if (length > maxBytes) this.malformed(`a field of ${length} bytes exceeds the limit of ${maxBytes}`);
+    this.need(length);
+    const value = new Uint8Array(this.bytes.subarray(this.offset, this.offset + length));
+    this.offset += length;
+    return value;
+  }
+
+  /** A UTF-8 string field; rejects invalid UTF-8. */
+  string(maxBytes: number): string {
+    const bytes = this.bytesField(maxBytes);
+    try {
+      return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    } catch {
+      return this.malformed('a string field is not valid UTF-8');
+    }
+  }
+
+  /** Throws unless every byte was consumed. */
+  end(): void {
+    if (this.offset !== this.bytes.length) {
+      this.malformed(`${this.bytes.length - this.offset} trailing bytes after the message`);
+    }
+  }
+
+  malformed(reason: string): never {
+    throw new CollectiveError(`Malformed ${this.what}: ${reason}.`, {
+      code: 'malformed-frame',
+      fix: 'the peer is not an fsdp-ts process of this version; the connection is closed.',
+    });
+  }
+
+  private need(count: number): void {
+    if (this.offset + count > this.bytes.length) {
+      this.malformed(`needed ${count} more bytes at offset ${this.offset} of ${this.bytes.length}`);
+    }
+  }
+}
+
+/** Accumulates big-endian fields into one buffer. */
+export class ByteWriter {
+  private readonly parts: Buffer[] = [];
+
+  u8(value: number): this {
+    this.parts.push(Buffer.of(value));
+    return this;
+  }
+
+  u32(value: number): this {
+    const part = Buffer.alloc(4);
+    part.writeUInt32BE(value, 0);
+    this.parts.push(part);
+    return this;
+  }
+
+  f64(value: number): this {
+    const part = Buffer.alloc(8);
+    part.writeDoubleBE(value, 0);
+    this.parts.push(part);
+    return this;
+  }
+
+  bytesField(value: Uint8Array): this {
+    this.u32(value.length);
+    this.parts.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+    return this;
+  }
+
+  string(value: string): this {
+    return this.bytesField(Buffer.from(value, 'utf8'));
+  }
+
+  finish(): Buffer {
+    return Buffer.concat(this.parts);
+  }
+}
+
+/**
+ * Splits a byte stream into length-prefixed frames (`length u32 BE | body[length]`).
+ *
+ * State machine: 'reading' until a malformed length arrives, then 'failed' for good (a stream
+ * whose framing is lost cannot be resynchronised; the connection must be closed).
+ * [Note: frame limits] A length above `maxFrameBytes` or below `minFrameBytes` is rejected as
+ * soon as its 4 bytes arrive, before any body is buffered, so a hostile peer cannot make the
+ * decoder allocate more than one maximal frame.
+ */
+export class FrameDecoder {
+  private state: 'reading' | 'failed' = 'reading';
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+
+  constructor(
+    private readonly maxFrameBytes: number,
+    private readonly minFrameBytes = 0,
+  ) {}
+
+  /** Appends received bytes and returns the frame bodies now complete, in order. */
+  push(chunk: Uint8Array): Buffer[] {
+    if (this.state === 'failed') {
+      throw new CollectiveError('The frame decoder already failed; the stream cannot be read further.', {
+        code: 'malformed-frame',
+        fix: 'close the connection after the first malformed frame.',
+      });
+    }
+    this.chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    this.buffered += chunk.byteLength;
+    const frames: Buffer[] = [];
+    while (this.buffered >= 4) {
+      const head = this.peekHeader();
+      const length = head.readUInt32BE(0);
+      if (length > this.maxFrameBytes || length < this.minFrameBytes) this.fail(length);
+      if (this.buffered < 4 + length) break;
+      const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.buffered);
+      frames.push(Buffer.from(all.subarray(4, 4 + length)));
+      const rest = all.subarray(4 + length);
+      this.chunks = rest.length > 0 ? [rest] : [];
+      this.buffered = rest.length;
+    }
+    return frames;
+  }
+
+  /** Bytes received that do not yet form a whole frame. */
+  get pendingBytes(): number {
+    return this.buffered;
+  }
+
+  private peekHeader(): Buffer {
+    const first = this.chunks[0]!;
+    if (first.length >= 4) return first;
+    const merged = Buffer.concat(this.chunks, this.buffered);
+    this.chunks = [merged];
+    return merged;
+  }
+
+  private fail(length: number): never {
+    this.state = 'failed';
+    this.chunks = [];
+    this.buffered = 0;
+    throw new CollectiveError(
+      `A frame announces ${length} bytes; expected between ${this.minFrameBytes} and ${this.maxFrameBytes}.`,
+      {
+        code: 'malformed-frame',
+        expected: `${this.minFrameBytes}..${this.maxFrameBytes}`,
+        actual: length,
+        fix: 'the peer is not an fsdp-ts process of this version, or the stream is corrupt; the connection is closed.',
+      },
+    );
+  }
+}
+
+/** The wire bytes of one frame carrying `body`. */
+export function frame(body: Uint8Array): Buffer {
+  const header = Buffer.alloc(4);
+  header.writeUInt32BE(body.length, 0);
+  return Buffer.concat([header, body]);
 }

@@ -1,13 +1,14 @@
-import { createServer, type Server, type Socket } from 'node:net';
-import { authenticateSocket } from '../auth/authenticate-socket.js';
+import type { Socket } from 'node:net';
+import { createServer, type Server, type TLSSocket } from 'node:tls';
 import { validateJobSecret } from '../auth/job-secret.js';
-import { SecureChannel } from '../auth/secure-channel.js';
+import { storeTlsOptions } from '../auth/secure-socket.js';
 import { CollectiveError } from '../errors.js';
-import { FrameDecoder } from './internal/frame-decoder.js';
 import { StoreState } from './internal/store-state.js';
 import {
   decodeStoreRequest,
   encodeStoreResponse,
+  FrameDecoder,
+  frame,
   STORE_LIMITS,
   type StoreResponse,
 } from './store-protocol.js';
@@ -18,7 +19,7 @@ export interface StoreServerOptions {
   host?: string;
   /** Port to bind; 0 (the default) picks a free one, reported by `StoreServer.port`. */
   port?: number;
-  /** The job secret every client must prove (see authenticateSocket). */
+  /** The job secret every client must prove (the TLS-PSK handshake, [Note: store link]). */
   secret: string;
   /** Milliseconds a client has to finish the handshake; default 10 000. */
   handshakeTimeoutMs?: number;
@@ -42,15 +43,24 @@ export interface StoreServer {
    * torch's TCPStore ([Note: process exit] in communication-client.ts).
    */
   unref(): void;
+  /**
+   * @internal For the rendezvous that runs beside the store in this process: sets `key` as a
+   * client's `set` would, and calls `listener` on every write to a key under `prefix`, in order.
+   */
+  readonly local: {
+    set(key: string, value: Uint8Array | string): void;
+    delete(key: string): void;
+    watch(prefix: string, listener: (key: string, value: Uint8Array) => void): void;
+  };
 }
 
 const WILDCARDS = new Set(['', '0.0.0.0', '::', '0:0:0:0:0:0:0:0', '::0']);
 
 /**
  * Starts the rendezvous store server (normally rank 0 or the launcher, on MASTER_ADDR:MASTER_PORT).
- * Every connection must pass the job-secret handshake; its frames are then sealed with
- * AES-256-GCM. A connection that fails the handshake or sends a malformed frame is closed and
- * the server keeps serving the others.
+ * Every connection must pass the TLS-PSK handshake of the job secret ([Note: store link]); its
+ * records are then sealed with AES-256-GCM. A connection that fails the handshake or sends a
+ * malformed frame is closed and the server keeps serving the others.
  */
 export async function startStoreServer(options: StoreServerOptions): Promise<StoreServer> {
   const host = options.host ?? '127.0.0.1';
@@ -67,29 +77,33 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   const sockets = new Set<Socket>();
   let authenticated = 0;
   let referenced = true;
-  const server: Server = createServer((socket) => {
+  const server: Server = createServer({
+    ...storeTlsOptions(secret).server,
+    handshakeTimeout: options.handshakeTimeoutMs ?? 10_000,
+  });
+  server.on('connection', (socket: Socket) => {
     sockets.add(socket);
     if (!referenced) socket.unref();
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => {});
     socket.setNoDelay(true);
-    serveConnection(socket).catch((error: unknown) => {
-      // A refused peer was sent the refusal with end(): let it flush, so the peer reads
-      // "refused" rather than a bare reset, but never wait on it for long.
-      if (socket.writableEnded) setTimeout(() => socket.destroy(), 1_000).unref();
-      else socket.destroy();
-      options.onConnectionError?.(error);
-    });
   });
-
-  async function serveConnection(socket: Socket): Promise<void> {
-    const keys = await authenticateSocket(socket, secret, 'server', {
-      timeoutMs: options.handshakeTimeoutMs ?? 10_000,
-    });
-    const channel = new SecureChannel(keys);
-    const decoder = new FrameDecoder(STORE_LIMITS.maxFrameBytes + SecureChannel.OVERHEAD_BYTES, 16);
+  server.on('tlsClientError', (cause: Error & { reason?: string }, socket: TLSSocket) => {
+    socket.destroy();
+    const reason = cause.reason ?? cause.message;
+    options.onConnectionError?.(
+      new CollectiveError(`A peer failed the store's TLS-PSK handshake (${reason}); refused it.`, {
+        code: 'auth',
+        cause,
+        fix: 'give every process of the job the same FSDP_JOB_SECRET (or FSDP_JOB_SECRET_FILE).',
+      }),
+    );
+  });
+  server.on('secureConnection', (socket: TLSSocket) => {
+    socket.on('error', () => {});
+    const decoder = new FrameDecoder(STORE_LIMITS.maxFrameBytes, 5);
     const client = state.connect((response: StoreResponse) => {
-      if (!socket.destroyed) socket.write(channel.seal(encodeStoreResponse(response)));
+      if (!socket.destroyed) socket.write(frame(encodeStoreResponse(response)));
     });
     authenticated++;
     socket.on('close', () => {
@@ -98,15 +112,13 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
     });
     socket.on('data', (chunk: Buffer) => {
       try {
-        for (const frame of decoder.push(chunk))
-          state.handle(client, decodeStoreRequest(channel.open(frame)));
+        for (const body of decoder.push(chunk)) state.handle(client, decodeStoreRequest(body));
       } catch (error) {
         socket.destroy();
         options.onConnectionError?.(error);
       }
     });
-    socket.resume();
-  }
+  });
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', (cause) =>
@@ -125,6 +137,11 @@ export async function startStoreServer(options: StoreServerOptions): Promise<Sto
   return {
     host,
     port,
+    local: {
+      set: (key, value) => state.put(key, typeof value === 'string' ? Buffer.from(value, 'utf8') : value),
+      delete: (key) => state.erase(key),
+      watch: (prefix, listener) => state.watch(prefix, listener),
+    },
     get connectionCount() {
       return authenticated;
     },

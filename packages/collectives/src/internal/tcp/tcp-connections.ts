@@ -1,6 +1,5 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { authenticateSocket, type SessionKeys } from '../../auth/authenticate-socket.js';
-import { readExactly } from '../../auth/internal/read-exactly.js';
+import { authenticateSocket, readExactly, type SessionKeys } from '../../auth/authenticate-socket.js';
 import { secureSocket } from '../../auth/secure-socket.js';
 import { CollectiveError } from '../../errors.js';
 import { abstractPath, countLink, type LocalTransport, parseEndpoint } from './local-peers.js';

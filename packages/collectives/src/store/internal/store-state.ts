@@ -26,6 +26,22 @@ const EMPTY = new Uint8Array(0);
 export class StoreState {
   private readonly values = new Map<string, Uint8Array>();
   private readonly waiters = new Set<Waiter>();
+  private readonly watchers: { prefix: string; listener: (key: string, value: Uint8Array) => void }[] = [];
+
+  /** Calls `listener` on every later write to a key under `prefix` (see StoreServer.local). */
+  watch(prefix: string, listener: (key: string, value: Uint8Array) => void): void {
+    this.watchers.push({ prefix, listener });
+  }
+
+  /** Deletes `key` as a client's `delete` does. */
+  erase(key: string): void {
+    this.values.delete(key);
+  }
+
+  /** Sets `key` as a client's `set` does. */
+  put(key: string, value: Uint8Array): void {
+    this.write(key, value);
+  }
 
   connect(respond: (response: StoreResponse) => void): StoreClientHandle {
     return { respond, onDisconnect: new Map() };
@@ -113,6 +129,7 @@ export class StoreState {
 
   private write(key: string, value: Uint8Array): void {
     this.values.set(key, value);
+    for (const { prefix, listener } of this.watchers) if (key.startsWith(prefix)) listener(key, value);
     for (const waiter of this.waiters) {
       if (waiter.keys.includes(key)) this.tryAnswer(waiter);
     }
