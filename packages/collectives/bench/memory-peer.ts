@@ -7,10 +7,10 @@
  * architecture/performance.md, "shm: in place and the arena").
  */
 import { allocateShared, spawnThreadRanks, type ThreadRankArguments } from '../src/index.js';
-import { segmentBounds } from '../src/internal/segments.js';
+import { segmentBounds } from '../src/internal/aliasing.js';
 import { reduceInArena } from '../src/internal/shm/in-place-reduce.js';
 import { reserve, type SharedMemory } from '../src/internal/shm/shm-arena.js';
-import { pushGather } from '../src/internal/shm/shm-gather.js';
+import { pushGather } from '../src/internal/shm/shm-engine.js';
 import { reduceShared } from '../src/internal/shm/shm-reduce.js';
 import { threadRankContext } from '../src/internal/shm/thread-rank-context.js';
 import { median } from './internal/median.js';

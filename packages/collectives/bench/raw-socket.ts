@@ -6,7 +6,7 @@ import {
   localHostIdentity,
   localTransportSetting,
   newLocalName,
-} from '../src/internal/tcp/local-peers.js';
+} from '../src/internal/tcp/tcp-connections.js';
 import { median } from './internal/median.js';
 
 export interface RawSocketResult {

@@ -1,11 +1,10 @@
 /**
- * `node --conditions=@fsdp-ts/source --import tsx bench/shm-profile.ts`: where a 16 MiB float32
- * shm op's time goes at W=2 (FSDP_SHM_PROFILE=1 is set for the run, [Note: shm profile]). Each
- * rank runs all-reduce, all-gather and reduce-scatter (out of place and in place) on arena
- * buffers, the cases interleaved op by op (ABAB), a barrier before each; rank 0 prints the median
- * wall time per op as its main thread sees it, and each rank's communication worker writes its
- * per-phase totals to stderr when the group is destroyed. Options: FSDP_PROFILE_OPS (default 30),
- * FSDP_PROFILE_PLACEMENT=plain for ordinary SharedArrayBuffers.
+ * `node --conditions=@fsdp-ts/source --import tsx bench/shm-profile.ts`: a 16 MiB float32 shm op
+ * at W=2, case by case. Each rank runs all-reduce, all-gather and reduce-scatter (out of place and
+ * in place) on arena buffers, the cases interleaved op by op (ABAB), a barrier before each; rank 0
+ * prints the median wall time per op as its main thread sees it. For where the communication
+ * worker's time goes, add `--cpu-prof` to the run (the worker writes its own profile). Options:
+ * FSDP_PROFILE_OPS (default 30), FSDP_PROFILE_PLACEMENT=plain for ordinary SharedArrayBuffers.
  */
 import { isMainThread } from 'node:worker_threads';
 import {
@@ -75,7 +74,6 @@ export async function profileRank({
 }
 
 if (isMainThread) {
-  process.env.FSDP_SHM_PROFILE = '1';
   const ops = Number(process.env.FSDP_PROFILE_OPS ?? 30);
   const arena = process.env.FSDP_PROFILE_PLACEMENT !== 'plain';
   const { loadavg } = await import('node:os');

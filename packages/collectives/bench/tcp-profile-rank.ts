@@ -1,11 +1,11 @@
 /**
- * A rank of the tcp profile (run through fsdp-run, see [Note: native profile]): float32
+ * A rank of the tcp profile (run through fsdp-run): float32
  * all-reduces of FSDP_PROFILE_BYTES, FSDP_PROFILE_ITERATIONS timed after FSDP_PROFILE_WARMUP (2), a barrier
  * before each unless FSDP_PROFILE_BARRIER=0 (then back to back). Rank 0 prints `RESULT
  * {medianMs, processCpuMs, ...}` (process CPU per op, all threads, barriers included) and every
  * rank `THREADS {...}`: per op, CPU ms and voluntary (blocking wake-ups) / involuntary context
  * switches of its main thread, its communication worker (the busiest other thread) and the rest,
- * from /proc/self/task. Run with FSDP_TCP_PROFILE=1 for the worker's per-phase totals on stderr.
+ * from /proc/self/task. For the worker's phases, run the ranks with `node --cpu-prof`.
  */
 import { allocateShared, initProcessGroup } from '../src/index.js';
 import { median } from './internal/median.js';

@@ -1,6 +1,6 @@
 /** A rank process of the tcp benchmark (under fsdp-run); rank 0 prints `RESULT <json>`. */
 import { initProcessGroup } from '../src/index.js';
-import { localLinkCounts } from '../src/internal/tcp/local-peers.js';
+import { localLinkCounts } from '../src/internal/tcp/tcp-connections.js';
 import { measureRawSocket } from './raw-socket.js';
 import { measureSmallOps } from './small-op.js';
 import { runSweep, type SweepConfig } from './sweep.js';

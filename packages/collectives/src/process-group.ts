@@ -6,7 +6,6 @@ import type { CommunicationClient } from './internal/communication-client.js';
 import { describeOp, type OpMessage } from './internal/op-message.js';
 import { opOptionKeys, torchOpNames } from './internal/op-option-keys.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
-import { stage } from './internal/staging.js';
 import { createStatusWord } from './internal/status-word.js';
 import {
   checkLengths,
@@ -15,6 +14,7 @@ import {
   checkSameDtype,
   checkWireDtype,
   resolveDtype,
+  stage,
 } from './internal/validate-op.js';
 import type {
   Backend,

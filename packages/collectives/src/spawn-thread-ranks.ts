@@ -3,7 +3,7 @@ import type { OptionKeys } from '@fsdp-ts/errors';
 import { CollectiveError } from './errors.js';
 import { checkCollectiveOptionKeys } from './internal/check-option-keys.js';
 import { createArena } from './internal/shm/shm-arena.js';
-import { ShmBroker } from './internal/shm/shm-broker.js';
+import { ShmBroker } from './internal/shm/shm-backend.js';
 import { startWorker } from './internal/start-worker.js';
 
 /** What a function run by spawnThreadRanks receives. */

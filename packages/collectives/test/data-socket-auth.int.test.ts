@@ -4,11 +4,12 @@ import { describe, expect, it } from 'vitest';
 import { authenticateSocket } from '../src/auth/authenticate-socket.js';
 import {
   abstractPath,
+  connectPeers,
   formatEndpoint,
   localHostIdentity,
   newLocalName,
-} from '../src/internal/tcp/local-peers.js';
-import { connectPeers, PeerAcceptor } from '../src/internal/tcp/tcp-connections.js';
+  PeerAcceptor,
+} from '../src/internal/tcp/tcp-connections.js';
 
 const secret = 'a'.repeat(64);
 const options = (

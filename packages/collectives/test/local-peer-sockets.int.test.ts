@@ -7,8 +7,8 @@
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { localHostIdentity } from '../src/internal/tcp/local-peers.js';
 import { loadNativeSockets, resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
+import { localHostIdentity } from '../src/internal/tcp/tcp-connections.js';
 import { runWithLauncher } from './helpers/run-with-launcher.js';
 
 const tcpScript = new URL('./fixtures/tcp-rank.ts', import.meta.url);

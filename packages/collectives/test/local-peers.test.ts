@@ -5,7 +5,7 @@ import {
   localHostIdentity,
   localTransportSetting,
   parseEndpoint,
-} from '../src/internal/tcp/local-peers.js';
+} from '../src/internal/tcp/tcp-connections.js';
 
 const saved = process.env.FSDP_TCP_LOCAL;
 afterEach(() => {

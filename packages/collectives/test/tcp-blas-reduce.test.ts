@@ -159,7 +159,7 @@ describe('tcp float32 sum through OpenBLAS', () => {
             mode: 'reduce',
             wire: 'same',
             forward: 'same',
-            // As ring-plans.ts makes an average's last reduce step.
+            // As ring.ts makes an average's last reduce step.
             ...(op === 'avg'
               ? { finish: (values) => finishAverage(values as Float32Array, size), averageOver: size }
               : {}),

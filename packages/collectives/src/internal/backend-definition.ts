@@ -1,6 +1,6 @@
 import type { InitProcessGroupOptions } from '../init-process-group.js';
 import type { CommunicationClient } from './communication-client.js';
-import type { EngineInit, EngineModule } from './engine/engine.js';
+import type { EngineInit, EngineModule } from './engine/engine-base.js';
 
 /** What every group has, whatever its backend. */
 export interface GroupIdentity {

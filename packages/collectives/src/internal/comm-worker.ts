@@ -6,7 +6,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { findBackend } from './backend-registry.js';
-import type { Engine, EngineInit, EngineModule } from './engine/engine.js';
+import type { Engine, EngineInit, EngineModule } from './engine/engine-base.js';
 import type { MainToWorkerMessage, OpMessage } from './op-message.js';
 import { DEPARTED, markFailed, markSucceeded } from './status-word.js';
 

@@ -1,7 +1,7 @@
 import type { Worker } from 'node:worker_threads';
 import { CollectiveError } from '../errors.js';
 import type { BackendDefinition } from './backend-definition.js';
-import type { EngineInit } from './engine/engine.js';
+import type { EngineInit } from './engine/engine-base.js';
 import { describeOp, type MainToWorkerMessage } from './op-message.js';
 import { loadableModule, startWorker } from './start-worker.js';
 import { DEPARTED, DEPARTING, FAILED, markFailed, PENDING, readFailure, SUCCEEDED } from './status-word.js';

@@ -1,8 +1,6 @@
 import { CollectiveError } from '../../errors.js';
+import type { CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
 import { describeOp, type MainToWorkerMessage, type OpMessage } from '../op-message.js';
-import type { Engine, EngineInit } from './engine.js';
-import { disagreement, type FailureNotice, type NoticeReply } from './failure-notice.js';
-import { headerOf, type OpHeader, sameOp } from './op-header.js';
 
 /**
  * [Note: engine base] What every backend shares inside the communication worker, so a backend is
@@ -289,4 +287,154 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
 function withoutFix(error: CollectiveError): string {
   const tail = error.fix === undefined ? '' : ` Fix: ${error.fix}`;
   return tail !== '' && error.message.endsWith(tail) ? error.message.slice(0, -tail.length) : error.message;
+}
+
+/**
+ * What every rank states about an op before any payload moves, whatever the transport: the tcp
+ * backend writes it as a 32-byte frame ([Note: op header]), shm and in-process backends post it
+ * as a message. The engine base compares it with every peer's ([Note: engine base]).
+ */
+export interface OpHeader {
+  kind: CollectiveKind;
+  dtype: CollectiveDtype;
+  wireDtype: 'float32' | 'bfloat16';
+  reduceOp: ReduceOp;
+  /** Per group for collectives; per peer and direction for send/recv. */
+  seq: number;
+  /** broadcast: the root; otherwise -1. */
+  root: number;
+  /** send: the destination; recv: the source; otherwise -1. */
+  peer: number;
+  count: number;
+}
+
+export function headerOf(op: OpMessage, seq: number): OpHeader {
+  return {
+    kind: op.kind,
+    dtype: op.dtype,
+    wireDtype: op.wireDtype,
+    reduceOp: op.reduceOp,
+    seq,
+    root: op.root,
+    peer: op.peer,
+    count: op.count,
+  };
+}
+
+/**
+ * The header a sender's `send` must carry for this rank's `recv` to accept it: same sequence,
+ * dtype and count, and this rank as its destination.
+ */
+export function expectedSendHeader(recv: OpHeader, receiver: number): OpHeader {
+  return { ...recv, kind: 'send', peer: receiver };
+}
+
+/** Whether two headers describe the same op (the reduction only matters for reducing ops). */
+export function sameOp(mine: OpHeader, theirs: OpHeader): boolean {
+  const reduces = mine.kind === 'allReduce' || mine.kind === 'reduceScatter';
+  return (
+    mine.kind === theirs.kind &&
+    mine.dtype === theirs.dtype &&
+    mine.wireDtype === theirs.wireDtype &&
+    (!reduces || mine.reduceOp === theirs.reduceOp) &&
+    mine.seq === theirs.seq &&
+    mine.root === theirs.root &&
+    mine.peer === theirs.peer &&
+    mine.count === theirs.count
+  );
+}
+
+/**
+ * [Note: failure agreement]
+ * `group.recoverOrAbort(error)` lets ranks that all failed alike outside the collectives (the same
+ * bad batch everywhere) keep their group, where `group.abort(error)` ([Note: abort]) always breaks
+ * it. It is an op in the rank's queue, so it runs after every op the rank issued before it; there
+ * the rank sends every peer a failure notice and reads one reply from each, in the place where the
+ * peer's next op header belongs:
+ * - the notice carries the op's sequence number (one more than the collectives this rank issued on
+ *   the group) and the failure's fingerprint (its name, code and message, see `failureFingerprint`);
+ * - every peer replied with a notice of the same sequence number and fingerprint: the ranks failed
+ *   at the same point of the op stream with the same error. Nothing was aborted, the streams stay
+ *   aligned, and the group goes on ('recovered' on every rank: each saw the same set of notices);
+ * - any other reply (a peer's op header: it did not fail, or failed later; a notice with another
+ *   sequence number or fingerprint), an abort or loss notice, a lost connection or the op's
+ *   timeout: the rank aborts the group as `group.abort` would, with its own message, and
+ *   recoverOrAbort returns the reason. Every rank that sent a notice reads every peer's reply, so
+ *   each of them sees the disagreement and aborts.
+ * A rank that did not fail and reads a notice where an op header belongs (it is blocked in, or
+ * starts, an op the failing rank never issues) breaks the group at once with the notice's message
+ * (code 'aborted', `peer` the failing rank), as for an abort notice; it sends nothing, since the
+ * failing rank aborts once it reads that rank's op header. So a one-sided failure releases the
+ * other ranks as fast as an abort does. The wait of a failing rank is bounded by the op timeout:
+ * a peer that neither fails nor issues another op (it computes for a long time) keeps it waiting
+ * until then. Send and recv have their own sequences and are not compared.
+ */
+export interface FailureNotice {
+  /** The agreement's sequence number in the group's collective sequence. */
+  seq: number;
+  fingerprint: string;
+  /** The failure as the peers report it if they cannot agree (the abort message). */
+  message: string;
+}
+
+/** What a peer put where its next op header belongs. */
+export type NoticeReply = { type: 'notice'; notice: FailureNotice } | { type: 'op'; header: OpHeader };
+
+/** Why `reply` from `peer` disagrees with `mine`; undefined when it agrees. */
+export function disagreement(mine: FailureNotice, peer: number, reply: NoticeReply): string | undefined {
+  if (reply.type === 'op')
+    return `rank ${peer} did not fail there: it issued ${reply.header.kind} #${reply.header.seq}`;
+  const theirs = reply.notice;
+  if (theirs.seq !== mine.seq)
+    return `rank ${peer} failed after ${theirs.seq - 1} collectives on the group, this rank after ${mine.seq - 1}`;
+  if (theirs.fingerprint !== mine.fingerprint)
+    return `rank ${peer} failed with another error: ${theirs.message}`;
+  return undefined;
+}
+
+/** What every backend's worker-side init carries (workerData of the communication worker). */
+export interface EngineInit {
+  /** The backend's registered name. */
+  backend: string;
+  rank: number;
+  size: number;
+  /** Slot 0 becomes 1 when the main thread destroys the group. */
+  abort: Int32Array;
+  /**
+   * The departure word ([Note: process exit] in communication-client.ts): slot 0 is DEPARTING
+   * while the main thread waits at process exit, DEPARTED once the worker finished its queue and
+   * the engine said goodbye. Set by CommunicationClient.start.
+   */
+  departure?: Int32Array;
+  /**
+   * A module exporting `createEngine` for backends registered from outside the package (see
+   * backend-registry.ts); built-in backends leave it out and are found by name.
+   */
+  engineModule?: string;
+}
+
+/** What the communication worker gives an engine. */
+export interface EngineContext {
+  /** Posts a message to the main thread ('listening', 'ready', 'init-failed', ...). */
+  notify(message: unknown): void;
+}
+
+/** A backend inside the communication worker: runs one op at a time, in issue order. */
+export interface Engine {
+  run(op: OpMessage): Promise<void>;
+  /** Handles a non-op message from the main thread (tcp: the peers' endpoints). */
+  control?(message: MainToWorkerMessage): void;
+  /** `group.abort(error)` on this rank: tell every peer, then break the group (see [Note: abort]). */
+  abort(message: string): void;
+  /**
+   * The process ends normally and every queued op has run: tell the peers this rank leaves, after
+   * every byte it sent ([Note: clean departure] in tcp/peer-link.ts). Optional: shm has no wire.
+   */
+  depart?(): void | Promise<void>;
+  close(): void | Promise<void>;
+}
+
+/** What a backend's engine module exports. */
+export interface EngineModule {
+  createEngine(init: EngineInit, context: EngineContext): Engine;
 }

@@ -1,25 +1,32 @@
 import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
 import type { CollectiveError } from '../../errors.js';
 import type { CollectiveBuffer } from '../../types.js';
-import { blockAliasing } from '../aliasing.js';
-import type { EngineContext, EngineInit } from '../engine/engine.js';
-import { EngineBase } from '../engine/engine-base.js';
-import type { FailureNotice, NoticeReply } from '../engine/failure-notice.js';
-import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
-import { describeOp, type OpMessage } from '../op-message.js';
-import { segmentBounds } from '../segments.js';
-import { isArenaBuffer, type SharedMemory } from './shm-arena.js';
-import { ABORT_SLOT, COMPLETION_WAKE, doorbellSlot, finishedSlot, postedSlot } from './shm-control.js';
-import { pushGather } from './shm-gather.js';
+import { blockAliasing, segmentBounds } from '../aliasing.js';
 import {
+  EngineBase,
+  type EngineContext,
+  type EngineInit,
+  expectedSendHeader,
+  type FailureNotice,
+  type NoticeReply,
+  type OpHeader,
+  sameOp,
+} from '../engine/engine-base.js';
+import { describeOp, type OpMessage } from '../op-message.js';
+import type { SharedMemory } from './shm-arena.js';
+import {
+  ABORT_SLOT,
+  COMPLETION_WAKE,
+  doorbellSlot,
+  finishedSlot,
   postedNotice,
+  postedSlot,
   readContribution,
   readHeader,
   travelsInline,
   writeMailbox,
   writeNoticeMailbox,
 } from './shm-mailbox.js';
-import { shmProfile } from './shm-profile.js';
 import { reduceShared } from './shm-reduce.js';
 
 export interface ShmInit extends EngineInit {
@@ -51,9 +58,6 @@ const WAIT_SLICE_MS = 100;
  * The transport blocks the thread (Atomics.wait), so it checks each op's deadline itself.
  */
 export class ShmEngine extends EngineBase<ShmInit> {
-  /** Per-phase wall times when FSDP_SHM_PROFILE=1 ([Note: shm profile]). */
-  private readonly profile = shmProfile();
-
   protected override execute(op: OpMessage, seq: number): void {
     const deadline = Date.now() + op.timeoutMs;
     // shm has no wire: wireDtype is ignored, so it is not part of what ranks must agree on.
@@ -145,9 +149,7 @@ export class ShmEngine extends EngineBase<ShmInit> {
   /** Nothing to close: peers blocked on this rank wake up on their own deadlines. */
   protected override closeTransport(): void {}
 
-  override close(): void {
-    this.profile?.write(this.init.rank);
-  }
+  override close(): void {}
 
   /**
    * Every rank posts its header in its mailbox ([Note: shm mailbox]) and, for an op too large to
@@ -160,20 +162,15 @@ export class ShmEngine extends EngineBase<ShmInit> {
   private collective(op: OpMessage, header: OpHeader, deadline: number): void {
     const { rank, size, control } = this.init;
     const inline = travelsInline(header, size);
-    const profile = inline ? undefined : this.profile;
-    let mark = profile === undefined ? 0 : performance.now();
     writeMailbox(control, rank, size, header, op);
     const mine = { type: 'op' as const, header, input: op.input, output: op.output };
     if (!inline)
       for (let peer = 0; peer < size; peer++) if (peer !== rank) this.init.ports[peer]!.postMessage(mine);
     Atomics.store(control, postedSlot(rank, size), header.seq);
     for (let peer = 0; peer < size; peer++) if (peer !== rank) this.ring(peer);
-    const kind = profile === undefined ? '' : profiledKind(op, rank, this.init.arena);
-    if (profile !== undefined) mark = profile.add(kind, 'post', mark);
     const headers: (OpHeader | null)[] = [];
     for (let peer = 0; peer < size; peer++)
       headers.push(peer === rank ? null : this.receiveHeader(peer, deadline, op, header.seq));
-    if (profile !== undefined) mark = profile.add(kind, 'wait for headers', mark);
     if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
       // Nobody goes on with this op: drop the buffers peers posted for it, so the port holds
       // nothing stale for the next one.
@@ -194,14 +191,8 @@ export class ShmEngine extends EngineBase<ShmInit> {
     const all: OpPost[] = [];
     for (let peer = 0; peer < size; peer++)
       all.push(peer === rank ? mine : this.receiveOp(peer, deadline, op, header));
-    if (profile !== undefined) mark = profile.add(kind, 'receive buffers', mark);
     this.compute(op, all);
-    if (profile !== undefined) mark = profile.add(kind, 'data', mark);
     this.finish(op, header.seq, deadline);
-    if (profile !== undefined) {
-      profile.add(kind, 'wait for finish', mark);
-      profile.opEnded(kind);
-    }
   }
 
   /** The header `peer` posted for op `seq`, once it is in (see [Note: shm mailbox]). */
@@ -358,21 +349,31 @@ export class ShmEngine extends EngineBase<ShmInit> {
 
 type OpPost = Extract<PeerMessage, { type: 'op' }>;
 
-/** An op's kind for the profile ([Note: shm profile]): in place or not, arena or not, its size. */
-function profiledKind(op: OpMessage, rank: number, arena: ShmInit['arena']): string {
-  const buffer = op.output ?? op.input!;
-  const onArena = arena !== null && isArenaBuffer(arena, buffer.buffer) ? ' arena' : '';
-  let form = '';
-  if (op.kind === 'allGather' || op.kind === 'reduceScatter') {
-    const [whole, part] = op.kind === 'allGather' ? [op.output!, op.input!] : [op.input!, op.output!];
-    form = blockAliasing(whole, part, rank, arena) === 'in place' ? ' in place' : '';
-  }
-  return `${op.kind}${form}${onArena} ${op.dtype} ${op.count} per rank`;
-}
-
-/** The shm backend's engine module entry (see engine.ts): ready as soon as it exists. */
+/** The shm backend's engine module entry (see engine-base.ts): ready as soon as it exists. */
 export function createEngine(init: EngineInit, context: EngineContext): ShmEngine {
   const engine = new ShmEngine(init as ShmInit);
   context.notify({ type: 'ready' });
   return engine;
+}
+
+/** Elements per all-gather block: small enough to stay in L2 between its n copies. */
+const GATHER_BLOCK = 65_536;
+
+/**
+ * The shm all-gather's data work on one rank: its `input` copied into every view of `targets`
+ * (the ranks' outputs) from element `offset` on, block by block, so the input is read from
+ * memory once and written once per target (n + 1 passes, not 2n as pulling every input into
+ * one's own output would take). In place the rank's own output is not a target
+ * ([Note: in-place all-gather and reduce-scatter]).
+ */
+export function pushGather(
+  input: CollectiveBuffer,
+  targets: readonly CollectiveBuffer[],
+  offset: number,
+): void {
+  const count = input.length;
+  for (let start = 0; start < count; start += GATHER_BLOCK) {
+    const block = input.subarray(start, Math.min(count, start + GATHER_BLOCK));
+    for (const target of targets) target.set(block as never, offset + start);
+  }
 }

@@ -1,7 +1,7 @@
 import { isMainThread, type MessagePort, workerData } from 'node:worker_threads';
 import { CollectiveError } from '../../errors.js';
 import type { SharedMemory } from './shm-arena.js';
-import type { JoinReply, JoinRequest } from './shm-broker.js';
+import type { JoinReply, JoinRequest } from './shm-backend.js';
 
 /** What spawnThreadRanks puts into each rank thread's workerData under `fsdpThreadRank`. */
 export interface ThreadRankContext {

@@ -1,7 +1,6 @@
 import { CollectiveError } from '../../errors.js';
 import type { CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
-import type { FailureNotice } from '../engine/failure-notice.js';
-import type { OpHeader } from '../engine/op-header.js';
+import type { FailureNotice, OpHeader } from '../engine/engine-base.js';
 
 /**
  * [Note: op header] Before any payload, every op puts a fixed 32-byte little-endian header on

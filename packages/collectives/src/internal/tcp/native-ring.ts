@@ -1,6 +1,4 @@
-import { drainInto } from './loss-attribution.js';
 import type { NativeReduce } from './native-blas.js';
-import type { NativeProfile } from './native-profile.js';
 import {
   EAGAIN,
   EINTR,
@@ -15,6 +13,7 @@ import {
 import type { PeerLink } from './peer-link.js';
 import type { RingPlan, RingScratch, StepConsumer } from './ring.js';
 import { stepConsumer } from './ring-steps.js';
+import { drainInto } from './tcp-failure.js';
 
 /** How long one native slice may run before the event loop gets a turn (timers, messages). */
 export const NATIVE_SLICE_MS = 100;
@@ -56,7 +55,6 @@ export class NativeRingRun {
     private readonly scratch: RingScratch,
     private readonly receiveBuffer: Uint8Array,
     private readonly abort: Int32Array,
-    private readonly profile?: NativeProfile,
     private readonly reduce?: NativeReduce,
   ) {
     this.steps = plan.steps.filter((step) => step.end > step.start);
@@ -91,20 +89,16 @@ export class NativeRingRun {
     }
     const previousFd = this.previous.fd() ?? -1;
     const nextFd = this.next?.fd() ?? -1;
-    const { sockets, receiveBuffer, profile } = this;
+    const { sockets, receiveBuffer } = this;
     for (;;) {
       // Every connection is checked for a hang-up on each pass, not only when idle: a rank busy
       // receiving from one peer must still notice first-hand that another one died.
-      const checkStart = profile?.mark();
       const hungUp = this.pollOnce(previousFd, nextFd, 0);
-      if (checkStart !== undefined) profile!.add('poll check', checkStart);
       if (hungUp !== undefined) return this.lost(hungUp, undefined);
       let progressed = false;
       while (this.sendQueue.length > 0) {
         const head = this.sendQueue[0]!;
-        const sendStart = profile?.mark();
         const sent = sockets.send(nextFd, head.subarray(this.sendOffset), head.length - this.sendOffset);
-        if (sendStart !== undefined) profile!.add('send', sendStart, Math.max(0, sent));
         if (sent > 0) {
           progressed = true;
           this.sendOffset += sent;
@@ -121,21 +115,10 @@ export class NativeRingRun {
       if (this.consumer !== undefined) {
         // A copy step receives straight into the work array; others through the receive buffer.
         const direct = this.consumer.target?.();
-        const recvStart = profile?.mark();
         const received =
           direct === undefined
             ? sockets.recv(previousFd, receiveBuffer, Math.min(this.remaining, receiveBuffer.length))
             : sockets.recv(previousFd, direct, Math.min(this.remaining, direct.length));
-        if (recvStart !== undefined) {
-          const processStart = profile!.mark();
-          profile!.add('recv', recvStart, Math.max(0, received));
-          if (received > 0) {
-            if (direct === undefined) this.deliver(receiveBuffer.subarray(0, received));
-            else this.advance(received);
-            profile!.add('process (reduce, copy, forward)', processStart);
-            continue;
-          }
-        }
         if (received > 0) {
           if (direct === undefined) this.deliver(receiveBuffer.subarray(0, received));
           else this.advance(received);
@@ -148,9 +131,7 @@ export class NativeRingRun {
       if (this.stepIndex >= this.steps.length && this.sendQueue.length === 0) return 'done';
       if (progressed) continue;
       if (Atomics.load(this.abort, 0) !== 0 || performance.now() - started > sliceMs) return 'yield';
-      const waitStart = profile?.mark();
       const troubled = this.pollOnce(previousFd, nextFd, POLL_MS);
-      if (waitStart !== undefined) profile!.add('poll wait', waitStart);
       if (troubled !== undefined) return this.lost(troubled, undefined);
     }
   }
@@ -271,7 +252,6 @@ export async function driveNativeRun(
   run: { run(sliceMs: number): 'done' | 'yield' },
   links: readonly (PeerLink | null)[],
   groupBroke: () => boolean,
-  profile?: NativeProfile,
 ): Promise<void> {
   for (;;) {
     for (const link of links) {
@@ -280,8 +260,6 @@ export async function driveNativeRun(
     }
     if (groupBroke()) throw new Error('the group broke during the op');
     if (run.run(NATIVE_SLICE_MS) === 'done') return;
-    const yieldStart = profile?.mark();
     await new Promise((resolve) => setTimeout(resolve, 1));
-    if (yieldStart !== undefined) profile!.add('slice yield', yieldStart);
   }
 }

@@ -1,7 +1,6 @@
 import type { CollectiveError } from '../../errors.js';
 import type { CollectiveBuffer } from '../../types.js';
-import type { FailureNotice } from '../engine/failure-notice.js';
-import { type OpHeader, sameOp } from '../engine/op-header.js';
+import { type FailureNotice, type OpHeader, sameOp } from '../engine/engine-base.js';
 import {
   abortMessageLength,
   decodeFailureNotice,
@@ -13,9 +12,9 @@ import {
   HEADER_BYTES,
   lossNoticeHeader,
 } from './frame-header.js';
-import { noticeError } from './loss-attribution.js';
 import type { PreparedOp } from './op-preparation.js';
 import type { PeerLink } from './peer-link.js';
+import { noticeError } from './tcp-failure.js';
 
 /** A peer's header frame: its header and the eager bytes it announces. */
 export interface HeaderFrame {

@@ -1,17 +1,21 @@
 import { decodeBfloat16, encodeBfloat16, encodeRoundBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
 import type { OpMessage } from '../op-message.js';
-import { directAllReducePayload, finishDirectAllReduce } from './direct-all-reduce.js';
+import { finishAverage, reduceInto } from '../reduce-kernels.js';
 import type { PeerLink } from './peer-link.js';
-import { initialBytes, type RingPlan, type RingScratch, type Wire } from './ring.js';
 import {
   allGatherPlan,
   allReducePlan,
   broadcastPlan,
+  encodeRange,
+  initialBytes,
   type ReducePlanOptions,
+  type RingPlan,
+  type RingScratch,
   reduceScatterPlan,
-} from './ring-plans.js';
+  type Wire,
+  type WorkArray,
+} from './ring.js';
 import { runRingSteps } from './ring-steps.js';
-import type { WorkArrays } from './work-arrays.js';
 
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */
 export const DIRECT_ALL_REDUCE_BYTES = 64 * 1024;
@@ -170,5 +174,100 @@ export class OpPreparation {
       gatherWire: bfloat16Wire || op.dtype === 'bfloat16' ? 'bfloat16' : 'same',
       roundFinal: bfloat16Wire || op.dtype === 'bfloat16',
     };
+  }
+}
+
+/**
+ * The latency-optimal all-reduce for small buffers: every rank sends its whole buffer to every
+ * peer (one step instead of the ring's 2(size-1)), then each reduces all contributions in rank
+ * order, so all ranks compute the same bits. The payload goes out right behind the op header
+ * ([Note: eager first segment] in node-net-frames.ts).
+ */
+
+/** What a direct all-reduce sends to every peer (after rounding `work` for a bfloat16 wire). */
+export function directAllReducePayload(
+  work: Float32Array | Int32Array,
+  options: ReducePlanOptions,
+  scratch: RingScratch,
+): Uint8Array {
+  if (options.reduceWire === 'bfloat16') roundToBfloat16InPlace(work as Float32Array);
+  return encodeRange(work, 0, work.length, options.reduceWire, scratch);
+}
+
+/** The rest of a direct all-reduce once `payload` went to every peer: receive and reduce. */
+export async function finishDirectAllReduce(
+  work: Float32Array | Int32Array,
+  payload: Uint8Array,
+  options: ReducePlanOptions,
+  links: readonly (PeerLink | null)[],
+): Promise<void> {
+  const { rank, size, reduceOp } = options;
+  const count = work.length;
+  const bfloat16Wire = options.reduceWire === 'bfloat16';
+  const received = await Promise.all(
+    links.map(async (link) => {
+      if (link === null) return null;
+      const bytes = new Uint8Array(payload.length);
+      let filled = 0;
+      await link.read(bytes.length, (chunk) => {
+        bytes.set(chunk, filled);
+        filled += chunk.length;
+      });
+      return bytes;
+    }),
+  );
+  const contribution = (peer: number): Float32Array | Int32Array => {
+    if (peer === rank) return work;
+    const bytes = received[peer]!;
+    if (work instanceof Int32Array) return new Int32Array(bytes.buffer, 0, count);
+    if (!bfloat16Wire) return new Float32Array(bytes.buffer, 0, count);
+    const floats = new Float32Array(count);
+    decodeBfloat16(new Uint16Array(bytes.buffer, 0, count), floats);
+    return floats;
+  };
+  const accumulator = contribution(0).slice();
+  for (let peer = 1; peer < size; peer++) reduceInto(accumulator, contribution(peer), reduceOp);
+  if (reduceOp === 'avg') finishAverage(accumulator as Float32Array, size);
+  if (options.roundFinal) roundToBfloat16InPlace(accumulator as Float32Array);
+  await Promise.all(links.map((link) => link?.flushed()));
+  work.set(accumulator as never);
+}
+
+/**
+ * The tcp engine's reusable float32 and int32 arrays that reductions run on when they cannot run
+ * on the caller's buffer (bfloat16 buffers, reduce-scatter's output); they grow to the largest op
+ * and are reused, so an op allocates nothing once the group has run one as large.
+ */
+export class WorkArrays {
+  private floats = new Float32Array(0);
+  private ints = new Int32Array(0);
+
+  /** The array the reduction runs on: the buffer itself, or float32 scratch for bfloat16. */
+  workFor(buffer: WorkArray, dtype: OpMessage['dtype'], length: number, copyFrom: WorkArray): WorkArray {
+    if (dtype === 'bfloat16') {
+      const work = this.floatScratch(length);
+      decodeBfloat16(copyFrom as Uint16Array, work);
+      return work;
+    }
+    if (buffer === copyFrom) return buffer;
+    const work = dtype === 'int32' ? this.intScratch(length) : this.floatScratch(length);
+    work.set(copyFrom as never);
+    return work;
+  }
+
+  /** Uninitialised float32 or int32 scratch as long as `like`. */
+  scratchFor(like: Float32Array | Int32Array): Float32Array | Int32Array {
+    return like instanceof Int32Array ? this.intScratch(like.length) : this.floatScratch(like.length);
+  }
+
+  /** Uninitialised float32 scratch of `length` elements. */
+  floatScratch(length: number): Float32Array {
+    if (this.floats.length < length) this.floats = new Float32Array(length);
+    return this.floats.subarray(0, length);
+  }
+
+  private intScratch(length: number): Int32Array {
+    if (this.ints.length < length) this.ints = new Int32Array(length);
+    return this.ints.subarray(0, length);
   }
 }

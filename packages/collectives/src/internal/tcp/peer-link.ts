@@ -59,8 +59,6 @@ export class PeerLink {
     readonly peer: number,
     private readonly socket: Socket,
     private readonly onLost: (link: PeerLink, error: CollectiveError) => void,
-    /** Told the size of every chunk node:net delivers, when profiling ([Note: native profile]). */
-    private readonly onNodeNetRead?: (bytes: number) => void,
   ) {
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.receive(chunk));
@@ -297,7 +295,6 @@ export class PeerLink {
   }
 
   private receive(chunk: Buffer): void {
-    this.onNodeNetRead?.(chunk.length);
     if (this.sink === undefined) this.queued.push(chunk);
     else this.consume(chunk);
   }

@@ -2,7 +2,7 @@ import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
 import { REDUCE_REGIONS, type ReduceKernels } from '../shm/reduce-simd.js';
 import { countReduceStep, type NativeReduce, scalesExactly } from './native-blas.js';
 import type { IncomingStep, RingPlan, StepConsumer } from './ring.js';
-import { feedRegion, type StepProgress } from './ring-step-progress.js';
+import { feedRegion, type StepProgress } from './ring-steps.js';
 
 /**
  * [Note: simd reduce steps] Incoming bytes land in the WebAssembly SIMD kernel's input region
@@ -21,7 +21,7 @@ export function simdReduceStep(
   const { work } = plan;
   const floats = work instanceof Float32Array;
   const own = plan.base ?? work;
-  // [Note: scratch placement], as in the bfloat16 steps (ring-step-bfloat16.ts).
+  // [Note: scratch placement], as in the bfloat16 steps (ring-steps.ts).
   const shift =
     step.end - step.start < PLACEMENT_MINIMUM
       ? 0

@@ -1,12 +1,20 @@
-import { bfloat16Kernels } from '../bfloat16-simd.js';
-import { reduceKernels } from '../shm/reduce-simd.js';
+import type { ReduceOp } from '../../types.js';
+import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
+import { BFLOAT16_REGIONS, type Bfloat16Kernels, bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
+import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
+import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
+import { REDUCE_BLOCK, reduceKernels } from '../shm/reduce-simd.js';
 import type { NativeReduce } from './native-blas.js';
 import type { PeerLink } from './peer-link.js';
-import type { IncomingStep, RingPlan, RingScratch, StepConsumer } from './ring.js';
-import { bfloat16KernelStep } from './ring-step-bfloat16.js';
-import { generalStep } from './ring-step-general.js';
-import { inPlaceCopyStep } from './ring-step-in-place.js';
-import { StepProgress, wireBytes } from './ring-step-progress.js';
+import {
+  encodeRange,
+  type IncomingStep,
+  type RingPlan,
+  type RingScratch,
+  type StepConsumer,
+  type Wire,
+  type WorkArray,
+} from './ring.js';
 import { simdReduceStep } from './ring-step-simd-reduce.js';
 
 /**
@@ -14,13 +22,13 @@ import { simdReduceStep } from './ring-step-simd-reduce.js';
  * processed ranges through `forward`: sending, receiving and reducing overlap at the granularity
  * of the socket's reads ([Note: forward batching]). The first kind that fits takes the step:
  * 1. a copy step in the work array's own elements with nothing to finish lands in place
- *    (ring-step-in-place.ts);
+ *    (ring-steps.ts);
  * 2. a float32 step with bfloat16 on the wire, copied or a sum's last reduce step that only
  *    rounds, runs through the bfloat16 kernel ([Note: bfloat16 steps in the kernel's memory]);
  * 3. a reduce step in the work array's own float32 or int32 elements runs through the SIMD
  *    reduction kernel, or OpenBLAS for float32 sums ([Note: simd reduce steps]);
  * 4. anything else, and any step whose kernel did not load, through the general path
- *    (ring-step-general.ts).
+ *    (ring-steps.ts).
  */
 export function stepConsumer(
   plan: RingPlan,
@@ -73,5 +81,342 @@ export async function runRingSteps(
 ): Promise<void> {
   for (const step of plan.steps) {
     if (step.end > step.start && previous !== null) await runStep(plan, step, previous, next, scratch);
+  }
+}
+
+/**
+ * Every step the faster kinds do not take (see stepConsumer in ring-steps.ts): copy steps that
+ * finish their values, bfloat16-wire steps the bfloat16 kernel does not take, reduce steps on raw
+ * bfloat16 work arrays, and any step whose WebAssembly kernels did not load. Whole elements are
+ * applied from a typed view of the chunk (an aligned copy when the chunk's offset is not a
+ * multiple of the element size); a partial element is carried to the next chunk.
+ */
+export function generalStep(
+  plan: RingPlan,
+  step: IncomingStep,
+  progress: StepProgress,
+  elementBytes: number,
+  scratch: RingScratch,
+): StepConsumer {
+  const { work } = plan;
+  const base = step.mode === 'reduce' ? plan.base : undefined;
+  const carry = new Uint8Array(4);
+  let carryLength = 0;
+  const apply = (buffer: ArrayBufferLike, byteOffset: number, length: number): void => {
+    const position = progress.position;
+    const incoming = typedView(work, step.wire, buffer, byteOffset, length);
+    const target = work.subarray(position, position + length);
+    if (base !== undefined) {
+      const own = base.subarray(position, position + length) as AccumulatorArray;
+      const wireKernels = step.wire === 'bfloat16' && work instanceof Float32Array ? reduceKernels() : null;
+      if (wireKernels !== null) {
+        // bfloat16 partial sums decoded into the SIMD kernel's input, reduced with this rank's own.
+        const reduce = wireKernels.reduce[floatKernelName(plan.reduceOp)];
+        for (let done = 0; done < length; done += REDUCE_BLOCK) {
+          const count = Math.min(REDUCE_BLOCK, length - done);
+          decodeBfloat16(
+            (incoming as Uint16Array).subarray(done, done + count),
+            wireKernels.inputFloats.subarray(0, count),
+          );
+          wireKernels.accumulatorFloats.set((own as Float32Array).subarray(done, done + count));
+          reduce(count);
+          (target as Float32Array).set(wireKernels.accumulatorFloats.subarray(0, count), done);
+        }
+      } else {
+        let other = incoming as AccumulatorArray;
+        if (step.wire === 'bfloat16') {
+          other = scratch.floats(length);
+          decodeBfloat16(incoming as Uint16Array, other);
+        }
+        reducePair(target as AccumulatorArray, own, other, plan.reduceOp);
+      }
+    } else if (step.wire === 'bfloat16') {
+      if (step.mode === 'copy') decodeBfloat16(incoming as Uint16Array, target as Float32Array);
+      else if (plan.reduceOp === 'sum' || plan.reduceOp === 'avg')
+        addBfloat16Into(target as Float32Array, incoming as Uint16Array);
+      else {
+        const floats = scratch.floats(length);
+        decodeBfloat16(incoming as Uint16Array, floats);
+        reduceInto(target as Float32Array, floats, plan.reduceOp);
+      }
+    } else if (step.mode === 'reduce')
+      reduceInto(target as Float32Array | Int32Array, incoming as Float32Array | Int32Array, plan.reduceOp);
+    else target.set(incoming as never);
+    step.finish?.(target);
+    progress.writeFinal(target);
+    progress.advance(length);
+    if (progress.batchDue()) progress.flush();
+  };
+  const consume = (chunk: Uint8Array): void => {
+    let offset = 0;
+    if (carryLength > 0) {
+      const take = Math.min(elementBytes - carryLength, chunk.length);
+      carry.set(chunk.subarray(0, take), carryLength);
+      carryLength += take;
+      offset = take;
+      if (carryLength < elementBytes) return;
+      apply(scratch.alignedCopy(carry.subarray(0, elementBytes)), 0, 1);
+      carryLength = 0;
+    }
+    const whole = Math.floor((chunk.length - offset) / elementBytes);
+    if (whole > 0) {
+      const byteOffset = chunk.byteOffset + offset;
+      const bytes = whole * elementBytes;
+      if (byteOffset % elementBytes === 0) apply(chunk.buffer, byteOffset, whole);
+      else apply(scratch.alignedCopy(chunk.subarray(offset, offset + bytes)), 0, whole);
+      offset += bytes;
+    }
+    if (offset < chunk.length) {
+      carry.set(chunk.subarray(offset), 0);
+      carryLength = chunk.length - offset;
+    }
+  };
+  return { bytes: (step.end - step.start) * elementBytes, consume, end: () => progress.flush() };
+}
+
+function typedView(
+  work: WorkArray,
+  wire: Wire,
+  buffer: ArrayBufferLike,
+  byteOffset: number,
+  length: number,
+): WorkArray {
+  if (wire === 'bfloat16' || work instanceof Uint16Array) return new Uint16Array(buffer, byteOffset, length);
+  if (work instanceof Int32Array) return new Int32Array(buffer, byteOffset, length);
+  return new Float32Array(buffer, byteOffset, length);
+}
+
+function floatKernelName(reduceOp: ReduceOp): 'sumFloat' | 'maxFloat' | 'minFloat' {
+  return reduceOp === 'max' ? 'maxFloat' : reduceOp === 'min' ? 'minFloat' : 'sumFloat';
+}
+
+/**
+ * [Note: bfloat16 steps in the kernel's memory] bfloat16 bytes land in the bfloat16
+ * kernel's input region (a native receive writes them there), and one kernel pass per block
+ * turns them into the work array's floats: a copy step decodes them; a sum's last reduce
+ * step adds them to this rank's own values and rounds the sums to bfloat16, writing both
+ * the rounded floats and their bfloat16 bits. What is forwarded in bfloat16 is copied from
+ * the kernel's memory to outgoing staging (the received bits, or the sums' bits) and sent
+ * from there, never encoded again from the work array.
+ */
+export function bfloat16KernelStep(
+  plan: RingPlan,
+  step: IncomingStep,
+  progress: StepProgress,
+  scratch: RingScratch,
+  kernels: Bfloat16Kernels,
+): StepConsumer {
+  const { work } = plan;
+  const { final, forwardWire } = progress;
+  const own = (plan.base ?? work) as Float32Array;
+  const copy = step.mode === 'copy';
+  const encoded = forwardWire === 'bfloat16' ? scratch.takeStaging(step.end - step.start) : null;
+  // [Note: scratch placement]: blocks of whole regions keep the arrays' page offsets, so the
+  // regions move off them for the step, as placed at its first element.
+  const bitsRegion = copy ? BFLOAT16_REGIONS.input : BFLOAT16_REGIONS.encoded;
+  const finalStart = final === undefined ? 0 : step.start - final.offset;
+  const pairs: [number, ArrayBufferView][] = [];
+  if (!copy) pairs.push([BFLOAT16_REGIONS.output, own.subarray(step.start)]);
+  if (encoded !== null) pairs.push([bitsRegion, encoded]);
+  if (final?.array instanceof Uint16Array) pairs.push([bitsRegion, final.array.subarray(finalStart)]);
+  else if (final !== undefined) pairs.push([BFLOAT16_REGIONS.output, final.array.subarray(finalStart)]);
+  else pairs.push([BFLOAT16_REGIONS.output, work.subarray(step.start)]);
+  const shift =
+    step.end - step.start < PLACEMENT_MINIMUM
+      ? 0
+      : placementShift(
+          pairs.map(([region]) => region),
+          pairs.map(([, array]) => array),
+        );
+  const views = kernels.at(shift);
+  const inputBytes = new Uint8Array(views.inputHalves.buffer, views.inputHalves.byteOffset, SIMD_BLOCK * 2);
+  // [Note: fast bfloat16 steps forward bfloat16] `flushEncoded` falls back to `flush`, which
+  // encodes from the work array; when results land in the caller's buffer (`final`) this path
+  // does not write the work array, so such a step may forward only bfloat16 (from `encoded`)
+  // or nothing. No plan builds another combination today; this keeps one from sending stale values.
+  if (final !== undefined && forwardWire !== null && forwardWire !== 'bfloat16') {
+    throw new Error(
+      `ring step [${step.start}, ${step.end}): a bfloat16 step with results in place forwards ${forwardWire}, breaking [Note: fast bfloat16 steps forward bfloat16]`,
+    );
+  }
+  const flushEncoded = (): void => {
+    if (encoded === null) progress.flush();
+    else progress.flushEncoded(encoded);
+  };
+  let pending = 0;
+  const advance = (count: number): void => {
+    pending += count;
+    const whole = Math.floor(pending / 2);
+    if (whole === 0) return;
+    const position = progress.position;
+    if (!copy) {
+      views.outputFloats.set(own.subarray(position, position + whole));
+      kernels.addRound(whole, shift);
+    }
+    const bits = (copy ? views.inputHalves : views.encodedHalves).subarray(0, whole);
+    encoded?.set(bits, position - step.start);
+    if (final?.array instanceof Uint16Array) final.array.set(bits, position - final.offset);
+    else {
+      if (copy) kernels.decode(whole, shift);
+      const floats = views.outputFloats.subarray(0, whole);
+      if (final !== undefined) final.array.set(floats, position - final.offset);
+      else work.subarray(position, position + whole).set(floats);
+    }
+    progress.advance(whole);
+    if (pending > whole * 2) inputBytes.copyWithin(0, whole * 2, pending);
+    pending -= whole * 2;
+    if (progress.batchDue()) flushEncoded();
+  };
+  return {
+    bytes: (step.end - step.start) * 2,
+    consume: (chunk) => feedRegion(chunk, inputBytes, () => pending, advance),
+    end: flushEncoded,
+    target: () => inputBytes.subarray(pending),
+    advance,
+  };
+}
+
+/**
+ * A copy step whose bytes travel as the work array holds them, with nothing to finish: they land
+ * in place, whole elements or not (no carry, no aligned copies), and a native receive writes
+ * them there directly.
+ */
+export function inPlaceCopyStep(plan: RingPlan, step: IncomingStep, progress: StepProgress): StepConsumer {
+  const { work } = plan;
+  const size = work.BYTES_PER_ELEMENT;
+  const bytes = new Uint8Array(
+    work.buffer,
+    work.byteOffset + step.start * size,
+    (step.end - step.start) * size,
+  );
+  let filled = 0;
+  const advance = (count: number): void => {
+    filled += count;
+    progress.filledInPlace(filled);
+    if (progress.batchDue()) progress.flush();
+  };
+  return {
+    bytes: bytes.length,
+    consume: (chunk) => {
+      bytes.set(chunk, filled);
+      advance(chunk.length);
+    },
+    end: () => progress.flush(),
+    target: () => bytes.subarray(filled),
+    advance,
+  };
+}
+
+/** Forwarded bytes per write (see [Note: forward batching]). */
+const FORWARD_BATCH_BYTES = 256 * 1024;
+
+/** Bytes per element of `work` in `wire`. */
+export function wireBytes(work: WorkArray, wire: Wire): number {
+  return wire === 'bfloat16' ? 2 : work.BYTES_PER_ELEMENT;
+}
+
+/**
+ * Feeds a socket read into a step's receive region: copies as much of `chunk` as the region has
+ * room for after its `filled()` bytes, lets `advance` apply those bytes (it moves what is left to
+ * the region's front and lowers `filled()`), and repeats until the chunk is used up. The step
+ * kinds that receive into a kernel's region (bfloat16, SIMD reduce) consume this way.
+ */
+export function feedRegion(
+  chunk: Uint8Array,
+  region: Uint8Array,
+  filled: () => number,
+  advance: (bytes: number) => void,
+): void {
+  let rest = chunk;
+  while (rest.length > 0) {
+    const take = Math.min(rest.length, region.length - filled());
+    region.set(rest.subarray(0, take), filled());
+    advance(take);
+    rest = rest.subarray(take);
+  }
+}
+
+/**
+ * How far one incoming step got: the elements of the work array processed so far, those already
+ * forwarded to the next rank, and the writes of final values ([Note: results in place]). Every
+ * step kind (ring-steps.ts) advances it as its bytes are applied.
+ *
+ * [Note: forward batching] Processed ranges are contiguous in the work array, so they are
+ * forwarded as one write per FORWARD_BATCH_BYTES instead of one per socket read: each write is a
+ * send() through the loopback TCP stack, and fewer, larger ones cost less CPU per byte.
+ */
+export class StepProgress {
+  /** The next element of the work array this step's bytes fill (elements, not bytes). */
+  #position: number;
+  /** Elements before this one were forwarded. */
+  #forwardedUpTo: number;
+  /** The wire processed ranges go to the next rank in, or null when nothing is forwarded. */
+  readonly forwardWire: Wire | null;
+  /** Wire bytes per forwarded element; 0 when nothing is forwarded. */
+  readonly #forwardBytes: number;
+  /** Where this step's final values go, when not the work array ([Note: results in place]). */
+  readonly final: RingPlan['final'];
+
+  constructor(
+    private readonly plan: RingPlan,
+    private readonly step: IncomingStep,
+    private readonly forward: ((bytes: Uint8Array) => void) | null,
+    private readonly scratch: RingScratch,
+  ) {
+    this.#position = step.start;
+    this.#forwardedUpTo = step.start;
+    this.forwardWire = forward === null ? null : step.forward;
+    this.#forwardBytes = this.forwardWire === null ? 0 : wireBytes(plan.work, this.forwardWire);
+    this.final =
+      plan.final !== undefined && (step.mode === 'copy' || step.finish !== undefined)
+        ? plan.final
+        : undefined;
+  }
+
+  get position(): number {
+    return this.#position;
+  }
+
+  /** `count` more elements were processed. */
+  advance(count: number): void {
+    this.#position += count;
+  }
+
+  /** `filled` bytes of the step landed in place: whole elements among them were processed. */
+  filledInPlace(filled: number): void {
+    this.#position = this.step.start + Math.floor(filled / this.plan.work.BYTES_PER_ELEMENT);
+  }
+
+  /** Whether a full batch of processed bytes waits to be forwarded ([Note: forward batching]). */
+  batchDue(): boolean {
+    return (this.#position - this.#forwardedUpTo) * this.#forwardBytes >= FORWARD_BATCH_BYTES;
+  }
+
+  /** See [Note: results in place]; `values` is work[position, position + length). */
+  writeFinal(values: WorkArray): void {
+    const final = this.final;
+    if (final === undefined) return;
+    const from = this.#position - final.offset;
+    const into = final.array.subarray(from, from + values.length);
+    if (into instanceof Uint16Array) encodeBfloat16(values as Float32Array, into);
+    else into.set(values as Float32Array);
+  }
+
+  /** Forwards what was processed since the last forward, encoded from the work array. */
+  flush(): void {
+    if (this.forwardWire === null || this.#position === this.#forwardedUpTo) return;
+    this.forward!(
+      encodeRange(this.plan.work, this.#forwardedUpTo, this.#position, this.forwardWire, this.scratch),
+    );
+    this.#forwardedUpTo = this.#position;
+  }
+
+  /** Forwards what was processed since the last forward from `encoded`, the step's bfloat16 bits. */
+  flushEncoded(encoded: Uint16Array): void {
+    if (this.#position === this.#forwardedUpTo) return;
+    const from = this.#forwardedUpTo - this.step.start;
+    const length = this.#position - this.#forwardedUpTo;
+    this.forward!(new Uint8Array(encoded.buffer, encoded.byteOffset + from * 2, length * 2));
+    this.#forwardedUpTo = this.#position;
   }
 }

@@ -5,6 +5,15 @@ import { openRendezvousStore } from '../../store/open-rendezvous-store.js';
 import type { Store } from '../../store/store.js';
 import type { BackendDefinition, GroupSetup } from '../backend-definition.js';
 import { CommunicationClient } from '../communication-client.js';
+import type { EngineInit } from '../engine/engine-base.js';
+import { type BlasSetting, blasReduceCountBuffer, blasSetting } from './native-blas.js';
+import { nativeHeaderCountBuffer } from './native-op.js';
+import {
+  localSendBufferReport,
+  nativeSetting,
+  resolveNativeSocketsModule,
+  sendBufferSetting,
+} from './native-sockets.js';
 import {
   formatEndpoint,
   localHostIdentity,
@@ -12,12 +21,7 @@ import {
   localPublishing,
   localTransportSetting,
   newLocalName,
-} from './local-peers.js';
-import { localSendBufferReport, sendBufferSetting } from './local-send-buffers.js';
-import { blasReduceCountBuffer, blasSetting } from './native-blas.js';
-import { nativeHeaderCountBuffer } from './native-header-counts.js';
-import { nativeSetting, resolveNativeSocketsModule } from './native-sockets.js';
-import type { TcpInit } from './tcp-init.js';
+} from './tcp-connections.js';
 
 /** The tcp backend's settings: how ranks find each other and authenticate. */
 export interface TcpConfig {
@@ -185,4 +189,41 @@ function resolveSecure(option: boolean | undefined, rank: number): boolean {
     actual: value,
     fix: 'set FSDP_SECURE=1 to encrypt the data connections (or run fsdp-run --secure), or unset it.',
   });
+}
+
+/** What a tcp engine starts with: the group's setup as the tcp backend resolved it (tcp-backend.ts). */
+export interface TcpInit extends EngineInit {
+  backend: 'tcp';
+  key: string;
+  secret: string;
+  host: string;
+  timeoutMs: number;
+  /** TLS on every data connection ([Note: secure data links]). */
+  secure: boolean;
+  /**
+   * Where koffi is installed, for the native data path ([Note: native data path]); undefined to
+   * move every byte through node:net.
+   */
+  nativeSockets?: string;
+  /** FSDP_TCP_NATIVE=1: fail the group's start when the native path cannot load. */
+  nativeRequired?: boolean;
+  /**
+   * FSDP_TCP_BLAS ([Note: blas reduce steps]): 'auto' adds float32 sums with OpenBLAS on the
+   * native path when it loads, 'required' fails the group's start when it cannot, 'off' never.
+   */
+  blas?: BlasSetting;
+  /** Reduce steps by path, shared with the main thread (blasReduceCounts). */
+  reduceCounts?: Int32Array;
+  /** Native header exchanges and their mismatches, shared with the main thread (nativeHeaderCounts). */
+  headerCounts?: Int32Array;
+  /** The abstract socket name to listen on too ([Note: local peer sockets]); none for TCP only. */
+  localName?: string;
+  /** This host's identity, matched against the peers' published ones. */
+  localIdentity?: string;
+  /** Connections by transport, shared with the main thread (localLinkCounts). */
+  linkCounts?: Int32Array;
+  /** FSDP_TCP_SEND_BUFFER: bytes each local link asks for, 0 for the kernel's default ([Note: local send buffers]). */
+  sendBufferBytes?: number;
+  /** The local links' send buffer sizes, shared with the main thread (localSendBufferBytes). */
+  sendBufferReport?: Int32Array;
 }

@@ -1,8 +1,14 @@
 import { CollectiveError } from '../../errors.js';
-import type { EngineContext, EngineInit } from '../engine/engine.js';
-import { EngineBase } from '../engine/engine-base.js';
-import type { FailureNotice, NoticeReply } from '../engine/failure-notice.js';
-import { expectedSendHeader, type OpHeader, sameOp } from '../engine/op-header.js';
+import {
+  EngineBase,
+  type EngineContext,
+  type EngineInit,
+  expectedSendHeader,
+  type FailureNotice,
+  type NoticeReply,
+  type OpHeader,
+  sameOp,
+} from '../engine/engine-base.js';
 import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
 import {
   abortMessageIn,
@@ -12,20 +18,16 @@ import {
   failureNoticeIn,
   MAX_EAGER_BYTES,
 } from './frame-header.js';
-import { enlargeLocalSendBuffers } from './local-send-buffers.js';
-import { LossBlame } from './loss-blame.js';
 import { engineReduce } from './native-blas.js';
 import { NativeOpPath } from './native-op.js';
-import { type NativeProfile, nativeProfile } from './native-profile.js';
-import { loadNativeSockets, type NativeSockets } from './native-sockets.js';
+import { enlargeLocalSendBuffers, loadNativeSockets, type NativeSockets } from './native-sockets.js';
 import { NodeNetFrames } from './node-net-frames.js';
-import { OpPreparation, type PreparedOp } from './op-preparation.js';
+import { OpPreparation, type PreparedOp, WorkArrays } from './op-preparation.js';
 import { PeerLink } from './peer-link.js';
 import { RingScratch } from './ring.js';
+import type { TcpInit } from './tcp-backend.js';
 import { connectPeers, PeerAcceptor } from './tcp-connections.js';
-import { TcpFailure } from './tcp-failure.js';
-import type { TcpInit } from './tcp-init.js';
-import { WorkArrays } from './work-arrays.js';
+import { LossBlame, TcpFailure } from './tcp-failure.js';
 
 type EngineState = 'listening' | 'connecting' | 'ready' | 'closed';
 
@@ -58,8 +60,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
   private readonly native: NativeOpPath | undefined;
   /** libc's socket calls when koffi loads and the links are plain ([Note: native data path]). */
   private readonly sockets: NativeSockets | undefined;
-  /** Per-phase totals when FSDP_TCP_PROFILE=1 ([Note: native profile]). */
-  private readonly profile: NativeProfile | undefined;
   /** The loss notice and when the links close after a failure ([Note: tcp failure state]). */
   private readonly failure: TcpFailure;
   /** Whom to blame for a lost connection ([Note: blaming a lost peer]). */
@@ -80,7 +80,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
     });
     const sockets = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
     this.sockets = sockets;
-    this.profile = nativeProfile(sockets);
     this.blame = new LossBlame(
       this.links,
       sockets,
@@ -108,7 +107,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
             sockets,
             scratch: this.scratch,
             abort: init.abort,
-            profile: this.profile,
             reduce: reduce.reduce,
             headerCounts: init.headerCounts,
             frames: this.frames,
@@ -150,12 +148,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
         connectPeers(endpoints, this.init),
       ]);
       for (const [peer, socket] of [...accepted, ...connected]) {
-        this.links[peer] = new PeerLink(
-          peer,
-          socket,
-          (link, error) => this.peerLost(link, error),
-          this.profile === undefined ? undefined : (bytes) => this.profile!.nodeNetRead(bytes),
-        );
+        this.links[peer] = new PeerLink(peer, socket, (link, error) => this.peerLost(link, error));
       }
       if (this.sockets !== undefined)
         enlargeLocalSendBuffers(
@@ -191,9 +184,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
   }
 
   close(): void {
-    if (this.profile !== undefined && this.state !== 'closed')
-      process.stderr.write(`${this.profile.report(this.init.rank)}\n`);
-
     this.state = 'closed';
     this.failure.engineClosed();
     for (const link of this.links) link?.close();
@@ -289,7 +279,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
   /** An op, failing with the blame's verdict when a lost connection failed it ([Note: eager first segment]). */
   protected override async execute(op: OpMessage, seq: number): Promise<void> {
     try {
-      await this.executeProfiled(op, seq);
+      await this.executeOp(op, seq);
       // [Note: clean departure] Every byte the op owes a peer is in the kernel before its Work
       // completes (a barrier's header, say, that node:net could not write at once).
       for (const link of this.links) if (link?.hasPendingWrites() === true) await link.flushed();
@@ -298,18 +288,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
       const verdict = this.blame.deciding;
       if (verdict !== undefined) throw await verdict;
       throw error;
-    }
-  }
-
-  private async executeProfiled(op: OpMessage, seq: number): Promise<void> {
-    if (this.profile === undefined || op.kind === 'barrier') return this.executeOp(op, seq);
-    const started = this.profile.mark();
-    this.profile.opStarted();
-    try {
-      await this.executeOp(op, seq);
-    } finally {
-      this.profile.opEnded();
-      this.profile.add('op', started);
     }
   }
 
@@ -380,7 +358,7 @@ function failureMessageIn(unread: Buffer, peer: number): string | undefined {
   }
 }
 
-/** The tcp backend's engine module entry (see engine.ts). */
+/** The tcp backend's engine module entry (see engine-base.ts). */
 export function createEngine(init: EngineInit, context: EngineContext): TcpEngine {
   return new TcpEngine(init as TcpInit, context);
 }

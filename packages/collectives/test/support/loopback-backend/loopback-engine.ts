@@ -2,10 +2,16 @@ import type { MessagePort } from 'node:worker_threads';
 import { CollectiveError } from '../../../src/errors.js';
 import type { CollectiveBuffer } from '../../../src/index.js';
 import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../../../src/internal/bfloat16.js';
-import type { EngineContext, EngineInit } from '../../../src/internal/engine/engine.js';
-import { EngineBase } from '../../../src/internal/engine/engine-base.js';
-import type { FailureNotice, NoticeReply } from '../../../src/internal/engine/failure-notice.js';
-import { expectedSendHeader, type OpHeader, sameOp } from '../../../src/internal/engine/op-header.js';
+import {
+  EngineBase,
+  type EngineContext,
+  type EngineInit,
+  expectedSendHeader,
+  type FailureNotice,
+  type NoticeReply,
+  type OpHeader,
+  sameOp,
+} from '../../../src/internal/engine/engine-base.js';
 import type { OpMessage } from '../../../src/internal/op-message.js';
 import { finishAverage, reduceInto } from '../../../src/internal/reduce-kernels.js';
 
@@ -302,7 +308,7 @@ function writeValues(values: Contribution, target: CollectiveBuffer, _op?: OpMes
   else target.set(values as never);
 }
 
-/** This engine module's entry (see src/internal/engine/engine.ts). */
+/** This engine module's entry (see src/internal/engine/engine-base.ts). */
 export function createEngine(init: EngineInit, context: EngineContext): LoopbackEngine {
   const engine = new LoopbackEngine(init as LoopbackInit);
   context.notify({ type: 'ready' });
