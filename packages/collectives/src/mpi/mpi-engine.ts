@@ -133,116 +133,111 @@ class MpiEngine extends EngineBase<MpiInit> {
     this.checkHeaders(op, mine, headers);
   }
 
-  private async collective(op: OpMessage): Promise<void> {
-    const { mpi } = this;
-    const { float, int, uint16, sum, max, min } = mpi.handles;
+  /** Starts one MPI call on a fresh request and progresses it to completion. */
+  private async mpiCall(
+    call: string,
+    start: (request: BigUint64Array) => number,
+    peer?: number,
+  ): Promise<void> {
     const request = new BigUint64Array(1);
+    this.check(start(request), call);
+    await this.complete(request, peer);
+  }
+
+  /** The MPI type of the op's elements as they are stored (bfloat16 as 16-bit integers). */
+  private elementType(op: OpMessage): unknown {
+    const { uint16, int, float } = this.mpi.handles;
+    return op.dtype === 'bfloat16' ? uint16 : op.dtype === 'int32' ? int : float;
+  }
+
+  private async collective(op: OpMessage): Promise<void> {
+    const { mpi, comm } = this;
+    const { float, int, uint16, sum, max, min } = mpi.handles;
+    const { count, root } = op;
     const reduction = op.reduceOp === 'max' ? max : op.reduceOp === 'min' ? min : sum;
     const size = this.init.size;
-    const reducedAs = (buffer: CollectiveBuffer | null) =>
-      op.dtype === 'int32' ? buffer : buffer instanceof Uint16Array ? widen(buffer) : buffer;
+    const wire = op.wireDtype === 'bfloat16';
+    // [Note: mpi bfloat16] Reductions run in float32: bfloat16 buffers are widened to a scratch,
+    // float32 ones with bfloat16 on the wire are rounded before and after (as if they crossed it).
+    const reducedAs = (buffer: CollectiveBuffer) =>
+      (buffer instanceof Uint16Array ? widen(buffer) : buffer) as Float32Array | Int32Array;
     const finish = (values: Float32Array | Int32Array, into: CollectiveBuffer) => {
       if (op.reduceOp === 'avg') for (let index = 0; index < values.length; index++) values[index]! /= size;
       if (into instanceof Uint16Array) encodeBfloat16(values as Float32Array, into);
       else {
-        if (op.wireDtype === 'bfloat16') roundToBfloat16InPlace(values as Float32Array);
+        if (wire) roundToBfloat16InPlace(values as Float32Array);
         if (values !== into) into.set(values);
       }
     };
-    const reduceType = op.dtype === 'int32' ? int : float;
+    const type = op.dtype === 'int32' ? int : float;
+    const input = op.input!;
+    const output = op.output!;
     switch (op.kind) {
       case 'barrier':
-        this.check(mpi.ibarrier(this.comm, request), 'MPI_Ibarrier');
-        await this.complete(request);
-        return;
+        return this.mpiCall('MPI_Ibarrier', (request) => mpi.ibarrier(comm, request));
       case 'allReduce': {
-        const output = op.output!;
-        const values = reducedAs(output) as Float32Array | Int32Array;
-        if (op.wireDtype === 'bfloat16') roundToBfloat16InPlace(values as Float32Array);
-        this.check(
-          mpi.iallreduce(null, values, op.count, reduceType, reduction, this.comm, request),
-          'MPI_Iallreduce',
+        const values = reducedAs(output);
+        if (wire) roundToBfloat16InPlace(values as Float32Array);
+        await this.mpiCall('MPI_Iallreduce', (request) =>
+          mpi.iallreduce(null, values, count, type, reduction, comm, request),
         );
-        await this.complete(request);
-        finish(values, output);
-        return;
+        return finish(values, output);
       }
       case 'reduceScatter': {
-        const input = op.input!;
-        const output = op.output!;
-        let values = reducedAs(input) as Float32Array | Int32Array;
-        if (op.wireDtype === 'bfloat16') {
-          values = Float32Array.from(values as Float32Array);
-          roundToBfloat16InPlace(values);
-        }
+        const values = wire ? Float32Array.from(input as Float32Array) : reducedAs(input);
+        if (wire) roundToBfloat16InPlace(values as Float32Array);
         // MPI forbids aliased buffers; in place (output inside input) reduces into a scratch.
         const target =
-          output instanceof Uint16Array || overlaps(input, output) ? scratchLike(values, op.count) : output;
-        this.check(
-          mpi.ireduceScatterBlock(values, target, op.count, reduceType, reduction, this.comm, request),
-          'MPI_Ireduce_scatter_block',
+          output instanceof Uint16Array || overlaps(input, output) ? scratchLike(values, count) : output;
+        await this.mpiCall('MPI_Ireduce_scatter_block', (request) =>
+          mpi.ireduceScatterBlock(values, target, count, type, reduction, comm, request),
         );
-        await this.complete(request);
-        finish(target as Float32Array | Int32Array, output);
-        return;
+        return finish(target as Float32Array | Int32Array, output);
       }
       case 'allGather': {
-        const input = op.input!;
-        const output = op.output!;
-        if (op.wireDtype === 'bfloat16') {
-          const bits = new Uint16Array(op.count);
+        if (wire) {
+          const bits = new Uint16Array(count);
           encodeBfloat16(input as Float32Array, bits);
-          const gathered = new Uint16Array(op.count * size);
-          this.check(mpi.iallgather(bits, op.count, uint16, gathered, this.comm, request), 'MPI_Iallgather');
-          await this.complete(request);
-          decodeBfloat16(gathered, output as Float32Array);
-          return;
+          const gathered = new Uint16Array(count * size);
+          await this.mpiCall('MPI_Iallgather', (request) =>
+            mpi.iallgather(bits, count, uint16, gathered, comm, request),
+          );
+          return decodeBfloat16(gathered, output as Float32Array);
         }
-        const type = op.dtype === 'bfloat16' ? uint16 : op.dtype === 'int32' ? int : float;
-        const inPlace = isBlock(output, input, this.init.rank);
-        this.check(
-          mpi.iallgather(inPlace ? null : input, op.count, type, output, this.comm, request),
-          'MPI_Iallgather',
+        const mine = isBlock(output, input, this.init.rank) ? null : input;
+        return this.mpiCall('MPI_Iallgather', (request) =>
+          mpi.iallgather(mine, count, this.elementType(op), output, comm, request),
         );
-        await this.complete(request);
-        return;
       }
       case 'broadcast': {
-        const buffer = op.output!;
-        const root = this.init.rank === op.root;
-        if (op.wireDtype === 'bfloat16') {
-          const bits = new Uint16Array(op.count);
-          if (root) encodeBfloat16(buffer as Float32Array, bits);
-          this.check(mpi.ibcast(bits, op.count, uint16, op.root, this.comm, request), 'MPI_Ibcast');
-          await this.complete(request);
-          decodeBfloat16(bits, buffer as Float32Array);
-          return;
-        }
-        const type = op.dtype === 'bfloat16' ? uint16 : op.dtype === 'int32' ? int : float;
-        this.check(mpi.ibcast(buffer, op.count, type, op.root, this.comm, request), 'MPI_Ibcast');
-        await this.complete(request);
-        return;
+        if (!wire)
+          return this.mpiCall('MPI_Ibcast', (request) =>
+            mpi.ibcast(output, count, this.elementType(op), root, comm, request),
+          );
+        const bits = new Uint16Array(count);
+        if (this.init.rank === root) encodeBfloat16(output as Float32Array, bits);
+        await this.mpiCall('MPI_Ibcast', (request) => mpi.ibcast(bits, count, uint16, root, comm, request));
+        return decodeBfloat16(bits, output as Float32Array);
       }
       default:
         throw new Error(`the mpi engine has no schedule for ${op.kind}`);
     }
   }
 
-  private async sendRecv(op: OpMessage, direction: 'send' | 'recv'): Promise<void> {
-    const { mpi } = this;
-    const type =
-      op.dtype === 'bfloat16'
-        ? mpi.handles.uint16
-        : op.dtype === 'int32'
-          ? mpi.handles.int
-          : mpi.handles.float;
-    const request = new BigUint64Array(1);
-    const code =
-      direction === 'send'
-        ? mpi.isend(op.input, op.count, type, op.peer, PAYLOAD_TAG, this.comm, request)
-        : mpi.irecv(op.output, op.count, type, op.peer, PAYLOAD_TAG, this.comm, request);
-    this.check(code, direction === 'send' ? 'MPI_Isend' : 'MPI_Irecv');
-    await this.complete(request, op.peer);
+  private sendRecv(op: OpMessage, direction: 'send' | 'recv'): Promise<void> {
+    const { mpi, comm } = this;
+    const type = this.elementType(op);
+    return direction === 'send'
+      ? this.mpiCall(
+          'MPI_Isend',
+          (request) => mpi.isend(op.input, op.count, type, op.peer, PAYLOAD_TAG, comm, request),
+          op.peer,
+        )
+      : this.mpiCall(
+          'MPI_Irecv',
+          (request) => mpi.irecv(op.output, op.count, type, op.peer, PAYLOAD_TAG, comm, request),
+          op.peer,
+        );
   }
 
   /** Receives one message from each of `peers` on HEADER_TAG; by group rank, null for the others. */

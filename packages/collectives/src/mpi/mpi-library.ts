@@ -47,72 +47,8 @@ export interface MpiHandles {
   errorsReturn: Handle;
 }
 
-/** The MPI calls this package makes, typed; each returns MPI's error code (0 = MPI_SUCCESS). */
-export interface MpiLibrary {
-  readonly path: string;
-  readonly handles: MpiHandles;
-  initThread(required: number, provided: Int32Array): number;
-  initialized(flag: Int32Array): number;
-  finalized(flag: Int32Array): number;
-  finalize(): number;
-  commRank(comm: Handle, into: Int32Array): number;
-  commSize(comm: Handle, into: Int32Array): number;
-  commGroup(comm: Handle, into: Slot): number;
-  groupIncl(group: Slot, count: number, ranks: Int32Array, into: Slot): number;
-  groupFree(group: Slot): number;
-  commCreateGroup(comm: Handle, group: Slot, tag: number, into: Slot): number;
-  commFree(comm: Slot): number;
-  /** MPI_ERRORS_RETURN on `comm`: a failed call returns its code instead of ending the job. */
-  returnErrors(comm: Slot): number;
-  /** `input === null`: MPI_IN_PLACE. */
-  iallreduce(
-    input: Buffer,
-    output: Buffer,
-    count: number,
-    type: Handle,
-    op: Handle,
-    comm: Slot,
-    request: Slot,
-  ): number;
-  /** `input === null`: MPI_IN_PLACE (this rank's block of `output` is its input). */
-  iallgather(input: Buffer, count: number, type: Handle, output: Buffer, comm: Slot, request: Slot): number;
-  ireduceScatterBlock(
-    input: Buffer,
-    output: Buffer,
-    count: number,
-    type: Handle,
-    op: Handle,
-    comm: Slot,
-    request: Slot,
-  ): number;
-  ibcast(buffer: Buffer, count: number, type: Handle, root: number, comm: Slot, request: Slot): number;
-  ibarrier(comm: Slot, request: Slot): number;
-  isend(
-    buffer: Buffer,
-    count: number,
-    type: Handle,
-    peer: number,
-    tag: number,
-    comm: Slot,
-    request: Slot,
-  ): number;
-  irecv(
-    buffer: Buffer,
-    count: number,
-    type: Handle,
-    peer: number,
-    tag: number,
-    comm: Slot,
-    request: Slot,
-  ): number;
-  /** MPI_Testall over `count` requests of `requests`; `flag[0]` 1 once all completed. */
-  testall(count: number, requests: Slot, flag: Int32Array): number;
-  /** MPI_Test of one request; `status` receives MPI_Status (Open MPI: source, tag, error, ...). */
-  test(request: Slot, flag: Int32Array, status: Int32Array): number;
-  cancel(request: Slot): number;
-  requestFree(request: Slot): number;
-  errorString(code: number): string;
-}
+/** The MPI calls this package makes; each returns MPI's error code (0 = MPI_SUCCESS). */
+export type MpiLibrary = ReturnType<typeof loadMpiLibrary>;
 
 /** Where koffi is installed, resolved from this package on the main thread (undefined: missing). */
 export function resolveKoffi(): string | undefined {
@@ -130,7 +66,7 @@ export function mpiLibraryPath(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /** Opens the MPI library through koffi at `koffiPath`; a CollectiveError naming the fix otherwise. */
-export function loadMpiLibrary(koffiPath: string | undefined, path: string, rank?: number): MpiLibrary {
+export function loadMpiLibrary(koffiPath: string | undefined, path: string, rank?: number) {
   const where = rank === undefined ? {} : { rank };
   if (koffiPath === undefined) {
     throw new CollectiveError(
@@ -222,40 +158,76 @@ export function loadMpiLibrary(koffiPath: string | undefined, path: string, rank
   return {
     path,
     handles,
-    initThread: (required, provided) => initThread(null, null, required, provided),
-    initialized: (flag) => initialized(flag),
-    finalized: (flag) => finalized(flag),
+    initThread: (required: number, provided: Int32Array) => initThread(null, null, required, provided),
+    initialized: (flag: Int32Array) => initialized(flag),
+    finalized: (flag: Int32Array) => finalized(flag),
     finalize: () => finalize(),
-    commRank: (comm, into) => commRank(comm, into),
-    commSize: (comm, into) => commSize(comm, into),
-    commGroup: (comm, into) => commGroup(comm, into),
-    groupIncl: (group, count, ranks, into) => groupIncl(value(group), count, ranks, into),
-    groupFree: (group) => groupFree(group),
-    commCreateGroup: (comm, group, tag, into) => commCreateGroup(comm, value(group), tag, into),
-    commFree: (comm) => commFree(comm),
-    returnErrors: (comm) => setErrhandler(value(comm), handles.errorsReturn),
-    iallreduce: (input, output, count, type, op, comm, request) =>
+    commRank: (comm: Handle, into: Int32Array) => commRank(comm, into),
+    commSize: (comm: Handle, into: Int32Array) => commSize(comm, into),
+    commGroup: (comm: Handle, into: Slot) => commGroup(comm, into),
+    groupIncl: (group: Slot, count: number, ranks: Int32Array, into: Slot) =>
+      groupIncl(value(group), count, ranks, into),
+    groupFree: (group: Slot) => groupFree(group),
+    commCreateGroup: (comm: Handle, group: Slot, tag: number, into: Slot) =>
+      commCreateGroup(comm, value(group), tag, into),
+    commFree: (comm: Slot) => commFree(comm),
+    /** MPI_ERRORS_RETURN on `comm`: a failed call returns its code instead of ending the job. */
+    returnErrors: (comm: Slot) => setErrhandler(value(comm), handles.errorsReturn),
+    /** `input === null`: MPI_IN_PLACE. */
+    iallreduce: (
+      input: Buffer,
+      output: Buffer,
+      count: number,
+      type: Handle,
+      op: Handle,
+      comm: Slot,
+      request: Slot,
+    ) =>
       input === null
         ? allreduceInPlace(MPI_IN_PLACE, output, count, type, op, value(comm), request)
         : allreduce(input, output, count, type, op, value(comm), request),
-    iallgather: (input, count, type, output, comm, request) =>
+    /** `input === null`: MPI_IN_PLACE (this rank's block of `output` is its input). */
+    iallgather: (input: Buffer, count: number, type: Handle, output: Buffer, comm: Slot, request: Slot) =>
       input === null
         ? allgatherInPlace(MPI_IN_PLACE, count, type, output, count, type, value(comm), request)
         : allgather(input, count, type, output, count, type, value(comm), request),
-    ireduceScatterBlock: (input, output, count, type, op, comm, request) =>
-      reduceScatter(input, output, count, type, op, value(comm), request),
-    ibcast: (buffer, count, type, root, comm, request) =>
+    ireduceScatterBlock: (
+      input: Buffer,
+      output: Buffer,
+      count: number,
+      type: Handle,
+      op: Handle,
+      comm: Slot,
+      request: Slot,
+    ) => reduceScatter(input, output, count, type, op, value(comm), request),
+    ibcast: (buffer: Buffer, count: number, type: Handle, root: number, comm: Slot, request: Slot) =>
       bcast(buffer, count, type, root, value(comm), request),
-    ibarrier: (comm, request) => barrier(value(comm), request),
-    isend: (buffer, count, type, peer, tag, comm, request) =>
-      send(buffer, count, type, peer, tag, value(comm), request),
-    irecv: (buffer, count, type, peer, tag, comm, request) =>
-      recv(buffer, count, type, peer, tag, value(comm), request),
-    testall: (count, requests, flag) => testall(count, requests, flag, null),
-    test: (request, flag, status) => test(request, flag, status),
-    cancel: (request) => cancel(request),
-    requestFree: (request) => requestFree(request),
-    errorString: (code) => {
+    ibarrier: (comm: Slot, request: Slot) => barrier(value(comm), request),
+    isend: (
+      buffer: Buffer,
+      count: number,
+      type: Handle,
+      peer: number,
+      tag: number,
+      comm: Slot,
+      request: Slot,
+    ) => send(buffer, count, type, peer, tag, value(comm), request),
+    irecv: (
+      buffer: Buffer,
+      count: number,
+      type: Handle,
+      peer: number,
+      tag: number,
+      comm: Slot,
+      request: Slot,
+    ) => recv(buffer, count, type, peer, tag, value(comm), request),
+    /** MPI_Testall over `count` requests; `flag[0]` becomes 1 once all completed. */
+    testall: (count: number, requests: Slot, flag: Int32Array) => testall(count, requests, flag, null),
+    /** MPI_Test of one request; `status` receives MPI_Status (Open MPI: source, tag, error, ...). */
+    test: (request: Slot, flag: Int32Array, status: Int32Array) => test(request, flag, status),
+    cancel: (request: Slot) => cancel(request),
+    requestFree: (request: Slot) => requestFree(request),
+    errorString: (code: number): string => {
       const text = new Uint8Array(512);
       const length = new Int32Array(1);
       if (errorString(code, text, length) !== 0) return `MPI error ${code}`;
