@@ -42,7 +42,7 @@ function nonNegativeNumber(value: string): number {
 export function trainCommand(): Command {
   return new Command('train-gpt')
     .description(
-      'Train a GPT with FullyShardedDataParallel on local worker processes (fsdp-run, tcp on loopback).',
+      'Train a GPT with FullyShardedDataParallel on local worker processes (fsdp-run and tcp on loopback, or mpirun and mpi).',
     )
     .option('-w, --world-size <n>', 'worker processes', positiveInteger, 2)
     .option('-s, --steps <n>', 'optimizer steps', positiveInteger, 800)
