@@ -295,7 +295,12 @@ interface MpiResults {
   targets: { target: string; figure: string; met?: boolean | null }[];
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!;
+/** The median as the benchmarks compute it (the mean of the middle two of an even count). */
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
 
 function renderMpi(results: MpiResults): Rendered {
   const mpi = results.mpi;
