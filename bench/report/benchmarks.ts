@@ -15,6 +15,7 @@ interface Spread {
 const spread = (value: Spread, digits = 2, scale = 1) =>
   `${(value.median / scale).toFixed(digits)} (${(value.min / scale).toFixed(digits)}–${(value.max / scale).toFixed(digits)})`;
 const ratio = (value: number, peer: number) => `${(value / peer).toFixed(2)}×`;
+/** The median as the benchmarks compute it (the mean of the middle two of an even count). */
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = sorted.length >> 1;
@@ -299,12 +300,76 @@ function renderCollectives(results: CollectivesResults): Rendered {
     notes: [
       `Sizes ${results.config.sizes.map(sizeLabel).join(', ')}; single-core memcpy ${peerSpread(results.memcpy)} GB/s. The JSON also holds the bfloat16 variants, arena buffers, in-place forms and every peer's before/after figure.`,
     ],
-    tables,
+    // The mpi rows of a full run (with Open MPI as their peer), when mpirun was there.
+    tables: [...tables, ...renderMpi(results as unknown as MpiResults).tables],
     targets: results.targets.map((target) => ({
       name: target.target,
       met: target.met ?? undefined,
       figure: target.figure,
     })),
+  };
+}
+
+// ------------------------------------------- @fsdp-ts/collectives, mpi backend (mpi-comparison.ts)
+interface MpiResults {
+  mpi?: {
+    rows: { worldSize: number; op: string; bytes: number; mpiBusbw: number; mpi4pyBusbw: number }[];
+    tcpAllReduce: { worldSize: number; bytes: number; tcpBusbw: number }[];
+    fsdpStep?: { mpi: number[]; tcp: number[] };
+    mpirunFlags: string[];
+  };
+  targets: { target: string; figure: string; met?: boolean | null }[];
+}
+
+function renderMpi(results: MpiResults): Rendered {
+  const mpi = results.mpi;
+  const targets = results.targets
+    .filter((target) => /mpi|default backend/.test(target.target))
+    .map((target) => ({ name: target.target, met: target.met ?? undefined, figure: target.figure }));
+  if (mpi === undefined) return { tables: [], targets };
+  const openMpi = (worldSize: number, bytes: number) =>
+    mpi.rows.find((row) => row.worldSize === worldSize && row.op === 'allReduce' && row.bytes === bytes);
+  const tables = [...new Set(mpi.rows.map((row) => row.worldSize))].map((worldSize) => ({
+    title: `mpi backend, world size ${worldSize}: float32 bus bandwidth (under mpirun ${mpi.mpirunFlags.join(' ')})`,
+    columns: ['backend', 'op', 'size', 'busbw GB/s'],
+    peerColumn: 'Open MPI called directly (mpi4py), same mpirun, interleaved, GB/s; row / peer',
+    rows: [
+      ...mpi.rows
+        .filter((row) => row.worldSize === worldSize)
+        .map((row) => ({
+          cells: ['mpi', row.op, sizeLabel(row.bytes), row.mpiBusbw.toFixed(2)],
+          peer: `${row.mpi4pyBusbw.toFixed(2)}; ${ratio(row.mpiBusbw, row.mpi4pyBusbw)}`,
+        })),
+      ...mpi.tcpAllReduce
+        .filter((row) => row.worldSize === worldSize)
+        .map((row) => {
+          const peer = openMpi(worldSize, row.bytes);
+          return {
+            cells: ['tcp (fsdp-run)', 'allReduce', sizeLabel(row.bytes), row.tcpBusbw.toFixed(2)],
+            peer:
+              peer === undefined
+                ? undefined
+                : `${peer.mpi4pyBusbw.toFixed(2)}; ${ratio(row.tcpBusbw, peer.mpi4pyBusbw)}`,
+          };
+        }),
+    ],
+  }));
+  if (mpi.fsdpStep !== undefined)
+    tables.push({
+      title: 'FSDP communication-bound step (reference GPT, full-shard, 1 × 16 per rank, W=2), tokens/s',
+      columns: ['backend', 'op', 'size', 'tokens/s'],
+      peerColumn: 'tcp under fsdp-run, same run, alternating; row / peer',
+      rows: [
+        {
+          cells: ['mpi', 'training step', '–', median(mpi.fsdpStep.mpi).toFixed(0)],
+          peer: `${median(mpi.fsdpStep.tcp).toFixed(0)}; ${ratio(median(mpi.fsdpStep.mpi), median(mpi.fsdpStep.tcp))}`,
+        },
+      ],
+    });
+  return {
+    notes: ["Medians of the rounds' medians; each op after a barrier, timed on rank 0, on both sides."],
+    tables,
+    targets,
   };
 }
 
@@ -702,6 +767,12 @@ export const benchmarks: Benchmark[] = [
     command: 'npm run bench:collectives',
     render: renderer(renderCollectives),
     headline: headliner(headlineCollectives),
+  },
+  {
+    file: 'collectives-mpi.json',
+    title: '@fsdp-ts/collectives: the mpi backend against Open MPI called directly',
+    command: 'npm run bench:collectives -- --mpi-only',
+    render: renderer(renderMpi),
   },
   {
     file: 'nn-gpt-training.json',

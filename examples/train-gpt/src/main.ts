@@ -1,6 +1,6 @@
 /**
- * `npm run demo`: starts `fsdp-run --nproc-per-node W worker.ts …` (tcp process group on loopback)
- * and renders rank 0's progress messages as a live progress bar. Every option is passed on to the
+ * `npm run demo`: starts `fsdp-run --nproc-per-node W worker.ts …` (tcp process group on loopback;
+ * with `--launcher mpirun`, `mpirun -np W node worker.ts …`, the mpi backend) and renders rank 0's progress messages as a live progress bar. Every option is passed on to the
  * workers unchanged; see `--help`.
  */
 
@@ -24,11 +24,22 @@ async function main(): Promise<number> {
     return 2;
   }
   const worker = fileURLToPath(new URL('./worker.ts', import.meta.url));
-  const child = spawn(
-    process.execPath,
-    [...fsdpRunCommand(), '--nproc-per-node', String(options.worldSize), worker, ...argv],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  const child =
+    options.launcher === 'mpirun'
+      ? spawn(
+          'mpirun',
+          [...mpirunFlags(options.worldSize), process.execPath, ...process.execArgv, worker, ...argv],
+          {
+            stdio: ['ignore', 'pipe', 'inherit'],
+          },
+        )
+      : spawn(
+          process.execPath,
+          [...fsdpRunCommand(), '--nproc-per-node', String(options.worldSize), worker, ...argv],
+          {
+            stdio: ['ignore', 'pipe', 'inherit'],
+          },
+        );
   const bar = new ProgressBar(process.stdout, options.progress);
   let metric = 'eval pending';
   let succeeded = false;
@@ -86,6 +97,15 @@ async function main(): Promise<number> {
   if (code === 0 && succeeded)
     process.stdout.write(`finished in ${formatDuration((performance.now() - started) / 1000)}\n`);
   return code;
+}
+
+/**
+ * One host's mpirun: W ranks, however many cores there are, not bound to one core each (a rank
+ * runs several threads); root may run it (containers, CI).
+ */
+function mpirunFlags(worldSize: number): string[] {
+  const root = process.getuid?.() === 0 ? ['--allow-run-as-root'] : [];
+  return [...root, '--oversubscribe', '--bind-to', 'none', '-np', String(worldSize)];
 }
 
 process.exitCode = await main();

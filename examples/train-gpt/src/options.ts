@@ -21,6 +21,7 @@ export interface TrainOptions {
   seed: number;
   progress: 'bar' | 'lines' | 'none';
   fresh: boolean;
+  launcher: 'fsdp-run' | 'mpirun';
 }
 
 function positiveInteger(value: string): number {
@@ -41,7 +42,7 @@ function nonNegativeNumber(value: string): number {
 export function trainCommand(): Command {
   return new Command('train-gpt')
     .description(
-      'Train a GPT with FullyShardedDataParallel on local worker processes (fsdp-run, tcp on loopback).',
+      'Train a GPT with FullyShardedDataParallel on local worker processes (fsdp-run and tcp on loopback, or mpirun and mpi).',
     )
     .option('-w, --world-size <n>', 'worker processes', positiveInteger, 2)
     .option('-s, --steps <n>', 'optimizer steps', positiveInteger, 800)
@@ -68,6 +69,14 @@ export function trainCommand(): Command {
     .option('--seed <n>', 'model initialisation seed', nonNegativeNumber, 0)
     .addOption(
       new Option('--progress <style>', 'progress display').choices(['bar', 'lines', 'none']).default('bar'),
+    )
+    .addOption(
+      new Option(
+        '--launcher <name>',
+        'how the ranks start: fsdp-run (tcp backend) or mpirun (Open MPI, mpi backend)',
+      )
+        .choices(['fsdp-run', 'mpirun'])
+        .default('fsdp-run'),
     );
 }
 

@@ -110,6 +110,18 @@ it('prints what the README quotes, deterministically, resumes from its checkpoin
   expect(second.log).toContain('done: loss');
 });
 
+// The same short demo with its ranks started by mpirun (the mpi backend, Open MPI): at W=2 every
+// sum has two terms, so its output is the README's block too, number for number.
+it('runs under mpirun (--launcher mpirun) and prints what the README quotes', async () => {
+  const demo = readmeDemo();
+  const out = mkdtempSync(join(tmpdir(), 'train-gpt-mpi-'));
+  const result = await run(withOption(withOption(demo.args, '--out', out), '--launcher', 'mpirun'));
+  expect(result.code, result.log).toBe(0);
+  expect(withoutTimings(result.stdout)).toEqual(withoutTimings(demo.quoted));
+  const summary = JSON.parse(readFileSync(join(out, 'metrics.json'), 'utf8')) as RunSummary;
+  expect(summary.worldSize).toBe(2);
+});
+
 it('rejects an invalid flag before starting any process', async () => {
   const { code, log } = await run(['--strategy', 'zero-4']);
   expect(code).not.toBe(0);

@@ -16,7 +16,10 @@
  * Options: --quick (256 KiB, 4 MiB, 16 MiB only in the sweep; the gloo comparison keeps 1, 16 and
  * 64 MiB), --backends shm,tcp, --worlds 2,3, --no-gloo, --no-secure, --secure-only (just the secure
  * comparison and its target), --small-ops-only (just the per-op fixed cost), --gloo-only (just the
- * tcp vs gloo comparison at 1, 16 and 64 MiB, W=2 and 3, three interleaved rounds, and its targets).
+ * tcp vs gloo comparison at 1, 16 and 64 MiB, W=2 and 3, three interleaved rounds, and its targets),
+ * --no-mpi, --mpi-only (just the mpi comparison: mpi backend vs Open MPI through mpi4py, interleaved,
+ * all-reduce, all-gather and reduce-scatter at 1, 16 and 64 MiB, W=2 and 3; the tcp all-reduce at
+ * 16 MiB; FSDP's communication-bound step on mpi and tcp; see mpi-comparison.ts).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -29,6 +32,13 @@ import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
 import { glooUnavailable } from './gloo.js';
 import { compareWithGloo, type GlooComparison, printGlooComparison } from './gloo-comparison.js';
 import { measureCopyPeer, shmCeiling } from './memory-peer.js';
+import {
+  compareWithMpi,
+  type MpiComparison,
+  mpiTargets,
+  mpiUnavailable,
+  printMpiComparison,
+} from './mpi-comparison.js';
 import type { RawSocketResult } from './raw-socket.js';
 import {
   combineShmPeers,
@@ -49,8 +59,9 @@ const quick = flag('--quick');
 const smallOpsOnly = flag('--small-ops-only');
 const secureOnly = flag('--secure-only');
 const glooOnly = flag('--gloo-only');
+const mpiOnly = flag('--mpi-only');
 const backends =
-  secureOnly || smallOpsOnly || glooOnly
+  secureOnly || smallOpsOnly || glooOnly || mpiOnly
     ? []
     : argv.includes('--backends')
       ? listOption('--backends', 'shm,tcp')
@@ -217,7 +228,7 @@ const glooIterations = glooOnly
   ? { iterations: 15, warmup: 5, warmupBytes: 2 * 1024 * MiB, timedBytes: 256 * MiB }
   : { iterations: 5, warmup: 2, warmupBytes: 256 * MiB, timedBytes: 64 * MiB };
 const glooWhyNot =
-  flag('--no-gloo') || secureOnly || smallOpsOnly ? 'skipped (--no-gloo)' : glooUnavailable();
+  flag('--no-gloo') || secureOnly || smallOpsOnly || mpiOnly ? 'skipped (--no-gloo)' : glooUnavailable();
 let comparisons: GlooComparison[] = [];
 if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
   comparisons = await compareWithGloo(
@@ -237,12 +248,36 @@ if (glooWhyNot === undefined && (backends.includes('tcp') || glooOnly)) {
   printGlooComparison(comparisons, formatBytes);
 } else console.log(`\ntcp vs gloo: not run: ${glooWhyNot ?? 'tcp not benchmarked'}`);
 
+// The mpi backend against Open MPI called directly (mpi4py), interleaved (mpi-comparison.ts).
+const mpiWhyNot =
+  flag('--no-mpi') || secureOnly || smallOpsOnly || glooOnly ? 'skipped (--no-mpi)' : mpiUnavailable();
+let mpiComparison: MpiComparison | undefined;
+if (mpiWhyNot === undefined) {
+  const mpiRounds = 2;
+  const mpiIterations = { iterations: 10, warmup: 3, warmupBytes: 256 * MiB, timedBytes: 128 * MiB };
+  mpiComparison = await compareWithMpi(
+    {
+      worlds,
+      sizes: [MiB, 16 * MiB, 64 * MiB],
+      rounds: mpiRounds,
+      iterations: mpiIterations,
+      fsdpSteps: quick ? 20 : 40,
+    },
+    (worldSize, sweep, env) => tcp(worldSize, sweep, false, env),
+  );
+  console.log(
+    `\nmpi backend vs Open MPI through mpi4py, float32, both under mpirun ${mpiComparison.mpirunFlags.join(' ')} (ms per op, median of max(${mpiIterations.iterations}, ${mpiIterations.timedBytes / MiB} MiB / size) after max(${mpiIterations.warmup}, ${mpiIterations.warmupBytes / MiB} MiB / size) warm-ups, each op after a barrier; ${mpiRounds} interleaved rounds: mpi, mpi4py, tcp 16 MiB all-reduce; ${uptime()})`,
+  );
+  printMpiComparison(mpiComparison, formatBytes);
+} else console.log(`\nmpi vs mpi4py: not run: ${mpiWhyNot}`);
+
 // Secure transport against plain (issue 17): W=2, 16 MiB float32, interleaved in this run.
 const secureOps = ['allReduce', 'allGather'] as const;
 const secureRates = new Map<string, { plain: number[]; secure: number[] }>(
   secureOps.map((op) => [op, { plain: [], secure: [] }]),
 );
-const secureWhyNot = flag('--no-secure') || smallOpsOnly || glooOnly ? 'skipped (--no-secure)' : undefined;
+const secureWhyNot =
+  flag('--no-secure') || smallOpsOnly || glooOnly || mpiOnly ? 'skipped (--no-secure)' : undefined;
 if (secureWhyNot === undefined) {
   const sweep: SweepConfig = {
     ops: [...secureOps],
@@ -276,7 +311,7 @@ const smallOpRounds: {
   shm: SmallOpRow[];
   tcp: SmallOpRow[];
 }[] = [];
-if (!secureOnly && !glooOnly) {
+if (!secureOnly && !glooOnly && !mpiOnly) {
   for (let round = 0; round < 2; round++) {
     const rawPeers = await measureRawPeers(SMALL_OPS_PER_BATCH);
     const shmRows = (await spawnThreadRanks(2, new URL('./shm-rank.ts', import.meta.url), 'shmSmallOpRank', {
@@ -475,6 +510,7 @@ for (const backend of ['shm', 'tcp'] as const) {
     met: undefined,
   });
 }
+targets.push(...mpiTargets(mpiComparison, mpiWhyNot ?? '', formatBytes));
 console.log(`\nTargets (${uptime()}):`);
 const shown = secureOnly
   ? targets.filter((each) => each.target.includes('secure'))
@@ -482,7 +518,9 @@ const shown = secureOnly
     ? targets.filter((each) => each.target.includes('gloo'))
     : smallOpsOnly
       ? targets.filter((each) => each.target.includes('latency'))
-      : targets;
+      : mpiOnly
+        ? targets.filter((each) => /mpi|default backend/.test(each.target))
+        : targets;
 for (const target of shown) {
   const verdict = target.met === undefined ? 'n/a    ' : target.met ? 'met    ' : 'NOT met';
   console.log(`  ${verdict} ${target.target}: ${target.figure}`);
@@ -493,9 +531,9 @@ console.log(
 );
 const resultsDirectory = fileURLToPath(new URL('../../../bench-results/', import.meta.url));
 mkdirSync(resultsDirectory, { recursive: true });
-const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : smallOpsOnly ? '-small-ops' : glooOnly ? '-gloo' : quick ? '-quick' : ''}.json`;
+const file = `${resultsDirectory}collectives${secureOnly ? '-secure' : smallOpsOnly ? '-small-ops' : glooOnly ? '-gloo' : mpiOnly ? '-mpi' : quick ? '-quick' : ''}.json`;
 writeFileSync(
   file,
-  `${JSON.stringify({ startedAt, context: benchmarkRun.finish(), machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, copyAlone: alone, conversion: converted, measured, comparisons, secure: Object.fromEntries(secureRates), smallOps: smallOpRounds, targets }, null, 2)}\n`,
+  `${JSON.stringify({ startedAt, context: benchmarkRun.finish(), machine: { cores: cpus().length, loadBefore, loadAfter, note: 'shared with other agents; noisy' }, config, memcpy: copy, copyAlone: alone, conversion: converted, measured, comparisons, mpi: mpiComparison, secure: Object.fromEntries(secureRates), smallOps: smallOpRounds, targets }, null, 2)}\n`,
 );
 console.log(`Wrote ${file}`);

@@ -1,3 +1,8 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '@fsdp-ts/collectives';
 import { describe, expect, it } from 'vitest';
 import {
@@ -69,12 +74,17 @@ function expectSameGradients(results: TrainingResult[], reference: TrainingResul
   }
 }
 
-async function checkParity(args: TrainingArguments): Promise<TrainingResult[]> {
+const threadRanks = (args: TrainingArguments) =>
+  spawnThreadRanks(args.worldSize, fixture, 'trainRank', { args, timeoutMs: 120_000 }) as Promise<
+    TrainingResult[]
+  >;
+
+async function checkParity(
+  args: TrainingArguments,
+  run: (args: TrainingArguments) => Promise<TrainingResult[]> = threadRanks,
+): Promise<TrainingResult[]> {
   const reference = await trainReference(args);
-  const results = (await spawnThreadRanks(args.worldSize, fixture, 'trainRank', {
-    args,
-    timeoutMs: 120_000,
-  })) as TrainingResult[];
+  const results = await run(args);
   for (const result of results)
     result.losses.forEach((loss, step) => {
       expectClose(loss, reference.losses[step]!, `loss of step ${step}`);
@@ -112,6 +122,64 @@ describe('FSDP parity with the unwrapped single-process run (tiny GPT, 10 AdamW 
     it(`${strategy}, unflattened, W=2`, async () => {
       await checkParity(base(2, { strategy, flattenParameters: false }));
     });
+  }
+});
+
+/**
+ * Every TrainingArguments of `runs` (one world size) in one `mpirun -np W` job: process ranks on
+ * the mpi backend (the default of an mpirun job); each rank's results, by rank, per run.
+ */
+function mpirunRanks(runs: TrainingArguments[]): Promise<TrainingResult[][]> {
+  const directory = mkdtempSync(join(tmpdir(), 'fsdp-parity-mpi-'));
+  const script = fileURLToPath(new URL('./fixtures/mpi-training-rank.ts', import.meta.url));
+  const size = runs[0]!.worldSize;
+  const flags = ['--allow-run-as-root', '--oversubscribe', '--bind-to', 'none', '-np', String(size)];
+  const child = spawn(
+    'mpirun',
+    [
+      ...flags,
+      process.execPath,
+      '--conditions=@fsdp-ts/source',
+      '--import',
+      'tsx',
+      script,
+      JSON.stringify(runs),
+    ],
+    { env: { ...process.env, TEST_RESULT_DIR: directory }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 150_000);
+  return new Promise((resolve, reject) =>
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      try {
+        if (code !== 0) throw new Error(`mpirun exited with ${code}:\n${output}`);
+        const byRank = Array.from(
+          { length: size },
+          (_, rank) =>
+            JSON.parse(readFileSync(join(directory, `training-${rank}.json`), 'utf8')) as TrainingResult[],
+        );
+        resolve(runs.map((_, index) => byRank.map((results) => results[index]!)));
+      } catch (error) {
+        reject(error);
+      } finally {
+        rmSync(directory, { recursive: true, force: true });
+      }
+    }),
+  );
+}
+
+// The same parity on the mpi backend: real processes under mpirun (Open MPI), full-shard and
+// no-shard in one mpirun job per world size.
+describe('FSDP parity on the mpi backend (process ranks under mpirun)', () => {
+  for (const worldSize of [2, 3]) {
+    it(`full-shard and no-shard, flattened, W=${worldSize}`, async () => {
+      const runs = [base(worldSize), base(worldSize, { strategy: 'no-shard' })];
+      const results = await mpirunRanks(runs);
+      for (const [index, args] of runs.entries()) await checkParity(args, async () => results[index]!);
+    }, 240_000);
   }
 });
 
