@@ -6,6 +6,13 @@
  * @module @fsdp-ts/tensor
  */
 
+export {
+  blasSearchOrder,
+  CBLAS_NO_TRANSPOSE,
+  CBLAS_ROW_MAJOR,
+  CBLAS_TRANSPOSE,
+  type Sgemm,
+} from '@fsdp-ts/kernels';
 export { type BackendName, backendLadder, isBackendName } from './bridge/backend-name';
 export {
   type ComputeInfo,
@@ -16,13 +23,6 @@ export {
 } from './bridge/compute-info';
 export { BACKEND_ENVIRONMENT_VARIABLE, currentBackend, initBackend } from './bridge/init-backend';
 export { matMul, registerMatMulGradient } from './bridge/mat-mul';
-export {
-  blasSearchOrder,
-  CBLAS_NO_TRANSPOSE,
-  CBLAS_ROW_MAJOR,
-  CBLAS_TRANSPOSE,
-  type Sgemm,
-} from './bridge/native/blas-library';
 export {
   BLAS_LIBRARY_ENVIRONMENT_VARIABLE,
   BLAS_SWITCH_ENVIRONMENT_VARIABLE,

@@ -3,8 +3,8 @@ import { CollectiveError } from '../errors.js';
 
 /**
  * Throws CollectiveError('unknown-option') for a key outside `known` (see [Note: option keys] in
- * @fsdp-ts/errors). Main thread only: the communication worker, bundled alone from source
- * ([Note: collectives errors without @fsdp-ts/errors]), never imports this module.
+ * @fsdp-ts/errors). Main thread only: options are checked where they are given, before the
+ * communication worker sees them.
  */
 export function checkCollectiveOptionKeys(
   where: string,

@@ -1,5 +1,4 @@
-import { decodeBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
-import { finishAverage, reduceInto } from '../reduce-kernels.js';
+import { decodeBfloat16, finishAverage, reduceInto, roundToBfloat16InPlace } from '@fsdp-ts/kernels';
 import type { PeerLink } from './peer-link.js';
 import { encodeRange, type RingScratch } from './ring.js';
 import type { ReducePlanOptions } from './ring-plans.js';

@@ -1,4 +1,9 @@
-import { decodeBfloat16, encodeBfloat16, encodeRoundBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
+import {
+  decodeBfloat16,
+  encodeBfloat16,
+  encodeRoundBfloat16,
+  roundToBfloat16InPlace,
+} from '@fsdp-ts/kernels';
 import type { OpMessage } from '../op-message.js';
 import { directAllReducePayload, finishDirectAllReduce } from './direct-all-reduce.js';
 import type { PeerLink } from './peer-link.js';

@@ -1,6 +1,5 @@
+import { finishAverage, roundToBfloat16InPlace } from '@fsdp-ts/kernels';
 import type { ReduceOp } from '../../types.js';
-import { roundToBfloat16InPlace } from '../bfloat16.js';
-import { finishAverage } from '../reduce-kernels.js';
 import { segmentBounds } from '../segments.js';
 import type { IncomingStep, RingPlan, Wire, WorkArray } from './ring.js';
 

@@ -1,5 +1,10 @@
-import { BFLOAT16_REGIONS, type Bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
-import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
+import {
+  BFLOAT16_REGIONS,
+  type Bfloat16Kernels,
+  PLACEMENT_MINIMUM,
+  placementShift,
+  SIMD_BLOCK,
+} from '@fsdp-ts/kernels';
 import type { IncomingStep, RingPlan, RingScratch, StepConsumer } from './ring.js';
 import { feedRegion, type StepProgress } from './ring-step-progress.js';
 

@@ -1,7 +1,13 @@
+import {
+  type AccumulatorArray,
+  addBfloat16Into,
+  decodeBfloat16,
+  REDUCE_BLOCK,
+  reduceInto,
+  reduceKernels,
+  reducePair,
+} from '@fsdp-ts/kernels';
 import type { ReduceOp } from '../../types.js';
-import { addBfloat16Into, decodeBfloat16 } from '../bfloat16.js';
-import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
-import { REDUCE_BLOCK, reduceKernels } from '../shm/reduce-simd.js';
 import type { IncomingStep, RingPlan, RingScratch, StepConsumer, Wire, WorkArray } from './ring.js';
 import type { StepProgress } from './ring-step-progress.js';
 

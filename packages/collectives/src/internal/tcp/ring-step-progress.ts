@@ -1,4 +1,4 @@
-import { encodeBfloat16 } from '../bfloat16.js';
+import { encodeBfloat16 } from '@fsdp-ts/kernels';
 import {
   encodeRange,
   type IncomingStep,

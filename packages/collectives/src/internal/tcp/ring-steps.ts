@@ -1,5 +1,4 @@
-import { bfloat16Kernels } from '../bfloat16-simd.js';
-import { reduceKernels } from '../shm/reduce-simd.js';
+import { bfloat16Kernels, reduceKernels } from '@fsdp-ts/kernels';
 import type { NativeReduce } from './native-blas.js';
 import type { PeerLink } from './peer-link.js';
 import type { IncomingStep, RingPlan, RingScratch, StepConsumer } from './ring.js';

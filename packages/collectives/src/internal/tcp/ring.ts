@@ -1,5 +1,5 @@
+import { encodeBfloat16 } from '@fsdp-ts/kernels';
 import type { ReduceOp } from '../../types.js';
-import { encodeBfloat16 } from '../bfloat16.js';
 
 /** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
 export type WorkArray = Float32Array | Int32Array | Uint16Array;

@@ -1,4 +1,4 @@
-import { decodeBfloat16 } from '../bfloat16.js';
+import { decodeBfloat16 } from '@fsdp-ts/kernels';
 import type { OpMessage } from '../op-message.js';
 import type { WorkArray } from './ring.js';
 

@@ -1,5 +1,5 @@
-import { BFLOAT16_REGIONS, bfloat16Kernels, SIMD_BLOCK } from './bfloat16-simd.js';
-import { PLACEMENT_MINIMUM, placementShift } from './scratch-placement.js';
+import { BFLOAT16_REGIONS, bfloat16Kernels, SIMD_BLOCK } from './bfloat16-simd';
+import { PLACEMENT_MINIMUM, placementShift } from './scratch-placement';
 
 /**
  * bfloat16 <-> float32 conversion, round to nearest even. A private copy: this package depends on
