@@ -53,6 +53,8 @@ export class CollectiveError extends FsdpTsError {
 
   constructor(message: string, details: CollectiveErrorDetails) {
     super(message, details);
+    // Named here, not only by the base's new.target: a bundler may rename the class.
+    this.name = 'CollectiveError';
     this.code = details.code;
     this.op = details.op;
     this.rank = details.rank;

@@ -5,7 +5,7 @@
  * @document ../README.md
  * @module @fsdp-ts/errors
  */
-export { FsdpTsError, type FsdpTsErrorDetails } from './fsdp-ts-error';
+export { FsdpTsError, type FsdpTsErrorDetails, type InvariantCheck, invariantCheck } from './fsdp-ts-error';
 export {
   adviceForName,
   checkOptionKeys,
@@ -13,6 +13,8 @@ export {
   nearestName,
   normalizeName,
   type OptionKeys,
+  type OptionKeysCheck,
+  optionKeysCheck,
   type UnknownOptionDetails,
   type UnknownOptionErrorFactory,
 } from './option-keys';

@@ -37,6 +37,7 @@ export {
 export {
   addBfloat16Into,
   addRoundBfloat16,
+  bfloat16BitsFromFloat32Bits,
   decodeBfloat16,
   decodeScalar,
   encodeBfloat16,
@@ -51,7 +52,6 @@ export {
   BFLOAT16_REGIONS,
   type Bfloat16Kernels,
   type Bfloat16Views,
-  bfloat16BitsFromFloat32Bits,
   bfloat16Kernels,
   SIMD_BLOCK,
 } from './reduce/bfloat16-simd';

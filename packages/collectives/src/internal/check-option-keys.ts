@@ -1,4 +1,4 @@
-import { checkOptionKeys, type ForeignNames } from '@fsdp-ts/errors';
+import { optionKeysCheck } from '@fsdp-ts/errors';
 import { CollectiveError } from '../errors.js';
 
 /**
@@ -6,13 +6,6 @@ import { CollectiveError } from '../errors.js';
  * @fsdp-ts/errors). Main thread only: options are checked where they are given, before the
  * communication worker sees them.
  */
-export function checkCollectiveOptionKeys(
-  where: string,
-  options: unknown,
-  known: Readonly<Record<string, true>>,
-  foreign: ForeignNames = {},
-): void {
-  checkOptionKeys(where, options, known, foreign, (message, details) => {
-    return new CollectiveError(message, { ...details, code: 'unknown-option' });
-  });
-}
+export const checkCollectiveOptionKeys = optionKeysCheck(
+  (message, details) => new CollectiveError(message, { ...details, code: 'unknown-option' }),
+);
