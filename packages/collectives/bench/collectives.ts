@@ -24,9 +24,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { loadNativeFloatAdd } from '@fsdp-ts/kernels';
 import { startRun } from '../../../bench/internal/run-context';
 import { spawnThreadRanks } from '../src/index.js';
-import { blasSetting, loadNativeFloatAdd } from '../src/internal/tcp/native-blas.js';
+import { blasSetting } from '../src/internal/tcp/native-blas.js';
 import { resolveNativeSocketsModule } from '../src/internal/tcp/native-sockets.js';
 import { runWithLauncher } from '../test/helpers/run-with-launcher.js';
 import { glooUnavailable } from './gloo.js';

@@ -9,8 +9,9 @@ import {
   decodeBfloat16,
   encodeBfloat16,
   encodeRoundBfloat16,
-} from '../src/internal/bfloat16.js';
-import { REDUCE_BLOCK, reduceKernels } from '../src/internal/shm/reduce-simd.js';
+  REDUCE_BLOCK,
+  reduceKernels,
+} from '@fsdp-ts/kernels';
 import { median } from './internal/median.js';
 
 export function stats(values: number[]): { median: number; best: number; worst: number } {

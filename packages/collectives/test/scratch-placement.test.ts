@@ -1,22 +1,23 @@
-import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
 import {
   addRoundBfloat16,
+  BFLOAT16_REGIONS,
+  bfloat16Kernels,
   decodeBfloat16,
   decodeScalar,
   encodeBfloat16,
   encodeScalar,
-  roundScalar,
-  roundToBfloat16InPlace,
-} from '../src/internal/bfloat16.js';
-import { BFLOAT16_REGIONS, bfloat16Kernels, SIMD_BLOCK } from '../src/internal/bfloat16-simd.js';
-import {
   PLACEMENT_ROOM,
   PLACEMENT_STEP,
   pageDistance,
   placementShift,
-} from '../src/internal/scratch-placement.js';
-import { REDUCE_REGIONS, reduceKernels } from '../src/internal/shm/reduce-simd.js';
+  REDUCE_REGIONS,
+  reduceKernels,
+  roundScalar,
+  roundToBfloat16InPlace,
+  SIMD_BLOCK,
+} from '@fsdp-ts/kernels';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
 import { reduceShared } from '../src/internal/shm/shm-reduce.js';
 
 const REGIONS = [...Object.values(BFLOAT16_REGIONS), ...Object.values(REDUCE_REGIONS)];

@@ -1,9 +1,7 @@
 import { MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
+import { finishAverage, reduceBlocks, reduceInto, reduceKernels } from '@fsdp-ts/kernels';
 import { describe, expect, it } from 'vitest';
-import { reduceBlocks } from '../src/internal/block-reduce.js';
-import { finishAverage, reduceInto } from '../src/internal/reduce-kernels.js';
 import { reduceInArena } from '../src/internal/shm/in-place-reduce.js';
-import { reduceKernels } from '../src/internal/shm/reduce-simd.js';
 import {
   arenaFull,
   createArena,

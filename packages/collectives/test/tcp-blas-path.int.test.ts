@@ -6,8 +6,8 @@
  * installing OpenBLAS) a missing library fails it.
  */
 import { createRequire } from 'node:module';
+import { loadNativeFloatAdd } from '@fsdp-ts/kernels';
 import { describe, expect, it } from 'vitest';
-import { loadNativeFloatAdd } from '../src/internal/tcp/native-blas.js';
 import { runWithLauncher } from './helpers/run-with-launcher.js';
 
 const tcpScript = new URL('./fixtures/tcp-rank.ts', import.meta.url);

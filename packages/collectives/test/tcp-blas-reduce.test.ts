@@ -6,10 +6,14 @@
  * missing library fails the test.
  */
 import { createRequire } from 'node:module';
+import {
+  finishAverage,
+  loadNativeFloatAdd,
+  REDUCE_BLOCK,
+  reduceInto,
+  SINGLE_THREAD_ELEMENTS,
+} from '@fsdp-ts/kernels';
 import { describe, expect, it } from 'vitest';
-import { finishAverage, reduceInto } from '../src/internal/reduce-kernels.js';
-import { REDUCE_BLOCK } from '../src/internal/shm/reduce-simd.js';
-import { loadNativeFloatAdd, SINGLE_THREAD_ELEMENTS } from '../src/internal/tcp/native-blas.js';
 import { type IncomingStep, type RingPlan, RingScratch } from '../src/internal/tcp/ring.js';
 import { stepConsumer } from '../src/internal/tcp/ring-steps.js';
 

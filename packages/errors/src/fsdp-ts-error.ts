@@ -75,3 +75,22 @@ function hasMarker(type: unknown, value: unknown): boolean {
   const key = Symbol.for((type as typeof FsdpTsError).marker);
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[key] === true;
 }
+
+/** Checks an internal invariant; see `invariantCheck`. */
+export type InvariantCheck = (
+  condition: unknown,
+  message: string,
+  values?: Record<string, unknown>,
+) => asserts condition;
+
+/**
+ * An `assert` for a package's internal invariants: a failure is a bug in fsdp-ts, not a user
+ * error, so it throws `<what> invariant broken: <message> <values as JSON>. Please report this.`
+ */
+export function invariantCheck(what: string): InvariantCheck {
+  return (condition, message, values) => {
+    if (condition) return;
+    const detail = values === undefined ? '' : ` ${JSON.stringify(values)}`;
+    throw new Error(`${what} invariant broken: ${message}${detail}. Please report this.`);
+  };
+}

@@ -6,9 +6,9 @@
  * @module @fsdp-ts/errors
  */
 
-// Recognise any fsdp-ts error, across duplicate copies of a package.
+// Recognise any fsdp-ts error, across duplicate copies of a package; check a package's invariants.
 
-export { FsdpTsError, type FsdpTsErrorDetails } from './fsdp-ts-error';
+export { FsdpTsError, type FsdpTsErrorDetails, type InvariantCheck, invariantCheck } from './fsdp-ts-error';
 
 // Reject unknown option keys, naming the nearest one (for a package's options objects).
 
@@ -19,6 +19,8 @@ export {
   nearestName,
   normalizeName,
   type OptionKeys,
+  type OptionKeysCheck,
+  optionKeysCheck,
   type UnknownOptionDetails,
   type UnknownOptionErrorFactory,
 } from './option-keys';

@@ -137,3 +137,20 @@ function editDistance(a: string, b: string): number {
   }
   return rows[a.length]![b.length]!;
 }
+
+/** A package's option check: checkOptionKeys throwing that package's error. */
+export type OptionKeysCheck = (
+  where: string,
+  options: unknown,
+  known: Readonly<Record<string, true>>,
+  foreign?: ForeignNames,
+) => void;
+
+/**
+ * The option check of a package whose error `createError` makes (each package's
+ * `internal/check-option-keys.ts` is one call of this).
+ */
+export function optionKeysCheck(createError: UnknownOptionErrorFactory): OptionKeysCheck {
+  return (where, options, known, foreign = {}) =>
+    checkOptionKeys(where, options, known, foreign, createError);
+}

@@ -22,6 +22,7 @@ const chromium = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 // One page per package: its module page, named as TypeDoc names it, and one export it lists.
 const packagePages = [
   { name: '@fsdp-ts/errors', page: 'modules/_fsdp-ts_errors.html', knownExport: 'FsdpTsError' },
+  { name: '@fsdp-ts/kernels', page: 'modules/_fsdp-ts_kernels.html', knownExport: 'loadBlas' },
   { name: '@fsdp-ts/tensor', page: 'modules/_fsdp-ts_tensor.html', knownExport: 'TensorView' },
   { name: '@fsdp-ts/collectives', page: 'modules/_fsdp-ts_collectives.html', knownExport: 'ProcessGroup' },
   { name: '@fsdp-ts/nn', page: 'modules/_fsdp-ts_nn.html', knownExport: 'CausalSelfAttention' },

@@ -12,8 +12,7 @@ import {
   TensorError,
 } from '../src/index';
 
-// One error base for every package ([Note: errors across package copies]); collectives implements
-// its marker protocol structurally ([Note: collectives errors without @fsdp-ts/errors]).
+// One error base for every package ([Note: errors across package copies]), CollectiveError included.
 const errors = [
   new CollectiveError('c', { code: 'timeout', fix: 'wait longer.' }),
   new TensorError('t', { code: 'storage-freed' }),

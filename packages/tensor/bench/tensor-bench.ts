@@ -6,6 +6,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
+import { blasSearchOrder, loadBlas } from '@fsdp-ts/kernels';
 import {
   type BackendName,
   bfloat16ToFloat32,
@@ -19,7 +20,6 @@ import {
 } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { startRun } from '../../../bench/internal/run-context';
-import { blasSearchOrder, loadBlas } from '../src/bridge/native/blas-library';
 import { formatRange, rate, type Summary, summarise, timeIt } from './statistics';
 import { startTorchMatMul } from './torch-mat-mul';
 
@@ -82,7 +82,7 @@ function trainingShaped(
  */
 async function nativeAgainstDirect(): Promise<void> {
   await initBackend('wasm');
-  const load = await loadBlas(blasSearchOrder, 1);
+  const load = loadBlas(blasSearchOrder, { threads: 1 });
   if (!load.loaded || (await setNativeMatMul(true)).matMul !== 'blas') {
     console.log(`wasm  BLAS kernel vs direct sgemm: skipped (no BLAS library loaded)`);
     return;

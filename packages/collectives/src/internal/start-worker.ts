@@ -18,6 +18,12 @@ export type WorkerEntry = 'comm-worker' | 'thread-rank-entry';
  * registers tsx's loader in the worker before importing the entry. From the build, tsup bundles
  * this module into `dist/index.js` (or `index.cjs`) and emits the entries as `dist/<name>.js`
  * beside it, so the same relative URL finds them.
+ * The project packages the worker uses (@fsdp-ts/errors for CollectiveError, @fsdp-ts/kernels
+ * for the reductions) resolve both ways: from source, esbuild resolves them with the
+ * `@fsdp-ts/source` condition to their `src/index.ts` and bundles them in, and their sources
+ * are part of the bundle's cache key; from the build, tsup leaves them as package imports in
+ * `dist/comm-worker.js`, which Node resolves from the installed package's own node_modules
+ * lookup, as it does for `dist/index.js` (both are dependencies of this package).
  */
 export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker {
   const here = moduleUrl();
@@ -62,9 +68,17 @@ function bundledFromSource(entry: URL, here: string): URL {
     }
   };
   walk(fileURLToPath(new URL('../', entry)));
+  for (const dependency of WORKER_PACKAGES) walk(join(packageDirectory(dependency, here), 'src'));
   const output = join(tmpdir(), `fsdp-ts-comm-worker-${hash.digest('hex').slice(0, 16)}.mjs`);
   if (!existsSync(output)) writeAtomically(output, bundle(entry, here, directory));
   return pathToFileURL(output);
+}
+
+/** The project packages the communication worker imports ([Note: worker entries]). */
+const WORKER_PACKAGES = ['@fsdp-ts/errors', '@fsdp-ts/kernels'] as const;
+
+function packageDirectory(name: string, here: string): string {
+  return fileURLToPath(new URL('./', pathToFileURL(createRequire(here).resolve(`${name}/package.json`))));
 }
 
 function bundle(entry: URL, here: string, directory: string): string {
@@ -77,6 +91,7 @@ function bundle(entry: URL, here: string, directory: string): string {
     format: 'esm',
     platform: 'node',
     target: 'node20',
+    conditions: ['@fsdp-ts/source'],
     write: false,
     absWorkingDir: directory,
   });

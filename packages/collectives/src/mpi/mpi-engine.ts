@@ -1,5 +1,5 @@
+import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '@fsdp-ts/kernels';
 import { CollectiveError } from '../errors.js';
-import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../internal/bfloat16.js';
 import type {
   EngineContext,
   EngineInit,

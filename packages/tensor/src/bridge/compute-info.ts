@@ -1,7 +1,7 @@
+import type { Sgemm } from '@fsdp-ts/kernels';
 import * as tf from '@tensorflow/tfjs-core';
 import type { BackendName } from './backend-name';
 import { currentBackend } from './init-backend';
-import type { Sgemm } from './native/blas-library';
 import { type MatMulInfo, nativeMatMul } from './native/native-mat-mul';
 
 export interface ComputeInfo extends MatMulInfo {

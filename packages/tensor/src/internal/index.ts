@@ -6,12 +6,12 @@
  * @module
  */
 
-// The raw `cblas_sgemm` for kernels that compute on typed arrays (nn's Linear and attention), with
-// its layout and transpose constants.
-export { nativeSgemm } from '../bridge/compute-info';
 export {
   CBLAS_NO_TRANSPOSE,
   CBLAS_ROW_MAJOR,
   CBLAS_TRANSPOSE,
   type Sgemm,
-} from '../bridge/native/blas-library';
+} from '@fsdp-ts/kernels';
+// The raw `cblas_sgemm` for kernels that compute on typed arrays (nn's Linear and attention), with
+// its layout and transpose constants.
+export { nativeSgemm } from '../bridge/compute-info';

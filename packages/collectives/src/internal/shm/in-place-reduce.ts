@@ -1,9 +1,12 @@
+import type { ReduceKernelName } from '@fsdp-ts/kernels';
+import {
+  finishAverage,
+  inPlaceBfloat16Kernels,
+  inPlaceKernels,
+  reduceBlocks,
+  reduceInto,
+} from '@fsdp-ts/kernels';
 import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
-import { reduceBlocks } from '../block-reduce.js';
-import { finishAverage, reduceInto } from '../reduce-kernels.js';
-import { inPlaceBfloat16Kernels } from './in-place-bfloat16-simd.js';
-import { inPlaceKernels } from './in-place-simd.js';
-import type { ReduceKernelName } from './reduce-simd.js';
 import { isArenaBuffer, reserve, type SharedMemory } from './shm-arena.js';
 
 /** Elements per step: the accumulator's block stays in L2 between its reduction and its copies out. */

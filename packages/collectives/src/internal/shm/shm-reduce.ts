@@ -1,15 +1,19 @@
-import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
-import { BFLOAT16_REGIONS, type Bfloat16Kernels, bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
-import { reduceBlocks } from '../block-reduce.js';
-import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
-import { reduceInArena } from './in-place-reduce.js';
 import {
+  BFLOAT16_REGIONS,
+  type Bfloat16Kernels,
+  bfloat16Kernels,
+  PLACEMENT_MINIMUM,
+  placementShift,
   REDUCE_BLOCK,
   REDUCE_REGIONS,
   type ReduceKernelName,
   type ReduceKernels,
+  reduceBlocks,
   reduceKernels,
-} from './reduce-simd.js';
+  SIMD_BLOCK,
+} from '@fsdp-ts/kernels';
+import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
+import { reduceInArena } from './in-place-reduce.js';
 import { countReduction, type SharedMemory } from './shm-arena.js';
 
 /**

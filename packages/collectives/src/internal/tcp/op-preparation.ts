@@ -1,6 +1,12 @@
-import { decodeBfloat16, encodeBfloat16, encodeRoundBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
+import {
+  decodeBfloat16,
+  encodeBfloat16,
+  encodeRoundBfloat16,
+  finishAverage,
+  reduceInto,
+  roundToBfloat16InPlace,
+} from '@fsdp-ts/kernels';
 import type { OpMessage } from '../op-message.js';
-import { finishAverage, reduceInto } from '../reduce-kernels.js';
 import type { PeerLink } from './peer-link.js';
 import {
   allGatherPlan,

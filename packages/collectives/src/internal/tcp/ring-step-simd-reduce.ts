@@ -1,6 +1,11 @@
-import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
-import { REDUCE_REGIONS, type ReduceKernels } from '../shm/reduce-simd.js';
-import { countReduceStep, type NativeReduce, scalesExactly } from './native-blas.js';
+import {
+  PLACEMENT_MINIMUM,
+  placementShift,
+  REDUCE_REGIONS,
+  type ReduceKernels,
+  scalesExactly,
+} from '@fsdp-ts/kernels';
+import { countReduceStep, type NativeReduce } from './native-blas.js';
 import type { IncomingStep, RingPlan, StepConsumer } from './ring.js';
 import { feedRegion, type StepProgress } from './ring-steps.js';
 

@@ -1,9 +1,20 @@
+import {
+  type AccumulatorArray,
+  addBfloat16Into,
+  BFLOAT16_REGIONS,
+  type Bfloat16Kernels,
+  bfloat16Kernels,
+  decodeBfloat16,
+  encodeBfloat16,
+  PLACEMENT_MINIMUM,
+  placementShift,
+  REDUCE_BLOCK,
+  reduceInto,
+  reduceKernels,
+  reducePair,
+  SIMD_BLOCK,
+} from '@fsdp-ts/kernels';
 import type { ReduceOp } from '../../types.js';
-import { addBfloat16Into, decodeBfloat16, encodeBfloat16 } from '../bfloat16.js';
-import { BFLOAT16_REGIONS, type Bfloat16Kernels, bfloat16Kernels, SIMD_BLOCK } from '../bfloat16-simd.js';
-import { type AccumulatorArray, reduceInto, reducePair } from '../reduce-kernels.js';
-import { PLACEMENT_MINIMUM, placementShift } from '../scratch-placement.js';
-import { REDUCE_BLOCK, reduceKernels } from '../shm/reduce-simd.js';
 import type { NativeReduce } from './native-blas.js';
 import type { PeerLink } from './peer-link.js';
 import {

@@ -1,7 +1,6 @@
+import { encodeBfloat16, finishAverage, roundToBfloat16InPlace } from '@fsdp-ts/kernels';
 import type { ReduceOp } from '../../types.js';
 import { segmentBounds } from '../aliasing.js';
-import { encodeBfloat16, roundToBfloat16InPlace } from '../bfloat16.js';
-import { finishAverage } from '../reduce-kernels.js';
 
 /** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
 export type WorkArray = Float32Array | Int32Array | Uint16Array;

@@ -1,7 +1,13 @@
 import type { MessagePort } from 'node:worker_threads';
+import {
+  decodeBfloat16,
+  encodeBfloat16,
+  finishAverage,
+  reduceInto,
+  roundToBfloat16InPlace,
+} from '@fsdp-ts/kernels';
 import { CollectiveError } from '../../../src/errors.js';
 import type { CollectiveBuffer } from '../../../src/index.js';
-import { decodeBfloat16, encodeBfloat16, roundToBfloat16InPlace } from '../../../src/internal/bfloat16.js';
 import {
   EngineBase,
   type EngineContext,
@@ -13,7 +19,6 @@ import {
   sameOp,
 } from '../../../src/internal/engine/engine-base.js';
 import type { OpMessage } from '../../../src/internal/op-message.js';
-import { finishAverage, reduceInto } from '../../../src/internal/reduce-kernels.js';
 
 export interface LoopbackInit extends EngineInit {
   backend: 'loopback';

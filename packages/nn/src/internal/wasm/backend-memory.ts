@@ -1,4 +1,4 @@
-import { type WasmMemory, webAssembly } from './webassembly-api';
+import { type WasmMemory, webAssembly } from '@fsdp-ts/kernels';
 
 /**
  * [Note: SIMD loops on the tfjs heap]

@@ -1,11 +1,40 @@
 import {
+  BLOCK,
+  BR,
+  BR_IF,
+  EMPTY_BLOCK,
+  END,
+  F32,
+  F32_ADD,
+  F32_CONST,
+  F32_LOAD,
+  F32_MUL,
+  F32_STORE,
+  F32_SUB,
+  F32X4_ADD,
+  F32X4_MUL,
+  F32X4_SPLAT,
+  F32X4_SUB,
+  FUNCTION_TYPE,
   float32Bytes,
-  opcode as op,
-  simdOpcode as simd,
+  I32,
+  I32_ADD,
+  I32_CONST,
+  I32_GE_U,
+  I32_SHL,
+  I32_SHR_U,
+  LOCAL_GET,
+  LOCAL_SET,
+  LOCAL_TEE,
+  LOOP,
+  simd,
   unsignedLeb,
-  valueType,
+  V128,
+  V128_CONST,
+  V128_LOAD,
+  V128_STORE,
   vectorOf,
-} from './wasm-encoding';
+} from '@fsdp-ts/kernels';
 
 /**
  * One element step written once and emitted twice (see [Note: SIMD loops on the tfjs heap]):
@@ -41,11 +70,11 @@ export interface ElementwiseFunction {
 /** The function's type: `pointers` i32 addresses, `scalars` f32 values, the i32 element count. */
 export function elementwiseType(definition: ElementwiseFunction): number[] {
   const parameters = [
-    ...new Array<number>(definition.pointers).fill(valueType.i32),
-    ...new Array<number>(definition.scalars ?? 0).fill(valueType.f32),
-    valueType.i32,
+    ...new Array<number>(definition.pointers).fill(I32),
+    ...new Array<number>(definition.scalars ?? 0).fill(F32),
+    I32,
   ];
-  return [0x60, ...vectorOf(parameters.length, parameters), ...vectorOf(0, [])];
+  return [FUNCTION_TYPE, ...vectorOf(parameters.length, parameters), ...vectorOf(0, [])];
 }
 
 const MEMORY_ALIGNMENT = 2; // log2 of the 4 bytes a float32 tensor's address is known to be aligned to
@@ -63,65 +92,65 @@ export function elementwiseCode(definition: ElementwiseFunction): number[] {
   const splat = (scalar: number) => count + 3 + scalar; // v128 locals holding the scalars' splats
   const vectorTemporary = (temporary: number) => count + 3 + scalars + temporary;
   const scalarTemporary = (temporary: number) => count + 3 + scalars + definition.temporaries + temporary;
-  const address = (pointer: number) => [op.localGet, pointer, op.localGet, index, op.i32Add];
+  const address = (pointer: number) => [LOCAL_GET, pointer, LOCAL_GET, index, I32_ADD];
   const shared = (temporary: (t: number) => number) => ({
-    get: (t: number) => [op.localGet, temporary(t)],
-    set: (t: number) => [op.localSet, temporary(t)],
-    tee: (t: number) => [op.localTee, temporary(t)],
+    get: (t: number) => [LOCAL_GET, temporary(t)],
+    set: (t: number) => [LOCAL_SET, temporary(t)],
+    tee: (t: number) => [LOCAL_TEE, temporary(t)],
   });
   const vector: Lanes = {
-    load: (pointer) => [...address(pointer), ...simd.v128Load, MEMORY_ALIGNMENT, 0],
-    store: (pointer, value) => [...address(pointer), ...value, ...simd.v128Store, MEMORY_ALIGNMENT, 0],
+    load: (pointer) => [...address(pointer), ...simd(V128_LOAD), MEMORY_ALIGNMENT, 0],
+    store: (pointer, value) => [...address(pointer), ...value, ...simd(V128_STORE), MEMORY_ALIGNMENT, 0],
     constant: (value) => {
       const lane = float32Bytes(value);
-      return [...simd.v128Const, ...lane, ...lane, ...lane, ...lane];
+      return [...simd(V128_CONST), ...lane, ...lane, ...lane, ...lane];
     },
-    scalar: (scalar) => [op.localGet, splat(scalar)],
+    scalar: (scalar) => [LOCAL_GET, splat(scalar)],
     ...shared(vectorTemporary),
-    add: simd.f32x4Add,
-    sub: simd.f32x4Sub,
-    mul: simd.f32x4Mul,
+    add: simd(F32X4_ADD),
+    sub: simd(F32X4_SUB),
+    mul: simd(F32X4_MUL),
   };
   const scalar: Lanes = {
-    load: (pointer) => [...address(pointer), op.f32Load, MEMORY_ALIGNMENT, 0],
-    store: (pointer, value) => [...address(pointer), ...value, op.f32Store, MEMORY_ALIGNMENT, 0],
-    constant: (value) => [op.f32Const, ...float32Bytes(value)],
-    scalar: (scalar) => [op.localGet, scalarParameter(scalar)],
+    load: (pointer) => [...address(pointer), F32_LOAD, MEMORY_ALIGNMENT, 0],
+    store: (pointer, value) => [...address(pointer), ...value, F32_STORE, MEMORY_ALIGNMENT, 0],
+    constant: (value) => [F32_CONST, ...float32Bytes(value)],
+    scalar: (scalar) => [LOCAL_GET, scalarParameter(scalar)],
     ...shared(scalarTemporary),
-    add: [op.f32Add],
-    sub: [op.f32Sub],
-    mul: [op.f32Mul],
+    add: [F32_ADD],
+    sub: [F32_SUB],
+    mul: [F32_MUL],
   };
   const loop = (lanes: Lanes, bytesPerStep: number) => [
-    op.block,
-    op.emptyBlockType,
-    op.loop,
-    op.emptyBlockType,
-    ...[op.localGet, index, op.localGet, end, op.i32GeU, op.brIf, 1],
+    BLOCK,
+    EMPTY_BLOCK,
+    LOOP,
+    EMPTY_BLOCK,
+    ...[LOCAL_GET, index, LOCAL_GET, end, I32_GE_U, BR_IF, 1],
     ...definition.step(lanes),
-    ...[op.localGet, index, op.i32Const, bytesPerStep, op.i32Add, op.localSet, index, op.br, 0],
-    op.end,
-    op.end,
+    ...[LOCAL_GET, index, I32_CONST, bytesPerStep, I32_ADD, LOCAL_SET, index, BR, 0],
+    END,
+    END,
   ];
   const splats = Array.from({ length: scalars }, (_, scalar) => [
-    ...[op.localGet, scalarParameter(scalar), ...simd.f32x4Splat, op.localSet, splat(scalar)],
+    ...[LOCAL_GET, scalarParameter(scalar), ...simd(F32X4_SPLAT), LOCAL_SET, splat(scalar)],
   ]).flat();
   const body = [
     ...splats,
-    ...[op.i32Const, 0, op.localSet, index],
+    ...[I32_CONST, 0, LOCAL_SET, index],
     // end = (count >>> 2) << 4: the bytes of the whole groups of four
-    ...[op.localGet, count, op.i32Const, 2, op.i32ShrU, op.i32Const, 4, op.i32Shl, op.localSet, end],
+    ...[LOCAL_GET, count, I32_CONST, 2, I32_SHR_U, I32_CONST, 4, I32_SHL, LOCAL_SET, end],
     ...loop(vector, 16),
     // end = count << 2: every element's bytes
-    ...[op.localGet, count, op.i32Const, 2, op.i32Shl, op.localSet, end],
+    ...[LOCAL_GET, count, I32_CONST, 2, I32_SHL, LOCAL_SET, end],
     ...loop(scalar, 4),
-    op.end,
+    END,
   ];
   const temporaries = unsignedLeb(definition.temporaries);
   const locals = vectorOf(3, [
-    ...[2, valueType.i32],
-    ...[...unsignedLeb(scalars + definition.temporaries), valueType.v128],
-    ...[...temporaries, valueType.f32],
+    ...[2, I32],
+    ...[...unsignedLeb(scalars + definition.temporaries), V128],
+    ...[...temporaries, F32],
   ]);
   const content = [...locals, ...body];
   return [...unsignedLeb(content.length), ...content];

@@ -1,5 +1,5 @@
+import { type WasmMemory, webAssembly } from '@fsdp-ts/kernels';
 import { backendMemory, isSharedMemory } from './backend-memory';
-import { type WasmMemory, webAssembly } from './webassembly-api';
 
 /**
  * One module of element loops instantiated on a tfjs wasm backend's heap, once per memory

@@ -1,10 +1,10 @@
+import { instantiate as instantiateModule } from '@fsdp-ts/kernels';
 import {
   ADAM_SIMD_CHUNK,
   ADAM_SIMD_MAXIMUM_SHIFT,
   ADAM_SIMD_OFFSETS,
   adamSimdModuleBytes,
 } from '../wasm/adam-simd-module';
-import { instantiateModule } from '../wasm/instantiate';
 import type { AdamCoefficients } from './adam-kernel';
 
 type SimdEntry = (

@@ -1,4 +1,4 @@
-import { instantiateModule } from '../wasm/instantiate';
+import { instantiate as instantiateModule } from '@fsdp-ts/kernels';
 import { LAMB_SIMD_CHUNK, LAMB_SIMD_OFFSETS, lambSimdModuleBytes } from '../wasm/lamb-simd-module';
 import { scratchShift } from './adam-simd-kernel';
 import type { LambCoefficients } from './lamb-kernel';

@@ -10,7 +10,34 @@
  *   p = p·decay;  g = sign·grad + l2·p;  m = β1·m + (1 − β1)·g;  v = β2·v + (1 − β2)·(g·g)
  *   [amsgrad: v = vmax = max(vmax, v)];  p = p − stepSize·(m / (√v·inverseCorrection2Sqrt + eps))
  */
-import { f32x4, load, MODULE_HEADER, name, op, section, store, unsignedLeb, vector } from './wasm-assembly';
+import {
+  BLOCK,
+  BR,
+  BR_IF,
+  END,
+  F32X4_ADD,
+  F32X4_DIV,
+  F32X4_MAX,
+  F32X4_MUL,
+  F32X4_SPLAT,
+  F32X4_SQRT,
+  F32X4_SUB,
+  I32_ADD,
+  I32_CONST,
+  I32_GE_U,
+  LOCAL_GET,
+  LOCAL_SET,
+  LOCAL_TEE,
+  LOOP,
+  load,
+  MODULE_HEADER,
+  name,
+  section,
+  simd,
+  store,
+  unsignedLeb,
+  vector,
+} from '@fsdp-ts/kernels';
 
 export const ADAM_SIMD_CHUNK = 4096; // elements per scratch array
 /** The largest byteStart a caller passes: each scratch array has this much room before its chunk. */
@@ -46,44 +73,66 @@ const [STEP_SIZE, INVERSE_CORRECTION, EPS, BETA1, ONE_MINUS_BETA1, BETA2, ONE_MI
   ];
 
 function body(amsgrad: boolean): number[] {
-  const get = (local: number) => [op.localGet, local];
+  const get = (local: number) => [LOCAL_GET, local];
   const code: number[] = [];
   for (let scalar = 0; scalar < SCALARS; scalar++)
-    code.push(...get(1 + scalar), ...f32x4.splat, op.localSet, splatOf(scalar));
-  code.push(...get(BYTE_START), op.localSet, INDEX);
-  code.push(op.block, 0x40, op.loop, 0x40);
-  code.push(...get(INDEX), ...get(0), op.i32GeU, op.brIf, 1);
+    code.push(...get(1 + scalar), ...simd(F32X4_SPLAT), LOCAL_SET, splatOf(scalar));
+  code.push(...get(BYTE_START), LOCAL_SET, INDEX);
+  code.push(BLOCK, 0x40, LOOP, 0x40);
+  code.push(...get(INDEX), ...get(0), I32_GE_U, BR_IF, 1);
   const o = ADAM_SIMD_OFFSETS;
   // p = p·decay
-  code.push(...get(INDEX), ...load(o.param), ...get(DECAY), ...f32x4.mul, op.localSet, P);
+  code.push(...get(INDEX), ...load(o.param, 4), ...get(DECAY), ...simd(F32X4_MUL), LOCAL_SET, P);
   // g = sign·grad + l2·p
-  code.push(...get(INDEX), ...load(o.grad), ...get(SIGN), ...f32x4.mul, ...get(L2), ...get(P), ...f32x4.mul);
-  code.push(...f32x4.add, op.localSet, G);
+  code.push(
+    ...get(INDEX),
+    ...load(o.grad, 4),
+    ...get(SIGN),
+    ...simd(F32X4_MUL),
+    ...get(L2),
+    ...get(P),
+    ...simd(F32X4_MUL),
+  );
+  code.push(...simd(F32X4_ADD), LOCAL_SET, G);
   // m = β1·m + (1 − β1)·g
-  code.push(...get(INDEX), ...get(BETA1), ...get(INDEX), ...load(o.expAvg), ...f32x4.mul);
+  code.push(...get(INDEX), ...get(BETA1), ...get(INDEX), ...load(o.expAvg, 4), ...simd(F32X4_MUL));
   code.push(
     ...get(ONE_MINUS_BETA1),
     ...get(G),
-    ...f32x4.mul,
-    ...f32x4.add,
-    op.localTee,
+    ...simd(F32X4_MUL),
+    ...simd(F32X4_ADD),
+    LOCAL_TEE,
     M,
-    ...store(o.expAvg),
+    ...store(o.expAvg, 4),
   );
   // v = β2·v + (1 − β2)·(g·g)
-  code.push(...get(INDEX), ...get(BETA2), ...get(INDEX), ...load(o.expAvgSq), ...f32x4.mul);
-  code.push(...get(ONE_MINUS_BETA2), ...get(G), ...get(G), ...f32x4.mul, ...f32x4.mul, ...f32x4.add);
-  code.push(op.localTee, V, ...store(o.expAvgSq));
+  code.push(...get(INDEX), ...get(BETA2), ...get(INDEX), ...load(o.expAvgSq, 4), ...simd(F32X4_MUL));
+  code.push(
+    ...get(ONE_MINUS_BETA2),
+    ...get(G),
+    ...get(G),
+    ...simd(F32X4_MUL),
+    ...simd(F32X4_MUL),
+    ...simd(F32X4_ADD),
+  );
+  code.push(LOCAL_TEE, V, ...store(o.expAvgSq, 4));
   if (amsgrad) {
-    code.push(...get(INDEX), ...get(INDEX), ...load(o.maxExpAvgSq), ...get(V), ...f32x4.max);
-    code.push(op.localTee, V, ...store(o.maxExpAvgSq));
+    code.push(...get(INDEX), ...get(INDEX), ...load(o.maxExpAvgSq, 4), ...get(V), ...simd(F32X4_MAX));
+    code.push(LOCAL_TEE, V, ...store(o.maxExpAvgSq, 4));
   }
   // p = p − stepSize·(m / (√v·inverseCorrection2Sqrt + eps))
-  code.push(...get(INDEX), ...get(P), ...get(STEP_SIZE), ...get(M), ...get(V), ...f32x4.sqrt);
-  code.push(...get(INVERSE_CORRECTION), ...f32x4.mul, ...get(EPS), ...f32x4.add, ...f32x4.div, ...f32x4.mul);
-  code.push(...f32x4.sub, ...store(o.param));
-  code.push(...get(INDEX), op.i32Const, 16, op.i32Add, op.localSet, INDEX, op.br, 0);
-  code.push(op.end, op.end, op.end);
+  code.push(...get(INDEX), ...get(P), ...get(STEP_SIZE), ...get(M), ...get(V), ...simd(F32X4_SQRT));
+  code.push(
+    ...get(INVERSE_CORRECTION),
+    ...simd(F32X4_MUL),
+    ...get(EPS),
+    ...simd(F32X4_ADD),
+    ...simd(F32X4_DIV),
+    ...simd(F32X4_MUL),
+  );
+  code.push(...simd(F32X4_SUB), ...store(o.param, 4));
+  code.push(...get(INDEX), I32_CONST, 16, I32_ADD, LOCAL_SET, INDEX, BR, 0);
+  code.push(END, END, END);
   const locals = [2, 1, 0x7f, 14, 0x7b]; // two entries: 1 i32 (index), 14 v128 (10 splats, 4 temporaries)
   const content = [...locals, ...code];
   return [...unsignedLeb(content.length), ...content];

@@ -15,21 +15,45 @@
  * Arithmetic is float32 four lanes at a time, as torch's float32 LAMB does; the norms are
  * accumulated in float64.
  */
-import { ADAM_SIMD_CHUNK, ADAM_SIMD_MAXIMUM_SHIFT } from './adam-simd-module';
+
 import {
-  f32x4,
-  f64x2,
-  highHalfToLow,
+  BLOCK,
+  BR,
+  BR_IF,
+  END,
+  F32,
+  F32X4_ADD,
+  F32X4_DIV,
+  F32X4_MUL,
+  F32X4_SPLAT,
+  F32X4_SQRT,
+  F32X4_SUB,
+  F64X2_ADD,
+  F64X2_MUL,
+  F64X2_PROMOTE_LOW_F32X4,
+  I8X16_SHUFFLE,
+  I32,
+  I32_ADD,
+  I32_CONST,
+  I32_GE_U,
+  LOCAL_GET,
+  LOCAL_SET,
+  LOCAL_TEE,
+  LOOP,
   load,
   MODULE_HEADER,
   name,
-  op,
   section,
+  simd,
   store,
   unsignedLeb,
-  valueType,
+  V128,
   vector,
-} from './wasm-assembly';
+} from '@fsdp-ts/kernels';
+import { ADAM_SIMD_CHUNK, ADAM_SIMD_MAXIMUM_SHIFT } from './adam-simd-module';
+
+/** i8x16.shuffle taking bytes 8..15 of the first operand into lanes 0..7 (the high two floats low). */
+const highHalfToLow = [...simd(I8X16_SHUFFLE), 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15];
 
 /** Elements per scratch array, and the room before each chunk: Adam's, so `scratchShift` applies. */
 export const LAMB_SIMD_CHUNK = ADAM_SIMD_CHUNK;
@@ -44,12 +68,12 @@ export const LAMB_SIMD_OFFSETS = {
   results: 4 * BYTES,
 } as const; // bytes
 
-const get = (local: number) => [op.localGet, local];
+const get = (local: number) => [LOCAL_GET, local];
 /** local = the vector at `offset` + index. */
 const loadInto = (index: number, offset: number, local: number) => [
   ...get(index),
-  ...load(offset),
-  op.localSet,
+  ...load(offset, 4),
+  LOCAL_SET,
   local,
 ];
 
@@ -70,15 +94,15 @@ function functionBody(
   const locals: Locals = { index, splat, temporary };
   const code: number[] = [];
   for (let scalar = 0; scalar < scalars; scalar++)
-    code.push(...get(1 + scalar), ...f32x4.splat, op.localSet, splat(scalar));
-  code.push(...get(byteStart), op.localSet, index);
-  code.push(op.block, 0x40, op.loop, 0x40);
-  code.push(...get(index), ...get(0), op.i32GeU, op.brIf, 1);
+    code.push(...get(1 + scalar), ...simd(F32X4_SPLAT), LOCAL_SET, splat(scalar));
+  code.push(...get(byteStart), LOCAL_SET, index);
+  code.push(BLOCK, 0x40, LOOP, 0x40);
+  code.push(...get(index), ...get(0), I32_GE_U, BR_IF, 1);
   code.push(...loopBody(locals));
-  code.push(...get(index), op.i32Const, 16, op.i32Add, op.localSet, index, op.br, 0);
-  code.push(op.end, op.end);
-  code.push(...after(locals), op.end);
-  const declarations = [2, 1, valueType.i32, ...unsignedLeb(scalars + temporaries), valueType.v128];
+  code.push(...get(index), I32_CONST, 16, I32_ADD, LOCAL_SET, index, BR, 0);
+  code.push(END, END);
+  code.push(...after(locals), END);
+  const declarations = [2, 1, I32, ...unsignedLeb(scalars + temporaries), V128];
   const content = [...declarations, ...code];
   return [...unsignedLeb(content.length), ...content];
 }
@@ -105,18 +129,18 @@ function update(
   return [
     ...get(m),
     ...get(ic1),
-    ...f32x4.mul,
+    ...simd(F32X4_MUL),
     ...get(v),
-    ...f32x4.sqrt,
+    ...simd(F32X4_SQRT),
     ...get(ic2),
-    ...f32x4.mul,
+    ...simd(F32X4_MUL),
     ...get(eps),
-    ...f32x4.add,
-    ...f32x4.div,
+    ...simd(F32X4_ADD),
+    ...simd(F32X4_DIV),
     ...get(wd),
     ...get(p),
-    ...f32x4.mul,
-    ...f32x4.add,
+    ...simd(F32X4_MUL),
+    ...simd(F32X4_ADD),
   ];
 }
 
@@ -125,22 +149,22 @@ function addSquares(accumulator: number, values: number, scratch: number): numbe
   return [
     ...get(accumulator),
     ...get(values),
-    ...f64x2.promoteLow,
-    op.localTee,
+    ...simd(F64X2_PROMOTE_LOW_F32X4),
+    LOCAL_TEE,
     scratch,
     ...get(scratch),
-    ...f64x2.mul,
-    ...f64x2.add,
+    ...simd(F64X2_MUL),
+    ...simd(F64X2_ADD),
     ...get(values),
     ...get(values),
     ...highHalfToLow,
-    ...f64x2.promoteLow,
-    op.localTee,
+    ...simd(F64X2_PROMOTE_LOW_F32X4),
+    LOCAL_TEE,
     scratch,
     ...get(scratch),
-    ...f64x2.mul,
-    ...f64x2.add,
-    op.localSet,
+    ...simd(F64X2_MUL),
+    ...simd(F64X2_ADD),
+    LOCAL_SET,
     accumulator,
   ];
 }
@@ -165,47 +189,47 @@ function momentsBody(): number[] {
         ...get(index),
         ...get(beta1!),
         ...get(index),
-        ...load(o.expAvg),
-        ...f32x4.mul,
+        ...load(o.expAvg, 4),
+        ...simd(F32X4_MUL),
         ...get(beta3!),
         ...get(g!),
-        ...f32x4.mul,
-        ...f32x4.add,
-        op.localTee,
+        ...simd(F32X4_MUL),
+        ...simd(F32X4_ADD),
+        LOCAL_TEE,
         m!,
-        ...store(o.expAvg),
+        ...store(o.expAvg, 4),
         // v = β2·v + (1 − β2)·(g·g)
         ...get(index),
         ...get(beta2!),
         ...get(index),
-        ...load(o.expAvgSq),
-        ...f32x4.mul,
+        ...load(o.expAvgSq, 4),
+        ...simd(F32X4_MUL),
         ...get(oneMinusBeta2!),
         ...get(g!),
         ...get(g!),
-        ...f32x4.mul,
-        ...f32x4.mul,
-        ...f32x4.add,
-        op.localTee,
+        ...simd(F32X4_MUL),
+        ...simd(F32X4_MUL),
+        ...simd(F32X4_ADD),
+        LOCAL_TEE,
         v!,
-        ...store(o.expAvgSq),
+        ...store(o.expAvgSq, 4),
         ...loadInto(index, o.param, p!),
         ...update(m!, v!, p!, ic1!, ic2!, eps!, wd!),
-        op.localSet,
+        LOCAL_SET,
         u!,
         ...addSquares(weightSquares!, p!, scratch!),
         ...addSquares(updateSquares!, u!, scratch!),
       ];
     },
     ({ temporary }) => [
-      op.i32Const,
+      I32_CONST,
       0,
       ...get(temporary(5)),
-      ...store(o.results),
-      op.i32Const,
+      ...store(o.results, 4),
+      I32_CONST,
       0,
       ...get(temporary(6)),
-      ...store(o.results + 16),
+      ...store(o.results + 16, 4),
     ],
   );
 }
@@ -227,9 +251,9 @@ function applyBody(): number[] {
         ...get(p!),
         ...get(scale!),
         ...update(m!, v!, p!, ic1!, ic2!, eps!, wd!),
-        ...f32x4.mul,
-        ...f32x4.sub,
-        ...store(o.param),
+        ...simd(F32X4_MUL),
+        ...simd(F32X4_SUB),
+        ...store(o.param, 4),
       ];
     },
     () => [],
@@ -237,11 +261,7 @@ function applyBody(): number[] {
 }
 
 function functionType(scalars: number): number[] {
-  return [
-    0x60,
-    ...vector([valueType.i32, ...new Array<number>(scalars).fill(valueType.f32), valueType.i32]),
-    0,
-  ];
+  return [0x60, ...vector([I32, ...new Array<number>(scalars).fill(F32), I32]), 0];
 }
 
 export function lambSimdModuleBytes(): Uint8Array {

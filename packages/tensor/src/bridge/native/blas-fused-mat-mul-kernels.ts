@@ -1,5 +1,5 @@
+import type { BlasLibrary } from '@fsdp-ts/kernels';
 import type * as tf from '@tensorflow/tfjs-core';
-import type { BlasLibrary } from './blas-library';
 import {
   type CpuBackendLike,
   type KernelArguments,

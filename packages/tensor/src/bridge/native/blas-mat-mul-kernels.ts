@@ -1,11 +1,11 @@
-import type * as tf from '@tensorflow/tfjs-core';
 import {
   type BlasLibrary,
   CBLAS_NO_TRANSPOSE,
   CBLAS_ROW_MAJOR,
   CBLAS_TRANSPOSE,
   type Sgemm,
-} from './blas-library';
+} from '@fsdp-ts/kernels';
+import type * as tf from '@tensorflow/tfjs-core';
 import { type MatMulPlan, planMatMul } from './mat-mul-plan';
 
 /** The parts of tfjs-backend-wasm's BackendWasm this kernel uses. */

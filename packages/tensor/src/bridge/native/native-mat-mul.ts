@@ -1,6 +1,6 @@
+import { type BlasLoadResult, blasSearchOrder, loadBlas, type Sgemm } from '@fsdp-ts/kernels';
 import * as tf from '@tensorflow/tfjs-core';
 import { cpuBlasFusedMatMul, wasmBlasFusedMatMul } from './blas-fused-mat-mul-kernels';
-import { type BlasLoadResult, blasSearchOrder, loadBlas, type Sgemm } from './blas-library';
 import { cpuBlasMatMul, wasmBlasMatMul } from './blas-mat-mul-kernels';
 import {
   BLAS_LIBRARY_ENVIRONMENT_VARIABLE,
@@ -107,10 +107,9 @@ class NativeMatMul {
   async #loadOnce(): Promise<BlasLoadResult> {
     if (this.#load === null) {
       const settings = this.#settings!;
-      this.#load = await loadBlas(
-        settings.library === null ? blasSearchOrder : [settings.library],
-        settings.threads,
-      );
+      this.#load = loadBlas(settings.library === null ? blasSearchOrder : [settings.library], {
+        threads: settings.threads,
+      });
     }
     return this.#load;
   }

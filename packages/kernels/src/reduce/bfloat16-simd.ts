@@ -18,8 +18,6 @@
  * float32 bits, NaN and infinities included.
  */
 
-import { widenBfloat16High, widenBfloat16Low } from './bfloat16-wasm-fragments.js';
-import { PLACEMENT_ROOM, PLACEMENT_STEP } from './scratch-placement.js';
 import {
   constant,
   functionBody,
@@ -29,12 +27,12 @@ import {
   instantiate,
   load,
   loopWhileBelow,
+  name,
   simd,
   store,
-  text,
   V128,
   wasmModule,
-} from './wasm-assembly.js';
+} from '../wasm/wasm-encoding';
 import {
   F32X4_ADD,
   I8X16_SHUFFLE,
@@ -50,7 +48,9 @@ import {
   V128_CONST,
   V128_OR,
   V128_XOR,
-} from './wasm-opcodes.js';
+} from '../wasm/wasm-opcodes';
+import { PLACEMENT_ROOM } from './scratch-placement';
+import { placedViews, widenBfloat16High, widenBfloat16Low } from './simd-fragments';
 
 /** Elements per kernel call: 64 KiB of float32. */
 export const SIMD_BLOCK = 16_384;
@@ -288,10 +288,10 @@ function assemble(): Uint8Array {
   const locals = [2, 1, I32, SCRATCH_LOCALS, V128];
   const bodies = BODIES.map((body) => functionBody(locals, body));
   const exports = [
-    ...text('memory'),
+    ...name('memory'),
     0x02,
     0,
-    ...KERNELS.flatMap((name, index) => [...text(name), 0x00, index]),
+    ...KERNELS.flatMap((kernel, index) => [...name(kernel), 0x00, index]),
   ];
   return wasmModule([
     [1, [1, 0x60, 2, I32, I32, 0]],
@@ -321,19 +321,10 @@ export function bfloat16Kernels(): Bfloat16Kernels | null {
     outputFloats: new Float32Array(memory, OUTPUT + shift, SIMD_BLOCK),
     outputHalves: new Uint16Array(memory, OUTPUT + shift, SIMD_BLOCK),
   });
-  const placed = Array.from({ length: PLACEMENT_ROOM / PLACEMENT_STEP }, (_, index) =>
-    views(index * PLACEMENT_STEP),
-  );
+  const placed = placedViews('bfloat16 kernels', views);
   kernels = {
-    ...placed[0]!,
-    at: (shift) => {
-      const found = placed[shift / PLACEMENT_STEP];
-      if (found === undefined)
-        throw new Error(
-          `bfloat16 kernels: shift ${shift} is not a multiple of ${PLACEMENT_STEP} below ${PLACEMENT_ROOM} ([Note: scratch placement])`,
-        );
-      return found;
-    },
+    ...placed.first,
+    at: placed.at,
     encode: kernel('encode'),
     decode: kernel('decode'),
     round: kernel('round'),

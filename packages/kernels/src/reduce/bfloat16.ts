@@ -1,5 +1,5 @@
-import { BFLOAT16_REGIONS, bfloat16Kernels, SIMD_BLOCK } from './bfloat16-simd.js';
-import { PLACEMENT_MINIMUM, placementShift } from './scratch-placement.js';
+import { BFLOAT16_REGIONS, bfloat16Kernels, SIMD_BLOCK } from './bfloat16-simd';
+import { PLACEMENT_MINIMUM, placementShift } from './scratch-placement';
 
 /**
  * bfloat16 <-> float32 conversion, round to nearest even. A private copy: this package depends on
@@ -31,7 +31,7 @@ const SIMD_MINIMUM = 64;
  */
 export function roundToBfloat16Bits(value: number): number {
   scalarFloat[0] = value;
-  return roundBits(scalarBits[0]!);
+  return bfloat16BitsFromFloat32Bits(scalarBits[0]!);
 }
 
 /** The number whose float32 upper half is the bfloat16 `bits` (the inverse of roundToBfloat16Bits). */
@@ -40,7 +40,8 @@ export function numberFromBfloat16Bits(bits: number): number {
   return scalarFloat[0]!;
 }
 
-function roundBits(bits: number): number {
+/** Rounds the bits of one float32 to a bfloat16 word ([Note: bfloat16 bits]). */
+export function bfloat16BitsFromFloat32Bits(bits: number): number {
   if ((bits & 0x7f800000) === 0x7f800000 && (bits & 0x007fffff) !== 0) return (bits >>> 16) | 0x0040;
   return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
 }

@@ -24,31 +24,23 @@ import {
   instantiate,
   load,
   loopWhileBelow,
+  name,
   sharedMemoryImport,
   simd,
   store,
-  text,
   V128,
   wasmModule,
-} from '../wasm-assembly.js';
-import {
-  F32X4_ADD,
-  F32X4_DIV,
-  F32X4_GE,
-  F32X4_LE,
-  F32X4_NE,
-  F32X4_SPLAT,
-  I32_ADD,
-  I32X4_ADD,
-  I32X4_MAX_S,
-  I32X4_MIN_S,
-  LOCAL_SET,
-  LOCAL_TEE,
-  V128_BITSELECT,
-  V128_OR,
-} from '../wasm-opcodes.js';
-import type { ReduceKernelName } from './reduce-simd.js';
-import { ARENA_MAX_PAGES, type SharedMemory } from './shm-arena.js';
+} from '../wasm/wasm-encoding';
+import { F32X4_DIV, F32X4_SPLAT, I32_ADD, LOCAL_SET, LOCAL_TEE } from '../wasm/wasm-opcodes';
+import { combine, REDUCE_KERNEL_NAMES, REDUCTIONS, type ReduceKernelName } from './simd-fragments';
+
+/** A shared WebAssembly memory the in-place kernels import (the thread ranks' arena). */
+export interface SharedWasmMemory {
+  readonly buffer: SharedArrayBuffer;
+}
+
+/** The maximum the kernels' memory import declares: a 32-bit memory's 4 GiB, so any arena fits. */
+export const IMPORTED_MEMORY_PAGES = 65_536;
 
 export interface InPlaceKernels {
   readonly reduce: Record<ReduceKernelName, (accumulator: number, source: number, bytes: number) => void>;
@@ -95,38 +87,12 @@ const B = 5;
 const alsoIntoSource = (both: boolean, result: number) =>
   both ? [LOCAL_TEE, result, ...store(0), ...get(SOURCE), ...get(result), ...store(0)] : store(0);
 
-const lanewise = (instruction: number, both: boolean) =>
+/** accumulator (op)= source, max and min selecting through A and B. */
+const reducer = (reduction: ReduceKernelName, both: boolean) =>
   loopOverVectors(2, 3, true, [
     ...get(ACCUMULATOR),
-    ...get(ACCUMULATOR),
-    ...load(0),
-    ...get(SOURCE),
-    ...load(0),
-    ...simd(instruction),
-    ...alsoIntoSource(both, A),
-  ]);
-
-/** a (compare) b || a != a ? a : b, with a the accumulator's lanes and b the source's. */
-const selecting = (compare: number, both: boolean) =>
-  loopOverVectors(2, 3, true, [
-    ...get(ACCUMULATOR),
-    ...get(ACCUMULATOR),
-    ...load(0),
-    LOCAL_TEE,
-    A,
-    ...get(SOURCE),
-    ...load(0),
-    LOCAL_TEE,
-    B,
-    ...get(A),
-    ...get(B),
-    ...simd(compare),
-    ...get(A),
-    ...get(A),
-    ...simd(F32X4_NE),
-    ...simd(V128_OR),
-    ...simd(V128_BITSELECT),
-    ...alsoIntoSource(both, B),
+    ...combine(reduction, [...get(ACCUMULATOR), ...load(0)], [...get(SOURCE), ...load(0)], A, B, LOCAL_TEE),
+    ...alsoIntoSource(both, 'lanewise' in REDUCTIONS[reduction] ? A : B),
   ]);
 
 // divide: (accumulator, bytes, divisor f32) and local 3 = end.
@@ -140,17 +106,11 @@ const divideBody = loopOverVectors(1, 3, false, [
   ...store(0),
 ]);
 
-const reducers = (both: boolean): Record<ReduceKernelName, number[]> => ({
-  sumFloat: lanewise(F32X4_ADD, both),
-  maxFloat: selecting(F32X4_GE, both),
-  minFloat: selecting(F32X4_LE, both),
-  sumInt: lanewise(I32X4_ADD, both),
-  maxInt: lanewise(I32X4_MAX_S, both),
-  minInt: lanewise(I32X4_MIN_S, both),
-});
+const NAMES = REDUCE_KERNEL_NAMES;
+const reducers = (both: boolean) =>
+  Object.fromEntries(NAMES.map((name) => [name, reducer(name, both)])) as Record<ReduceKernelName, number[]>;
 const REDUCERS = reducers(false);
 const REDUCERS_BOTH = reducers(true);
-const NAMES = Object.keys(REDUCERS) as ReduceKernelName[];
 
 // Reducers into a third view: (accumulator, source, bytes, target), locals 4 = end (i32), 5, 6 =
 // a, b (v128). Both operands are loaded before the result is stored.
@@ -171,46 +131,23 @@ const intoTarget = (body: number[]) => [
     ...increment(TARGET, 16),
   ]),
 ];
-const lanewiseInto = (instruction: number) =>
+const reducerInto = (reduction: ReduceKernelName) =>
   intoTarget([
     ...get(TARGET),
-    ...get(ACCUMULATOR),
-    ...load(0),
-    ...get(SOURCE),
-    ...load(0),
-    ...simd(instruction),
+    ...combine(
+      reduction,
+      [...get(ACCUMULATOR), ...load(0)],
+      [...get(SOURCE), ...load(0)],
+      INTO_A,
+      INTO_B,
+      LOCAL_TEE,
+    ),
     ...store(0),
   ]);
-/** As `selecting`: a (compare) b || a != a ? a : b, stored into the target. */
-const selectingInto = (compare: number) =>
-  intoTarget([
-    ...get(TARGET),
-    ...get(ACCUMULATOR),
-    ...load(0),
-    LOCAL_TEE,
-    INTO_A,
-    ...get(SOURCE),
-    ...load(0),
-    LOCAL_TEE,
-    INTO_B,
-    ...get(INTO_A),
-    ...get(INTO_B),
-    ...simd(compare),
-    ...get(INTO_A),
-    ...get(INTO_A),
-    ...simd(F32X4_NE),
-    ...simd(V128_OR),
-    ...simd(V128_BITSELECT),
-    ...store(0),
-  ]);
-const REDUCERS_INTO: Record<ReduceKernelName, number[]> = {
-  sumFloat: lanewiseInto(F32X4_ADD),
-  maxFloat: selectingInto(F32X4_GE),
-  minFloat: selectingInto(F32X4_LE),
-  sumInt: lanewiseInto(I32X4_ADD),
-  maxInt: lanewiseInto(I32X4_MAX_S),
-  minInt: lanewiseInto(I32X4_MIN_S),
-};
+const REDUCERS_INTO = Object.fromEntries(NAMES.map((name) => [name, reducerInto(name)])) as Record<
+  ReduceKernelName,
+  number[]
+>;
 
 function assemble(): Uint8Array {
   const bodies = [...NAMES.map((name) => REDUCERS[name]), ...NAMES.map((name) => REDUCERS_BOTH[name])];
@@ -223,24 +160,24 @@ function assemble(): Uint8Array {
     'divide',
     ...NAMES.map((name) => `${name}Into`),
   ];
-  const exports = names.flatMap((name, index) => [...text(name), 0x00, index]);
+  const exports = names.flatMap((kernel, index) => [...name(kernel), 0x00, index]);
   const functions = bodies.length + 1 + intoBodies.length;
   return wasmModule([
     [1, [3, 0x60, 3, I32, I32, I32, 0, 0x60, 3, I32, I32, F32, 0, 0x60, 4, I32, I32, I32, I32, 0]],
-    [2, sharedMemoryImport(ARENA_MAX_PAGES)],
+    [2, sharedMemoryImport(IMPORTED_MEMORY_PAGES)],
     [3, [functions, ...bodies.map(() => 0), 1, ...intoBodies.map(() => 2)]],
     [7, [names.length, ...exports]],
     [10, [functions, ...reducerBodies.flat(), ...divide, ...intoBodies.flat()]],
   ]);
 }
 
-let instance: { memory: SharedMemory; kernels: InPlaceKernels | null } | undefined;
+let instance: { memory: SharedWasmMemory; kernels: InPlaceKernels | null } | undefined;
 
 /**
  * This thread's kernels over `memory` (one arena per thread: the rank threads of one
  * spawnThreadRanks), or null where WebAssembly SIMD or shared memory is unavailable.
  */
-export function inPlaceKernels(memory: SharedMemory): InPlaceKernels | null {
+export function inPlaceKernels(memory: SharedWasmMemory): InPlaceKernels | null {
   if (instance !== undefined && instance.memory === memory) return instance.kernels;
   instance = { memory, kernels: null };
   const exported = instantiate(assemble(), { env: { memory } });

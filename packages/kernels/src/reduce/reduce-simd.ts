@@ -22,7 +22,6 @@
  * still gets the same bits, because one rank computes each element and writes it to all.
  */
 
-import { PLACEMENT_ROOM, PLACEMENT_STEP } from '../scratch-placement.js';
 import {
   constant,
   F32,
@@ -33,30 +32,16 @@ import {
   instantiate,
   load,
   loopWhileBelow,
+  name,
   simd,
   store,
-  text,
-  unsigned,
+  unsignedLeb,
   V128,
   wasmModule,
-} from '../wasm-assembly.js';
-import {
-  F32X4_ADD,
-  F32X4_DIV,
-  F32X4_GE,
-  F32X4_LE,
-  F32X4_NE,
-  F32X4_SPLAT,
-  I32_ADD,
-  I32_SHL,
-  I32X4_ADD,
-  I32X4_MAX_S,
-  I32X4_MIN_S,
-  LOCAL_SET,
-  LOCAL_TEE,
-  V128_BITSELECT,
-  V128_OR,
-} from '../wasm-opcodes.js';
+} from '../wasm/wasm-encoding';
+import { F32X4_DIV, F32X4_SPLAT, I32_ADD, I32_SHL, LOCAL_SET, LOCAL_TEE } from '../wasm/wasm-opcodes';
+import { PLACEMENT_ROOM } from './scratch-placement';
+import { combine, placedViews, REDUCE_KERNEL_NAMES, type ReduceKernelName } from './simd-fragments';
 
 /** Elements per kernel call: 256 KiB of float32 or int32. */
 export const REDUCE_BLOCK = 65_536;
@@ -68,7 +53,7 @@ const PAGES = Math.ceil((INPUT + REDUCE_BLOCK * 4 + PLACEMENT_ROOM) / 65_536);
 /** The regions' bases (byte offsets in the module's memory), for placementShift. */
 export const REDUCE_REGIONS = { accumulator: ACCUMULATOR, input: INPUT } as const;
 
-export type ReduceKernelName = 'sumFloat' | 'maxFloat' | 'minFloat' | 'sumInt' | 'maxInt' | 'minInt';
+export type { ReduceKernelName };
 
 /** Views over the regions moved by one shift. */
 export interface ReduceViews {
@@ -113,44 +98,20 @@ function loopOverVectors(shift: number, first: number, body: (byte: number) => n
   ];
 }
 
-/** ACCUMULATOR = ACCUMULATOR (instruction) INPUT. */
-const lanewise = (instruction: number) =>
+/** ACCUMULATOR = ACCUMULATOR (op) INPUT; max and min select through the v128 locals 4 and 5. */
+const reducer = (reduction: ReduceKernelName) =>
   loopOverVectors(1, 2, (byte) => [
     ...get(byte),
-    ...get(byte),
-    ...load(ACCUMULATOR),
-    ...get(byte),
-    ...load(INPUT),
-    ...simd(instruction),
+    ...combine(
+      reduction,
+      [...get(byte), ...load(ACCUMULATOR)],
+      [...get(byte), ...load(INPUT)],
+      4,
+      5,
+      LOCAL_TEE,
+    ),
     ...store(ACCUMULATOR),
   ]);
-
-/** ACCUMULATOR = a (compare) b || a != a ? a : b, with a = ACCUMULATOR, b = INPUT. */
-const selecting = (compare: number) =>
-  loopOverVectors(1, 2, (byte) => {
-    const a = 4;
-    const b = 5;
-    return [
-      ...get(byte),
-      ...get(byte),
-      ...load(ACCUMULATOR),
-      LOCAL_TEE,
-      a,
-      ...get(byte),
-      ...load(INPUT),
-      LOCAL_TEE,
-      b,
-      ...get(a),
-      ...get(b),
-      ...simd(compare),
-      ...get(a),
-      ...get(a),
-      ...simd(F32X4_NE),
-      ...simd(V128_OR),
-      ...simd(V128_BITSELECT),
-      ...store(ACCUMULATOR),
-    ];
-  });
 
 /** ACCUMULATOR /= splat(divisor); parameter 1 is the divisor, 2 the shift. */
 const divideBody = loopOverVectors(2, 3, (byte) => [
@@ -163,33 +124,29 @@ const divideBody = loopOverVectors(2, 3, (byte) => [
   ...store(ACCUMULATOR),
 ]);
 
-const REDUCERS: Record<ReduceKernelName, number[]> = {
-  sumFloat: lanewise(F32X4_ADD),
-  maxFloat: selecting(F32X4_GE),
-  minFloat: selecting(F32X4_LE),
-  sumInt: lanewise(I32X4_ADD),
-  maxInt: lanewise(I32X4_MAX_S),
-  minInt: lanewise(I32X4_MIN_S),
-};
-const NAMES = Object.keys(REDUCERS) as ReduceKernelName[];
+const NAMES = REDUCE_KERNEL_NAMES;
+const REDUCERS = Object.fromEntries(NAMES.map((name) => [name, reducer(name)])) as Record<
+  ReduceKernelName,
+  number[]
+>;
 
 function assemble(): Uint8Array {
   // Reducers: (count, shift) with locals byte, end (i32) and a, b (v128); divide: (count, divisor, shift).
   const reducerBodies = NAMES.map((name) => functionBody([2, 2, I32, 2, V128], REDUCERS[name]));
   const divide = functionBody([1, 2, I32], divideBody);
   const exports = [
-    ...text('memory'),
+    ...name('memory'),
     0x02,
     0,
-    ...NAMES.flatMap((name, index) => [...text(name), 0x00, index]),
-    ...text('divide'),
+    ...NAMES.flatMap((kernel, index) => [...name(kernel), 0x00, index]),
+    ...name('divide'),
     0x00,
     NAMES.length,
   ];
   return wasmModule([
     [1, [2, 0x60, 2, I32, I32, 0, 0x60, 3, I32, F32, I32, 0]],
     [3, [NAMES.length + 1, ...NAMES.map(() => 0), 1]],
-    [5, [1, 0x00, ...unsigned(PAGES)]],
+    [5, [1, 0x00, ...unsignedLeb(PAGES)]],
     [7, [NAMES.length + 2, ...exports]],
     [10, [NAMES.length + 1, ...reducerBodies.flat(), ...divide]],
   ]);
@@ -210,19 +167,10 @@ export function reduceKernels(): ReduceKernels | null {
     inputFloats: new Float32Array(memory, INPUT + shift, REDUCE_BLOCK),
     inputInts: new Int32Array(memory, INPUT + shift, REDUCE_BLOCK),
   });
-  const placed = Array.from({ length: PLACEMENT_ROOM / PLACEMENT_STEP }, (_, index) =>
-    views(index * PLACEMENT_STEP),
-  );
+  const placed = placedViews('reduce kernels', views);
   kernels = {
-    ...placed[0]!,
-    at: (shift) => {
-      const found = placed[shift / PLACEMENT_STEP];
-      if (found === undefined)
-        throw new Error(
-          `reduce kernels: shift ${shift} is not a multiple of ${PLACEMENT_STEP} below ${PLACEMENT_ROOM} ([Note: scratch placement])`,
-        );
-      return found;
-    },
+    ...placed.first,
+    at: placed.at,
     reduce: Object.fromEntries(
       NAMES.map((name) => [name, exported[name] as (count: number, shift?: number) => void]),
     ) as Record<ReduceKernelName, (count: number, shift?: number) => void>,

@@ -11,7 +11,6 @@
  * reduceBlocks' bit for bit (tested over all 2^16 patterns).
  */
 
-import { widenBfloat16High, widenBfloat16Low } from '../bfloat16-wasm-fragments.js';
 import {
   constant,
   functionBody,
@@ -21,13 +20,13 @@ import {
   instantiate,
   load,
   loopWhileBelow,
+  name,
   sharedMemoryImport,
   simd,
   store,
-  text,
   V128,
   wasmModule,
-} from '../wasm-assembly.js';
+} from '../wasm/wasm-encoding';
 import {
   F32X4_ADD,
   I16X8_NARROW_I32X4_U,
@@ -41,8 +40,9 @@ import {
   V128_AND,
   V128_BITSELECT,
   V128_OR,
-} from '../wasm-opcodes.js';
-import { ARENA_MAX_PAGES, type SharedMemory } from './shm-arena.js';
+} from '../wasm/wasm-opcodes';
+import { IMPORTED_MEMORY_PAGES, type SharedWasmMemory } from './in-place-simd';
+import { widenBfloat16High, widenBfloat16Low } from './simd-fragments';
 
 export interface InPlaceBfloat16Kernels {
   decode(floats: number, halves: number, count: number): void;
@@ -153,17 +153,17 @@ function assemble(): Uint8Array {
   const names = ['decode', 'decodeAdd', 'encode'];
   return wasmModule([
     [1, [1, 0x60, 3, I32, I32, I32, 0]],
-    [2, sharedMemoryImport(ARENA_MAX_PAGES)],
+    [2, sharedMemoryImport(IMPORTED_MEMORY_PAGES)],
     [3, [3, 0, 0, 0]],
-    [7, [3, ...names.flatMap((name, index) => [...text(name), 0x00, index])]],
+    [7, [3, ...names.flatMap((kernel, index) => [...name(kernel), 0x00, index])]],
     [10, [3, ...bodies.flat()]],
   ]);
 }
 
-let instance: { memory: SharedMemory; kernels: InPlaceBfloat16Kernels | null } | undefined;
+let instance: { memory: SharedWasmMemory; kernels: InPlaceBfloat16Kernels | null } | undefined;
 
 /** This thread's bfloat16 kernels over `memory`, or null where WebAssembly SIMD is unavailable. */
-export function inPlaceBfloat16Kernels(memory: SharedMemory): InPlaceBfloat16Kernels | null {
+export function inPlaceBfloat16Kernels(memory: SharedWasmMemory): InPlaceBfloat16Kernels | null {
   if (instance !== undefined && instance.memory === memory) return instance.kernels;
   instance = { memory, kernels: null };
   const exported = instantiate(assemble(), { env: { memory } });

@@ -1,7 +1,7 @@
-import { describe, expect, it } from 'vitest';
 import {
   addBfloat16Into,
   addRoundBfloat16,
+  bfloat16Kernels,
   decodeBfloat16,
   decodeScalar,
   encodeBfloat16,
@@ -11,8 +11,8 @@ import {
   roundScalar,
   roundToBfloat16Bits,
   roundToBfloat16InPlace,
-} from '../src/internal/bfloat16.js';
-import { bfloat16Kernels } from '../src/internal/bfloat16-simd.js';
+} from '@fsdp-ts/kernels';
+import { describe, expect, it } from 'vitest';
 
 /** float32 bit patterns covering every class: zeros, subnormals, ties, infinities, quiet and signalling NaNs. */
 function interestingFloats(length: number, seed: number): Float32Array {
