@@ -5,13 +5,17 @@ import { findBackend } from './internal/backend-registry.js';
 import { checkInitProcessGroupOptions } from './internal/init-option-keys.js';
 import { noticeNoLauncher } from './internal/no-launcher-notice.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
+import { mpiLaunched, mpiLaunchedRank } from './mpi/mpi-backend.js';
 import { ProcessGroup } from './process-group.js';
 import type { Store } from './store/store.js';
 import type { Backend } from './types.js';
 
 /** Options of initProcessGroup: backend, rank, size, store, job secret, host, secure transport, timeout. */
 export interface InitProcessGroupOptions {
-  /** Default: `shm` inside threads started by spawnThreadRanks, `tcp` otherwise. */
+  /**
+   * Default: `shm` inside threads started by spawnThreadRanks, `mpi` in a process started by
+   * mpirun/mpiexec or `srun --mpi=pmix` (without RANK set), `tcp` otherwise.
+   */
   backend?: Backend;
   /** Default: from the environment (RANK) or the thread rank. */
   rank?: number;
@@ -48,16 +52,20 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
   checkInitProcessGroupOptions(options);
   const thread = threadRankContext();
   noticeNoLauncher(options, thread !== undefined);
-  const backend = options.backend ?? (thread === undefined ? 'tcp' : 'shm');
+  const backend = options.backend ?? (thread !== undefined ? 'shm' : mpiLaunched() ? 'mpi' : 'tcp');
+  // The mpi backend takes rank and size from MPI_COMM_WORLD; the launcher's variables say the same.
+  const launchedByMpi = backend === 'mpi' ? mpiLaunchedRank() : undefined;
   const rank =
     options.rank ??
     thread?.rank ??
+    launchedByMpi?.rank ??
     readOptionalInteger('RANK', 0) ??
     readOptionalInteger('SLURM_PROCID', 0) ??
     0;
   const size =
     options.size ??
     thread?.size ??
+    launchedByMpi?.size ??
     readOptionalInteger('WORLD_SIZE', 1) ??
     readOptionalInteger('SLURM_NTASKS', 1) ??
     1;

@@ -9,14 +9,14 @@ const backends = registeredBackends();
 
 describe('conformance: every registered backend', () => {
   it('has a conformance set-up for every registered backend', () => {
-    expect(backends).toEqual(expect.arrayContaining(['tcp', 'shm', 'loopback']));
+    expect(backends).toEqual(expect.arrayContaining(['tcp', 'shm', 'mpi', 'loopback']));
     expect(backends.filter((name) => conformanceLaunchers[name] === undefined)).toEqual([]);
   });
 
   for (const backend of backends) {
     const launcher = conformanceLaunchers[backend];
     if (launcher === undefined) continue;
-    for (const size of [1, 2, 3, 4]) {
+    for (const size of launcher.sizes ?? [1, 2, 3, 4]) {
       it(`${backend}: every op x dtype x size matches the reference on ${size} ${launcher.ranks}`, async () => {
         const results = await launcher.run(size);
         expect(results).toHaveLength(size);

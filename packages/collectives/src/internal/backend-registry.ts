@@ -1,4 +1,5 @@
 import { CollectiveError } from '../errors.js';
+import { mpiBackend } from '../mpi/mpi-backend.js';
 import type { BackendDefinition } from './backend-definition.js';
 import { shmBackend } from './shm/shm-backend.js';
 import { tcpBackend } from './tcp/tcp-backend.js';
@@ -11,6 +12,7 @@ import { tcpBackend } from './tcp/tcp-backend.js';
 const backends = new Map<string, BackendDefinition<never>>([
   [tcpBackend.name, tcpBackend as BackendDefinition<never>],
   [shmBackend.name, shmBackend as BackendDefinition<never>],
+  [mpiBackend.name, mpiBackend as BackendDefinition<never>],
 ]);
 
 export function registerBackend<Config>(definition: BackendDefinition<Config>): void {

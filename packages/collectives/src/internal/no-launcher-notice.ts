@@ -1,7 +1,14 @@
 import { relative } from 'node:path';
 
-/** The environment variables by which a launcher (fsdp-run, torchrun, srun) gives a rank its place. */
-const LAUNCHER_VARIABLES = ['RANK', 'WORLD_SIZE', 'SLURM_PROCID', 'SLURM_NTASKS'] as const;
+/** The environment variables by which a launcher (fsdp-run, torchrun, srun, mpirun) gives a rank its place. */
+const LAUNCHER_VARIABLES = [
+  'RANK',
+  'WORLD_SIZE',
+  'SLURM_PROCID',
+  'SLURM_NTASKS',
+  'OMPI_COMM_WORLD_SIZE',
+  'PMIX_RANK',
+] as const;
 
 let told = false;
 

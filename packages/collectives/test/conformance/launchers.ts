@@ -1,5 +1,6 @@
 import { spawnThreadRanks } from '../../src/index.js';
 import { runWithLauncher } from '../helpers/run-with-launcher.js';
+import { runWithMpirun } from '../helpers/run-with-mpirun.js';
 import type { SuiteOptions } from './rank-suite.js';
 import type { CaseOutcome } from './run-conformance.js';
 
@@ -15,6 +16,8 @@ export interface ConformanceLauncher {
   run(size: number): Promise<CaseOutcome[][]>;
   /** At least this many outcomes on rank 0 (the suite really ran). */
   readonly minimumCases: number;
+  /** The world sizes it runs at; default 1 to 4. */
+  readonly sizes?: readonly number[];
 }
 
 const threadFixture = new URL('../fixtures/conformance-thread-rank.ts', import.meta.url);
@@ -70,10 +73,30 @@ export function tcpLauncher(native: '0' | '1' | undefined, local?: 'tcp'): Confo
   };
 }
 
+/**
+ * mpi ranks: real processes under mpirun (Open MPI), at W=2 and 3 (each size is one mpirun job;
+ * the thread and tcp suites cover the world sizes). Each rank also runs the mpi backend's own
+ * cases (test/fixtures/mpi-rank.ts): an mpirun job defaults to mpi, a stalled peer is named.
+ */
+const mpiLauncher: ConformanceLauncher = {
+  ranks: 'process(es) under mpirun',
+  minimumCases: 50,
+  sizes: [2, 3],
+  run: async (size) => {
+    const run = await runWithMpirun(size, new URL('../fixtures/mpi-rank.ts', import.meta.url), [], {
+      timeoutMs,
+    });
+    if (run.code !== 0 || run.results.size !== size)
+      throw new Error(`mpirun exited with ${run.code} and ${run.results.size} results:\n${run.output}`);
+    return [...run.results.entries()].sort(([a], [b]) => a - b).map(([, result]) => result as CaseOutcome[]);
+  },
+};
+
 export const conformanceLaunchers: Readonly<Record<string, ConformanceLauncher>> = {
   tcp: tcpLauncher(process.platform === 'linux' ? '1' : undefined),
   shm: threads('shm', (size) => ({ huge: size === 2 || size === 3, wire: false }), 40),
   // The test-only backend of test/support/loopback-backend, built by following CONTRIBUTING.md's
   // "Add a collectives backend" recipe: registered from outside the package, engine on EngineBase.
   loopback: threads('loopback', (size) => ({ huge: size === 2, wire: true }), 60),
+  mpi: mpiLauncher,
 };

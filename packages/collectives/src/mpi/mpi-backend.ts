@@ -1,0 +1,180 @@
+import { createHash } from 'node:crypto';
+import { CollectiveError } from '../errors.js';
+import type { BackendDefinition } from '../internal/backend-definition.js';
+import { CommunicationClient } from '../internal/communication-client.js';
+import type { MpiInit } from './mpi-engine.js';
+import {
+  loadMpiLibrary,
+  MPI_THREAD_MULTIPLE,
+  type MpiLibrary,
+  mpiLibraryPath,
+  resolveKoffi,
+  THREAD_LEVELS,
+} from './mpi-library.js';
+
+/** The mpi backend's settings: where koffi and the MPI library are (the worker loads them again). */
+export interface MpiConfig {
+  koffiPath: string;
+  libraryPath: string;
+}
+
+/**
+ * Whether this process was started as a rank of an MPI job: by Open MPI's mpirun/mpiexec
+ * (OMPI_COMM_WORLD_SIZE), by a PMIx launcher (PMIX_RANK; `srun --mpi=pmix` sets it too) or by
+ * `srun --mpi=pmi2` (PMI_RANK with SLURM_*). initProcessGroup then defaults to the mpi backend
+ * unless RANK is set (a torchrun-style launcher inside an MPI job keeps tcp).
+ */
+export function mpiLaunched(env: NodeJS.ProcessEnv = process.env): boolean {
+  const set = (name: string) => (env[name] ?? '').trim() !== '';
+  if (set('RANK')) return false;
+  return set('OMPI_COMM_WORLD_SIZE') || set('PMIX_RANK') || (set('PMI_RANK') && set('SLURM_PROCID'));
+}
+
+/** This rank as the MPI launcher states it, before MPI is initialised (undefined outside MPI jobs). */
+export function mpiLaunchedRank(
+  env: NodeJS.ProcessEnv = process.env,
+): { rank: number; size: number } | undefined {
+  const rank = env.OMPI_COMM_WORLD_RANK ?? env.PMIX_RANK ?? env.PMI_RANK;
+  const size = env.OMPI_COMM_WORLD_SIZE ?? env.SLURM_NTASKS ?? env.PMI_SIZE;
+  if (rank === undefined || size === undefined) return undefined;
+  const parsed = { rank: Number(rank), size: Number(size) };
+  return Number.isInteger(parsed.rank) && Number.isInteger(parsed.size) ? parsed : undefined;
+}
+
+interface MpiRuntime {
+  library: MpiLibrary;
+  koffiPath: string;
+  rank: number;
+  size: number;
+}
+
+let runtime: MpiRuntime | undefined;
+let finalizeInstalled = false;
+
+/**
+ * [Note: mpi threads] MPI is initialised once per process, on the main thread, with
+ * MPI_Init_thread(MPI_THREAD_MULTIPLE): every mpi group's communication worker calls MPI from
+ * its own thread, and two groups' workers (a sub-group, hybrid sharding's two meshes) call it at
+ * the same time. A library that grants less fails here. MPI_Finalize runs on the main thread at
+ * a clean exit (code 0), after the communication workers have finished their queues ([Note:
+ * process exit]); a failing process skips it, so mpirun ends the job. MPI cannot be initialised
+ * again in the same process after that.
+ */
+function startMpi(rank: number): MpiRuntime {
+  if (runtime !== undefined) return runtime;
+  const koffiPath = resolveKoffi();
+  const library = loadMpiLibrary(koffiPath, mpiLibraryPath(), rank);
+  const flag = new Int32Array(1);
+  library.finalized(flag);
+  if (flag[0] !== 0) {
+    throw new CollectiveError('MPI was already finalized in this process; it cannot start again.', {
+      code: 'invalid-argument',
+      rank,
+      fix: 'create every mpi group before the process ends; one process runs one MPI job.',
+    });
+  }
+  const provided = new Int32Array(1);
+  library.initialized(flag);
+  if (flag[0] === 0) {
+    const code = library.initThread(MPI_THREAD_MULTIPLE, provided);
+    if (code !== 0) {
+      throw new CollectiveError(`MPI_Init_thread failed: ${library.errorString(code)}.`, {
+        code: 'invalid-argument',
+        rank,
+        fix: 'start the job with mpirun/mpiexec or srun --mpi=pmix, and check that Open MPI runs here (mpirun -np 1 hostname).',
+      });
+    }
+  } else provided[0] = MPI_THREAD_MULTIPLE;
+  if (provided[0]! < MPI_THREAD_MULTIPLE) {
+    throw new CollectiveError(
+      `The MPI library granted thread level MPI_THREAD_${THREAD_LEVELS[provided[0]!]?.toUpperCase() ?? provided[0]}; the mpi backend needs MPI_THREAD_MULTIPLE.`,
+      {
+        code: 'invalid-argument',
+        rank,
+        expected: 'MPI_THREAD_MULTIPLE',
+        actual: THREAD_LEVELS[provided[0]!] ?? provided[0],
+        fix: "each group's communication worker thread calls MPI, several at once: use an Open MPI built with thread support (the default since Open MPI 3), or the tcp backend.",
+      },
+    );
+  }
+  const into = new Int32Array(1);
+  library.commRank(library.handles.commWorld, into);
+  const worldRank = into[0]!;
+  library.commSize(library.handles.commWorld, into);
+  runtime = { library, koffiPath: koffiPath!, rank: worldRank, size: into[0]! };
+  return runtime;
+}
+
+/** MPI_Finalize at a clean exit, after the communication client's own exit hook ([Note: mpi threads]). */
+function installFinalize(library: MpiLibrary): void {
+  if (finalizeInstalled) return;
+  finalizeInstalled = true;
+  process.on('exit', (code) => {
+    if (code === 0 && process.exitCode !== 1) library.finalize();
+  });
+}
+
+/** A tag for MPI_Comm_create_group: the same on every member, distinct per group key. */
+function groupTag(key: string): number {
+  return 100 + (createHash('sha256').update(key).digest().readUInt32BE(0) % 30_000);
+}
+
+/**
+ * mpi: processes started by mpirun/mpiexec or srun --mpi=pmix; the system's Open MPI moves the
+ * bytes over whatever it knows (shared memory between local ranks, tcp, UCX) ([Note: mpi engine]).
+ */
+export const mpiBackend: BackendDefinition<MpiConfig> = {
+  name: 'mpi',
+
+  async configure(options, identity) {
+    if (options.secure === true) {
+      throw new CollectiveError('The mpi backend cannot encrypt its data: MPI moves the bytes.', {
+        code: 'invalid-argument',
+        rank: identity.rank,
+        fix: "drop secure (and FSDP_SECURE), or use backend 'tcp' with secure: true.",
+      });
+    }
+    const mpi = startMpi(identity.rank);
+    for (const [name, given, actual] of [
+      ['rank', options.rank, mpi.rank],
+      ['size', options.size, mpi.size],
+    ] as const) {
+      if (given !== undefined && given !== actual) {
+        throw new CollectiveError(`initProcessGroup: ${name} ${given} disagrees with MPI's ${actual}.`, {
+          code: 'invalid-argument',
+          rank: mpi.rank,
+          expected: actual,
+          actual: given,
+          fix: `leave ${name} out with the mpi backend: MPI_COMM_WORLD decides it.`,
+        });
+      }
+    }
+    identity.rank = mpi.rank;
+    identity.size = mpi.size;
+    identity.worldRanks = Array.from({ length: mpi.size }, (_, index) => index);
+    return { koffiPath: mpi.koffiPath, libraryPath: mpi.library.path };
+  },
+
+  async start(setup) {
+    const init: MpiInit = {
+      backend: 'mpi',
+      rank: setup.rank,
+      size: setup.size,
+      abort: new Int32Array(new SharedArrayBuffer(4)),
+      koffiPath: setup.config.koffiPath,
+      libraryPath: setup.config.libraryPath,
+      worldRanks: setup.worldRanks,
+      tag: groupTag(setup.key),
+    };
+    const { client } = await CommunicationClient.start(mpiBackend, init, [], 'ready', setup.timeoutMs);
+    installFinalize(runtime!.library);
+    client.markReady();
+    return client;
+  },
+
+  loadEngine: () => import('./mpi-engine.js'),
+
+  abort() {
+    // The worker tests init.abort between MPI_Test calls; nothing blocks its thread for long.
+  },
+};
