@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { MPIRUN_FLAGS } from '../../../collectives/test/helpers/run-with-mpirun';
 import { type NamespacePair, onHost } from '../multi-host-netns';
 import { type WatchedLaunch, watchLaunch } from './watched-launch';
 
@@ -53,7 +54,8 @@ export function mpirunOnHosts(pair: NamespacePair, options: MpirunOptions): Watc
   const { ranksPerHost } = options;
   const [command, args] = onHost(pair, 0, [
     'mpirun',
-    '--allow-run-as-root',
+    // The flags of the collectives package's mpirun tests: root allowed, no binding.
+    ...MPIRUN_FLAGS,
     '--mca',
     'plm_rsh_agent',
     agent,
