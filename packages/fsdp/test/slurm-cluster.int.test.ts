@@ -11,7 +11,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespacePair, type NamespacePair } from './multi-host-netns';
@@ -61,7 +61,7 @@ function editedCopy(source: string, partition: string, directory: string): strin
     expect(text.split('\n'), `${source} lost its documented edit line ${line}`).toContain(line);
     edited = edited.replace(line, replacement);
   }
-  const copy = join(directory, 'train-gpt.sbatch');
+  const copy = join(directory, basename(source));
   writeFileSync(copy, edited, { mode: 0o755 });
   return copy;
 }
