@@ -3,7 +3,7 @@
  * the mpi backend) submitted to a real two-node Slurm cluster: munged,
  * slurmctld and one slurmd per network-namespace host (10.233.0.1 and 10.233.0.2, hostnames
  * slurm-n1 and slurm-n2; see support/slurm-cluster.ts). Each script is copied with only the edits
- * their headers document (the partition line, the checkout path) and submitted with `sbatch --wait`
+ * their headers document (the partition line, the checkout path) and submitted with `sbatch`
  * from a scratch directory, as a user would. Needs root and Debian's slurmctld, slurmd,
  * slurm-client and munge, and Open MPI for the second (.ci/run installs them); without them the
  * test fails saying so.

@@ -30,7 +30,7 @@ export interface SlurmCluster {
   clientEnvironment(base?: NodeJS.ProcessEnv): NodeJS.ProcessEnv;
   /** Runs a client command on host 0 (where slurmctld listens) and returns its stdout. */
   client(argv: string[]): string;
-  /** `sbatch --wait` of `script` from `directory`, bounded by `limitMs`; see `SubmittedJob`. */
+  /** `sbatch` of `script` from `directory`, resolving once the job has ended (bounded by `limitMs`). */
   submit(script: string, options: SubmitOptions): Promise<SubmittedJob>;
   /** A daemon's log file (`slurmctld`, `slurmd-<node>`, `munged`), or '' when it has none yet. */
   log(daemon: string): string;
@@ -58,7 +58,7 @@ export interface SubmittedJob {
   /** The batch host and the allocated nodes (`NodeList`, expanded). */
   batchHost: string;
   nodes: string[];
-  /** sbatch's own stdout and stderr. */
+  /** sbatch's own output (the job id). */
   sbatchOutput: string;
 }
 
@@ -135,6 +135,19 @@ export function scontrolFields(line: string): Record<string, string> {
   for (const match of line.trim().matchAll(/(\S+?)=(\S*)/g)) fields[match[1]!] = match[2]!;
   return fields;
 }
+
+/** Job states after which nothing of the job runs any more (COMPLETING is not one). */
+const ENDED_STATES = new Set([
+  'COMPLETED',
+  'FAILED',
+  'CANCELLED',
+  'TIMEOUT',
+  'NODE_FAIL',
+  'OUT_OF_MEMORY',
+  'PREEMPTED',
+  'BOOT_FAIL',
+  'DEADLINE',
+]);
 
 /** Slurm's `[days-]hours:minutes:seconds` in seconds. */
 function durationSeconds(text: string): number {
@@ -279,36 +292,38 @@ export async function startSlurmCluster(
     script: string,
     { directory: submitDirectory, environment, limitMs: jobLimitMs }: SubmitOptions,
   ) => {
-    const [command, args] = onHost(pair, 0, ['sbatch', '--wait', '--parsable', script]);
-    const child = spawn(command, args, {
-      cwd: submitDirectory,
-      env: clientEnvironment(environment),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let sbatchOutput = '';
-    let jobId: string | undefined;
-    child.stdout!.on('data', (chunk: Buffer) => {
-      sbatchOutput += chunk.toString();
-      jobId ??= /^(\d+)/m.exec(sbatchOutput)?.[1];
-    });
-    child.stderr!.on('data', (chunk: Buffer) => {
-      sbatchOutput += chunk.toString();
-    });
-    let timedOut = false;
-    const limit = setTimeout(() => {
-      timedOut = true;
-      if (jobId !== undefined) client(['scancel', jobId]);
-      child.kill('SIGKILL');
-    }, jobLimitMs);
-    await new Promise<void>((resolve) => child.once('close', () => resolve()));
-    clearTimeout(limit);
+    const [command, args] = onHost(pair, 0, ['sbatch', '--parsable', script]);
+    let sbatchOutput: string;
+    try {
+      sbatchOutput = execFileSync(command, args, {
+        cwd: submitDirectory,
+        encoding: 'utf8',
+        env: clientEnvironment(environment),
+        stdio: ['ignore', 'pipe', 'pipe'],
+        timeout: 30_000,
+      });
+    } catch (cause) {
+      const stderr = (cause as { stderr?: string }).stderr ?? String(cause);
+      throw new Error(`sbatch refused ${script}:\n${stderr}\n${describeDaemons()}`);
+    }
+    const jobId = /^(\d+)/m.exec(sbatchOutput)?.[1];
     if (jobId === undefined)
       throw new Error(`sbatch printed no job id:\n${sbatchOutput}\n${describeDaemons()}`);
-    const fields = scontrolFields(client(['scontrol', 'show', 'job', '--oneliner', jobId]));
-    if (timedOut) {
-      throw new Error(
-        `job ${jobId} did not end within ${jobLimitMs / 1000} s (cancelled; state ${fields.JobState}):\n${sbatchOutput}\n${describeDaemons()}`,
-      );
+    // [Note: polling the job] `sbatch --wait` polls the job after 2, 10, 42, 74... s, so a
+    // 10-second job returned after 42 s; this asks slurmctld every 250 ms until the job has
+    // ended and left COMPLETING (its processes are gone), bounded by `limitMs`.
+    const deadline = Date.now() + jobLimitMs;
+    let fields: Record<string, string>;
+    for (;;) {
+      fields = scontrolFields(client(['scontrol', 'show', 'job', '--oneliner', jobId]));
+      if (ENDED_STATES.has(fields.JobState ?? '')) break;
+      if (Date.now() > deadline) {
+        client(['scancel', jobId]);
+        throw new Error(
+          `job ${jobId} did not end within ${jobLimitMs / 1000} s (cancelled; state ${fields.JobState}):\n${describeDaemons()}`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
     }
     const nodeList = fields.NodeList ?? '';
     return {
