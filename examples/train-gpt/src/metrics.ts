@@ -51,6 +51,8 @@ export type ProgressMessage =
       parameters: number;
       worldSize: number;
       strategy: string;
+      /** The process group's backend ('tcp' under fsdp-run, 'mpi' under mpirun or srun --mpi). */
+      collectivesBackend: string;
     }
   | { kind: 'resumed'; step: number; path: string }
   | { kind: 'step'; record: StepRecord; totalSteps: number; elapsedSeconds: number }

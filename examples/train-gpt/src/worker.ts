@@ -73,6 +73,7 @@ async function main(): Promise<void> {
         parameters: parameterCount,
         worldSize,
         strategy: options.strategy,
+        collectivesBackend: group.backend,
       }),
     );
     let steps: StepRecord[] = [];

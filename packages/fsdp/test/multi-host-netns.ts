@@ -5,8 +5,13 @@
  *
  *   ns <stem><pid>-0  veth v<pid>h0  <prefix>.1/30
  *   ns <stem><pid>-1  veth v<pid>h1  <prefix>.2/30
+ *
+ * With `hostnames`, each host also gets its own UTS namespace (its own `hostname`), kept as a
+ * file under /run/fsdp-uts like `ip netns` keeps network namespaces under /run/netns.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 export interface NamespacePair {
   /** Namespace names, host 0 then host 1. */
@@ -15,6 +20,8 @@ export interface NamespacePair {
   readonly addresses: readonly [string, string];
   /** The veth end inside each namespace, host 0 then host 1 (what a packet capture listens on). */
   readonly links: readonly [string, string];
+  /** Each host's `hostname` when the pair was made with `hostnames`, else undefined. */
+  readonly hostnames: readonly [string, string] | undefined;
   /** Process ids running in a namespace now (`ip netns pids`). */
   pids(host: 0 | 1): number[];
   /** SIGKILLs whatever still runs in both namespaces and deletes them (idempotent). */
@@ -26,7 +33,17 @@ export interface NamespacePairOptions {
   stem: string;
   /** First three octets of the /30 (the network address is `<prefix>.0`), e.g. '10.231.0'. */
   prefix: string;
+  /**
+   * Give each host its own UTS namespace with this hostname (host 0, host 1); processes started
+   * through `enter` see it. Without it both hosts share the machine's hostname, which software
+   * that keys shared files on the hostname (Open MPI's shared-memory segments, Slurm's
+   * SlurmctldHost check) mistakes for one host.
+   */
+  hostnames?: readonly [string, string];
 }
+
+/** Where the persistent UTS namespaces live (bind mounts of nsfs files, as /run/netns holds). */
+const UTS_DIRECTORY = '/run/fsdp-uts';
 
 function ip(args: string[]): string {
   return execFileSync('ip', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
@@ -49,7 +66,15 @@ function pidsIn(namespace: string): number[] {
     .map(Number);
 }
 
+function removeHostname(namespace: string): void {
+  const file = join(UTS_DIRECTORY, namespace);
+  if (!existsSync(file)) return;
+  spawnSync('umount', [file]);
+  rmSync(file, { force: true });
+}
+
 function killAndDelete(namespace: string): void {
+  removeHostname(namespace);
   if (!existingNamespaces().includes(namespace)) return;
   for (const pid of pidsIn(namespace)) {
     try {
@@ -83,7 +108,8 @@ function alive(pid: number): boolean {
  */
 export function removeStaleNamespaces(stem: string): void {
   const pattern = new RegExp(`^${stem}(\\d+)-[01]$`);
-  for (const namespace of existingNamespaces()) {
+  const utsFiles = existsSync(UTS_DIRECTORY) ? readdirSync(UTS_DIRECTORY) : [];
+  for (const namespace of new Set([...existingNamespaces(), ...utsFiles])) {
     const match = pattern.exec(namespace);
     if (match !== null && !alive(Number(match[1]))) killAndDelete(namespace);
   }
@@ -126,6 +152,17 @@ export function createNamespacePair(options: NamespacePairOptions): NamespacePai
       ip(['-n', namespaces[host], 'addr', 'add', `${addresses[host]}/30`, 'dev', links[host]]);
       ip(['-n', namespaces[host], 'link', 'set', links[host], 'up']);
     }
+    if (options.hostnames !== undefined) {
+      mkdirSync(UTS_DIRECTORY, { recursive: true });
+      for (const host of [0, 1] as const) {
+        const file = join(UTS_DIRECTORY, namespaces[host]);
+        writeFileSync(file, '');
+        // `unshare --uts=FILE` makes the namespace and bind-mounts it on FILE, so it outlives the command.
+        execFileSync('unshare', [`--uts=${file}`, 'hostname', options.hostnames[host]], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+      }
+    }
   } catch (cause) {
     removeLeftovers(name);
     const stderr = (cause as { stderr?: string }).stderr?.trim() || String(cause);
@@ -138,6 +175,7 @@ export function createNamespacePair(options: NamespacePairOptions): NamespacePai
     namespaces,
     addresses,
     links,
+    hostnames: options.hostnames,
     pids: (host) => pidsIn(namespaces[host]),
     remove: () => removeLeftovers(name),
   };
@@ -146,4 +184,16 @@ export function createNamespacePair(options: NamespacePairOptions): NamespacePai
 /** The command line that runs `argv` inside a namespace (`ip netns exec` execs, keeping the pid). */
 export function inNamespace(namespace: string, argv: string[]): [string, string[]] {
   return ['ip', ['netns', 'exec', namespace, ...argv]];
+}
+
+/**
+ * [Note: nsenter, not ip netns exec] The command line that runs `argv` on a host: in its network
+ * namespace, and in its UTS namespace when the pair has hostnames. `nsenter` execs `argv` (the
+ * pid stays) and changes nothing else; `ip netns exec` also remounts /sys for the namespace,
+ * which hides the cgroup file system from what runs inside (slurmd then refuses to start).
+ */
+export function onHost(pair: NamespacePair, host: 0 | 1, argv: string[]): [string, string[]] {
+  const namespace = pair.namespaces[host];
+  const uts = pair.hostnames === undefined ? [] : [`--uts=${join(UTS_DIRECTORY, namespace)}`];
+  return ['nsenter', [`--net=/run/netns/${namespace}`, ...uts, ...argv]];
 }

@@ -7,8 +7,14 @@
  *     hybrid-shard: shard inside a host, replicate across hosts), writing rank-<r>.json.
  *   multi-host-rank.ts endless
  *     trains full-shard until killed, printing `STEP <n>` after every step.
+ *   multi-host-rank.ts mpi-parity <output directory>
+ *     started by mpirun across the hosts (multi-host-mpi.int.test.ts): the process group comes
+ *     from initProcessGroup()'s MPI job detection; runs the conformance suite's core ops
+ *     (all-reduce, all-gather, reduce-scatter, broadcast, barrier) and the full-shard training,
+ *     writing rank-<r>.json.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import {
   type CollectiveDtype,
@@ -22,6 +28,8 @@ import { backward, crossEntropy, GPT, TransformerBlock } from '@fsdp-ts/nn';
 import { AdamW } from '@fsdp-ts/optim';
 import { bfloat16ToFloat32Scalar, float32ToBfloat16Scalar, initBackend } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
+import { conformanceCases } from '../../collectives/test/conformance/cases';
+import { runConformance } from '../../collectives/test/conformance/run-conformance';
 import { batchTensors, localPieces, type TrainingResult, tinyConfig } from './fixtures/training-run';
 import {
   BATCH_PER_RANK,
@@ -236,12 +244,37 @@ function progress(what: string): void {
   process.stdout.write(`PROGRESS ${what} at ${Math.round(performance.now())} ms\n`);
 }
 
+/**
+ * The conformance suite's cases of the core ops: every dtype, size, reduction, in-place and
+ * bfloat16-wire case of all-reduce, all-gather, reduce-scatter, broadcast and barrier. Left out:
+ * send/recv, the refused overlaps, and the arena cases (where the shm backend places buffers;
+ * the single-host mpi conformance run has them).
+ */
+const CORE_KINDS = new Set(['allReduce', 'allGather', 'reduceScatter', 'broadcast', 'barrier']);
+
 const [scenario, outputDirectory, hybrid] = process.argv.slice(2);
 await initBackend('cpu');
-const group = await initProcessGroup({ backend: 'tcp' });
+// Under mpirun the group is whatever initProcessGroup() detects (the test expects mpi).
+const group = await initProcessGroup(scenario === 'mpi-parity' ? {} : { backend: 'tcp' });
 progress('process group ready');
 try {
-  if (scenario === 'parity') {
+  if (scenario === 'mpi-parity') {
+    const cases = conformanceCases(group.size, { huge: false, wire: true }).filter(
+      (testCase) => CORE_KINDS.has(testCase.kind) && !testCase.overlap && !testCase.arena,
+    );
+    progress(`${cases.length} conformance cases`);
+    const report: MultiHostReport = {
+      rank: group.rank,
+      backend: group.backend,
+      hostname: hostname(),
+      sockets: tcpSockets(),
+      collectives: await runConformance(group, cases),
+      training: {},
+    };
+    progress('full-shard training');
+    report.training['full-shard'] = await train(group, 'full-shard', 5);
+    writeFileSync(join(outputDirectory!, `rank-${group.rank}.json`), JSON.stringify(report));
+  } else if (scenario === 'parity') {
     const report: MultiHostReport = {
       rank: group.rank,
       sockets: tcpSockets(),
@@ -256,7 +289,7 @@ try {
   } else if (scenario === 'endless') {
     await train(group, 'full-shard', 1_000_000, (step) => process.stdout.write(`STEP ${step}\n`));
   } else {
-    throw new Error(`unknown scenario '${scenario}'; expected parity or endless`);
+    throw new Error(`unknown scenario '${scenario}'; expected parity, endless or mpi-parity`);
   }
 } finally {
   await group.destroy();

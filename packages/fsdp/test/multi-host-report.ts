@@ -20,6 +20,9 @@ export interface SocketEntry {
 
 export interface MultiHostReport {
   rank: number;
+  /** mpi-parity: the backend initProcessGroup() picked, and the host's hostname. */
+  backend?: string;
+  hostname?: string;
   /** Every TCP socket of this rank's namespace right after initProcessGroup (from /proc/self/net). */
   sockets: SocketEntry[];
   collectives: CaseOutcome[];

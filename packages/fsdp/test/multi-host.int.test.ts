@@ -14,9 +14,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { shardingStrategies } from '@fsdp-ts/fsdp';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type TrainingResult, tinyConfig, trainReference } from './fixtures/training-run';
+import { tinyConfig, trainReference } from './fixtures/training-run';
 import { createNamespacePair, type NamespacePair } from './multi-host-netns';
 import { BATCH_PER_RANK, type MultiHostReport, SEQ_LEN } from './multi-host-report';
+import { expectClose, expectParameters } from './support/parity-checks';
 import { type WatchedLaunch, watchLaunch } from './support/watched-launch';
 
 const launcher = join(
@@ -85,30 +86,6 @@ function bytesReceivedByHostZero(): number {
     }),
   ) as { stats64: { rx: { bytes: number } } }[];
   return links[0]!.stats64.rx.bytes;
-}
-
-// Stated tolerance (as in parity.int.test.ts): losses and parameters after 5 AdamW steps within
-// 1e-5 relative of the single-process reference, compared at the init scale (0.02) below it.
-function expectClose(actual: number, expected: number, what: string): void {
-  expect(Math.abs(actual - expected), `${what}: ${actual} vs ${expected}`).toBeLessThanOrEqual(
-    1e-5 * Math.max(Math.abs(expected), 0.02),
-  );
-}
-
-/** Checks that the given ranks' pieces cover every reference parameter element once, with its value. */
-function expectParameters(pieces: TrainingResult['pieces'][], reference: TrainingResult, what: string): void {
-  for (const [name, { values }] of Object.entries(reference.pieces)) {
-    const full = new Float64Array(values.length).fill(Number.NaN);
-    for (const rankPieces of pieces) {
-      const piece = rankPieces[name];
-      expect(piece, `${what}: a rank lacks ${name}`).toBeDefined();
-      piece!.values.forEach((value, index) => {
-        full[piece!.offset + index] = value;
-      });
-    }
-    for (const [index, value] of values.entries())
-      expectClose(full[index]!, value, `${what} ${name}[${index}]`);
-  }
 }
 
 beforeAll(() => {
