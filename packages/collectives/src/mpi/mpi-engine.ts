@@ -11,6 +11,9 @@ import type { OpMessage } from '../internal/op-message.js';
 import type { CollectiveBuffer } from '../types.js';
 import { loadMpiLibrary, MPI_ANY_SOURCE, type MpiLibrary } from './mpi-library.js';
 
+/** The bytes each in-flight send reads, kept alive by its requests array ([Note: send buffers outlive their requests]). */
+const sendBuffers = new WeakMap<BigUint64Array, Uint8Array>();
+
 /** What the mpi backend's communication worker starts from. */
 export interface MpiInit extends EngineInit {
   /** koffi, resolved on the main thread. */
@@ -273,6 +276,11 @@ class MpiEngine extends EngineBase<MpiInit> {
   ): BigUint64Array {
     const list = typeof peers === 'number' ? [peers] : peers;
     const requests = new BigUint64Array(list.length);
+    // [Note: send buffers outlive their requests] MPI reads `bytes` until the send completes,
+    // and koffi passes only its address: nothing else keeps the array alive, so a collected
+    // array's memory could be reused while the send is in flight (a header arrived as invalid
+    // JSON on links whose connection opened at that first send). The requests hold it.
+    sendBuffers.set(requests, bytes);
     for (const [index, peer] of list.entries()) {
       const request = requests.subarray(index, index + 1);
       this.check(
