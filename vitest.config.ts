@@ -24,10 +24,10 @@ const longestFirst = [
   'packages/fsdp/test/state-control.int.test.ts',
   'packages/fsdp/test/multi-host.int.test.ts',
   'packages/fsdp/test/elastic.int.test.ts',
-  'packages/collectives/test/failures.int.test.ts',
-  'packages/collectives/test/launcher.int.test.ts',
-  'packages/collectives/test/job-end.int.test.ts',
   'packages/fsdp/test/step-failure.int.test.ts',
+  'packages/collectives/test/failures.int.test.ts',
+  'packages/collectives/test/local-peer-sockets.int.test.ts',
+  'packages/collectives/test/job-end.int.test.ts',
   'packages/layers/test/parity.int.test.ts',
 ];
 
