@@ -24,6 +24,7 @@ const longestFirst = [
   'packages/fsdp/test/state-control.int.test.ts',
   'packages/fsdp/test/multi-host.int.test.ts',
   'packages/fsdp/test/elastic.int.test.ts',
+  'packages/fsdp/test/parity.int.test.ts',
   'packages/fsdp/test/step-failure.int.test.ts',
   'packages/collectives/test/failures.int.test.ts',
   'packages/collectives/test/local-peer-sockets.int.test.ts',

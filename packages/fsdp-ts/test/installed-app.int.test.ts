@@ -133,10 +133,13 @@ function once<T>(make: () => Promise<T>): () => Promise<T> {
     if (promise === undefined) {
       promise = make();
       promise.catch(() => {});
+      startedFixtures.push(promise);
     }
     return promise;
   };
 }
+/** Every fixture started, so that the workspace is removed only once none still writes to it. */
+const startedFixtures: Promise<unknown>[] = [];
 
 // [Note: installed-app schedule] The registry (Verdaccio's own `npm ci` on a fresh clone, then
 // its start) is needed only from the publish on, so it starts while the fresh clone is copied and
@@ -169,6 +172,7 @@ beforeAll(() => {
 });
 
 afterAll(async () => {
+  await Promise.allSettled(startedFixtures);
   await localRegistry().then(
     (started) => started.stop(),
     () => {},
