@@ -1,8 +1,48 @@
+import { availableParallelism } from 'node:os';
+import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // Tests run against each package's source through the `@fsdp-ts/source` export condition, so
 // editing one package never needs a rebuild to test another.
 const conditions = ['@fsdp-ts/source', 'node', 'import', 'default'];
+
+// [Note: suite schedule] (architecture/performance.md, "The test suite")
+// Most of the suite's time is spent in files that start processes and wait on them (launches,
+// npm installs, timeouts that detect a failure), so one file at a time leaves a core idle much of
+// the time. vitest's default in `run` mode is one worker fewer than the cores: one worker on the
+// 2-core machines this project is tested on. The suite runs one file per core instead, at
+// least two. With two workers the suite ends when the longest file does, if the longest files
+// start first: vitest orders a fresh clone (no results cache) by file size, which would start
+// short files that run for minutes (conformance.int.test.ts is 49 lines) last. So the files
+// below start first, longest first (measured alone: architecture/performance.md); the rest follow in
+// vitest's own order (its cached durations where it has them, longest first, else the largest
+// file first). A file missing from the list only starts later; nothing here changes what runs.
+const longestFirst = [
+  'packages/collectives/test/conformance.int.test.ts',
+  'packages/fsdp-ts/test/installed-app.int.test.ts',
+  'packages/fsdp/test/state-control.int.test.ts',
+  'packages/fsdp/test/multi-host.int.test.ts',
+  'packages/fsdp/test/elastic.int.test.ts',
+  'packages/fsdp/test/parity.int.test.ts',
+  'packages/fsdp/test/step-failure.int.test.ts',
+  'packages/collectives/test/failures.int.test.ts',
+  'packages/collectives/test/local-peer-sockets.int.test.ts',
+  'packages/collectives/test/job-end.int.test.ts',
+  'packages/layers/test/parity.int.test.ts',
+];
+
+class LongestFirstSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rank = (file: TestSpecification) => {
+      const index = longestFirst.indexOf(relative(this.ctx.config.root, file.moduleId));
+      return index === -1 ? longestFirst.length : index;
+    };
+    // Array.prototype.sort is stable: files off the list keep vitest's order.
+    return sorted.sort((a, b) => rank(a) - rank(b));
+  }
+}
 
 export default defineConfig({
   resolve: { conditions },
@@ -15,6 +55,8 @@ export default defineConfig({
       'bench/**/*.test.ts',
     ],
     pool: 'forks',
+    maxWorkers: Math.max(2, availableParallelism()),
+    sequence: { sequencer: LongestFirstSequencer },
     testTimeout: 180_000,
     hookTimeout: 180_000,
   },

@@ -38,6 +38,7 @@ const workspace = mkdtempSync(join(tmpdir(), 'fsdp-ts-installed-'));
 const clone = join(workspace, 'clone');
 const app = join(workspace, 'app');
 const commonjsApp = join(workspace, 'commonjs-app');
+const tensorAlone = join(workspace, 'tensor-alone');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
 const installBlock = sectionBlocks(readme, 'Install')[0]!;
 const [scriptBlock, commandBlock, outputBlock] = sectionBlocks(readme, 'Your first training script');
@@ -122,17 +123,65 @@ const publicPackages = readdirSync(join(root, 'packages'))
   .map((manifest) => manifest.name as string)
   .sort();
 
-beforeAll(async () => {
+/**
+ * Starts `make` the first time it is called and hands every caller the same promise. A fixture
+ * started ahead of the test that needs it (marked handled, so a failure is reported by that test,
+ * not as an unhandled rejection).
+ */
+function once<T>(make: () => Promise<T>): () => Promise<T> {
+  let promise: Promise<T> | undefined;
+  return () => {
+    if (promise === undefined) {
+      promise = make();
+      promise.catch(() => {});
+      startedFixtures.push(promise);
+    }
+    return promise;
+  };
+}
+/** Every fixture started, so that the workspace is removed only once none still writes to it. */
+const startedFixtures: Promise<unknown>[] = [];
+
+// [Note: installed-app schedule] The registry (Verdaccio's own `npm ci` on a fresh clone, then
+// its start) is needed only from the publish on, so it starts while the fresh clone is copied and
+// installed; the CommonJS app and @fsdp-ts/tensor alone are installed while the README's app is
+// installed, checked and run. Every step and assertion is the one it was when they ran one after
+// the other: the installs are into their own directories, and npm's cache takes concurrent use.
+const localRegistry = once(async () => {
   const uplink = (await succeed('npm', ['config', 'get', 'registry'], workspace, npmEnvironment())).trim();
   registry = await startLocalRegistry(join(workspace, 'registry'), uplink);
-}, 10 * minutes);
+  return registry;
+});
+
+/** The CommonJS app: `npm init -y` left CommonJS, then the README's first Install line. */
+const commonjsAppInstalled = once(async () => {
+  mkdirSync(commonjsApp);
+  await shellSucceeds('npm init -y', commonjsApp);
+  expect(JSON.parse(readFileSync(join(commonjsApp, 'package.json'), 'utf8')).type).toBe('commonjs');
+  await shellSucceeds(shellCommands(installBlock.code)[0]!, commonjsApp, 10 * minutes);
+});
+
+/** `npm install @fsdp-ts/tensor` alone into an `npm init -y` app. */
+const tensorAloneInstalled = once(async () => {
+  mkdirSync(tensorAlone);
+  await shellSucceeds('npm init -y', tensorAlone);
+  await shellSucceeds('npm install @fsdp-ts/tensor', tensorAlone, 10 * minutes);
+});
+
+beforeAll(() => {
+  void localRegistry();
+});
 
 afterAll(async () => {
-  await registry?.stop();
+  await Promise.allSettled(startedFixtures);
+  await localRegistry().then(
+    (started) => started.stop(),
+    () => {},
+  );
   rmSync(workspace, { recursive: true, force: true });
 });
 
-describe('the packages published to a local registry and installed into fresh apps', () => {
+describe('a fresh clone of the repository', () => {
   it(
     'a fresh clone: `npm ci` links fsdp-run, which runs from source, without the registry',
     async () => {
@@ -171,6 +220,12 @@ describe('the packages published to a local registry and installed into fresh ap
     },
     15 * minutes,
   );
+});
+
+describe('the packages published to a local registry and installed into fresh apps', () => {
+  beforeAll(async () => {
+    await localRegistry();
+  }, 10 * minutes);
 
   it(
     'publishes every public package through changesets (version, publish), each built by its prepack',
@@ -210,6 +265,9 @@ describe('the packages published to a local registry and installed into fresh ap
   it(
     "installs with the README's Install lines into an `npm init -y` app: one tfjs-core, complete packages",
     async () => {
+      // The other two apps install meanwhile ([Note: installed-app schedule]).
+      void commonjsAppInstalled();
+      void tensorAloneInstalled();
       mkdirSync(app);
       await shellSucceeds('npm init -y', app);
       const commands = shellCommands(installBlock.code);
@@ -266,13 +324,16 @@ describe('the packages published to a local registry and installed into fresh ap
       expect(tsconfig.compilerOptions.strict).toBe(true);
       tsconfig.compilerOptions.noEmit = true;
       writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ ...tsconfig, files: ['train.ts'] }));
-      for (const typescript of ['typescript', 'typescript5']) {
-        const manifest = JSON.parse(
-          readFileSync(join(app, 'node_modules', typescript, 'package.json'), 'utf8'),
-        );
-        const tsc = join(app, 'node_modules', typescript, manifest.bin.tsc);
-        await succeed(process.execPath, [tsc, '-p', 'tsconfig.json'], app, registry!.environment);
-      }
+      // The two compilers at once: each only reads the app.
+      await Promise.all(
+        ['typescript', 'typescript5'].map((typescript) => {
+          const manifest = JSON.parse(
+            readFileSync(join(app, 'node_modules', typescript, 'package.json'), 'utf8'),
+          );
+          const tsc = join(app, 'node_modules', typescript, manifest.bin.tsc);
+          return succeed(process.execPath, [tsc, '-p', 'tsconfig.json'], app, registry!.environment);
+        }),
+      );
     },
     5 * minutes,
   );
@@ -386,10 +447,7 @@ describe('the packages published to a local registry and installed into fresh ap
   it(
     'a CommonJS app (`npm init -y`): fsdp-run says in one line to install tsx, then to set "type": "module"',
     async () => {
-      mkdirSync(commonjsApp);
-      await shellSucceeds('npm init -y', commonjsApp);
-      expect(JSON.parse(readFileSync(join(commonjsApp, 'package.json'), 'utf8')).type).toBe('commonjs');
-      await shellSucceeds(shellCommands(installBlock.code)[0]!, commonjsApp, 10 * minutes);
+      await commonjsAppInstalled();
       writeFileSync(join(commonjsApp, 'train.ts'), `${scriptBlock!.code}\n`);
       const command = shellCommands(commandBlock!.code)[0]!;
 
@@ -417,13 +475,10 @@ describe('the packages published to a local registry and installed into fresh ap
   it(
     'installs @fsdp-ts/tensor alone in at most 80 MB',
     async () => {
-      const alone = join(workspace, 'tensor-alone');
-      mkdirSync(alone);
-      await shellSucceeds('npm init -y', alone);
-      await shellSucceeds('npm install @fsdp-ts/tensor', alone, 10 * minutes);
+      await tensorAloneInstalled();
       // tfjs-core comes in as the (auto-installed) peer; the size is what `du --apparent-size` says.
-      expect(existsSync(join(alone, 'node_modules', '@tensorflow', 'tfjs-core'))).toBe(true);
-      const megabytes = directorySize(join(alone, 'node_modules')) / 1e6;
+      expect(existsSync(join(tensorAlone, 'node_modules', '@tensorflow', 'tfjs-core'))).toBe(true);
+      const megabytes = directorySize(join(tensorAlone, 'node_modules')) / 1e6;
       console.log(`fresh install of @fsdp-ts/tensor: ${megabytes.toFixed(1)} MB`);
       expect(megabytes).toBeLessThanOrEqual(80);
     },
