@@ -19,7 +19,10 @@ const conditions = ['@fsdp-ts/source', 'node', 'import', 'default'];
 // vitest's own order (its cached durations where it has them, longest first, else the largest
 // file first). A file missing from the list only starts later; nothing here changes what runs.
 const longestFirst = [
+  'packages/collectives/test/conformance-mpi.int.test.ts',
   'packages/collectives/test/conformance.int.test.ts',
+  'packages/collectives/test/conformance-tcp-paths.int.test.ts',
+  'packages/collectives/test/conformance-shm.int.test.ts',
   'packages/fsdp-ts/test/installed-app.int.test.ts',
   'packages/fsdp/test/state-control.int.test.ts',
   'packages/fsdp/test/multi-host.int.test.ts',
