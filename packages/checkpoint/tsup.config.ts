@@ -1,7 +1,7 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: ['src/index.ts', 'src/internal.ts'],
+  entry: { index: 'src/index.ts', internal: 'src/internal/index.ts' },
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
