@@ -8,7 +8,7 @@
  * Prints a table per shape with the ratios and the load average, and writes
  * bench-results/nn-gpt-training.json at the repository root.
  *
- *   npm run bench -w @fsdp-ts/nn      (ROUNDS=3, TORCH=0 skips PyTorch)
+ *   npm run bench -w @fsdp-ts/nn      (ROUNDS=3, TORCH=0 skips PyTorch, SHAPES=1x16 one shape)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -22,10 +22,11 @@ const rounds = Number(process.env.ROUNDS ?? 3);
 // Targets: fsdp-ts with native matMul at >= 0.8x PyTorch's tokens per CPU-second at 8 x 128
 // (issue 15's single-process step; was 0.6, issue 14) and >= 0.6x at 1 x 16 (issue 14)
 // (one core each).
+// SHAPES=1x16 (or 8x128) runs one shape only.
 const shapes = [
   { batch: 8, seq: 128, stepsPerRound: Number(process.env.STEPS_LARGE ?? 3), target: 0.8 },
   { batch: 1, seq: 16, stepsPerRound: Number(process.env.STEPS_SMALL ?? 20), target: 0.6 },
-];
+].filter((shape) => (process.env.SHAPES ?? `8x128,1x16`).split(',').includes(`${shape.batch}x${shape.seq}`));
 const targetLines: string[] = [];
 
 await initBackend('wasm');

@@ -1,7 +1,9 @@
 /**
  * The reference GPT's training step shared by the benchmark and the profiler: forward, backward,
  * then @fsdp-ts/optim's AdamW (lr 3e-4, weight decay 0.01: torch.optim.AdamW's defaults as the
- * PyTorch script uses them) and zeroGrad, as a user would write it.
+ * PyTorch script uses them) and zeroGrad, as a user would write it. zeroGrad keeps the grads and
+ * zero-fills them, as PyTorch 1.13's `zero_grad()` does by default (ZERO_GRAD=null sets them to
+ * null instead, which allocates fresh grads every step: see [Note: reading gradients]).
  */
 import { AdamW } from '@fsdp-ts/optim';
 import * as tf from '@tensorflow/tfjs-core';
@@ -26,6 +28,8 @@ export interface TrainingStep {
   tokensPerStep: number;
   dispose(): void;
 }
+
+const setToNull = process.env.ZERO_GRAD === 'null';
 
 export function makeTrainingStep(config: GPTConfig, batch: number, seqLen: number): TrainingStep {
   const model = new GPT(config);
@@ -52,7 +56,7 @@ export function makeTrainingStep(config: GPTConfig, batch: number, seqLen: numbe
     run() {
       const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
       optimizer.step();
-      optimizer.zeroGrad();
+      optimizer.zeroGrad({ setToNull });
       return loss;
     },
     parameterCount: parameters.reduce((sum, parameter) => sum + parameter.numel, 0),

@@ -57,7 +57,7 @@ export {
   hasBackwardHook,
   trainableParameters,
 } from './backward-hook';
-export { parameterTensor, withParameterTensors } from './parameter-scope';
+export { parameterTensor, releaseStepTensors, withParameterTensors } from './parameter-scope';
 export { isRandomStateful, type RandomStateful, randomStatefulModules } from './random/random-state';
 
 // Errors.

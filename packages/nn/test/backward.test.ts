@@ -11,6 +11,7 @@ import {
   Module,
   NnError,
   parameterTensor,
+  releaseStepTensors,
   withParameterTensors,
 } from '../src/index';
 import { backends, useBackend, worstRelativeError } from './support/fixtures';
@@ -75,6 +76,10 @@ describe.each(backends)('backward on %s', (backend) => {
     const { tokens, targets } = batch();
     const before = tf.memory().numTensors;
     const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
+    // Only the step tensors stay, one per Parameter on wasm ([Note: step tensors]).
+    const kept = backend === 'wasm' ? model.parameters().length : 0;
+    expect(tf.memory().numTensors).toBe(before + kept);
+    releaseStepTensors(model.parameters());
     expect(tf.memory().numTensors).toBe(before);
     expect(loss).toBeGreaterThan(1);
     const first = model.parameters().map((parameter) => parameter.grad!.toArray());
@@ -168,6 +173,7 @@ describe.each(backends)('backward on %s', (backend) => {
     const model = new GPT(small);
     const { tokens, targets } = batch();
     const tooLong = tf.zeros([1, 9], 'int32');
+    backward(model, () => crossEntropy(model.forward(tokens), targets)); // makes the step tensors
     const before = tf.memory().numTensors;
     expect(() => backward(model, () => crossEntropy(model.forward(tooLong), targets))).toThrow(NnError);
     expect(() =>
@@ -189,6 +195,62 @@ describe.each(backends)('backward on %s', (backend) => {
     linear.bias!.data = linear.bias!.data.narrow(0, 0, 1);
     expect(() => backward(linear, () => tf.sum(linear.forward(x)))).toThrow(/sharded/);
     x.dispose();
+  });
+
+  it('differentiates against the values data holds now, whoever wrote them and however', () => {
+    // [Note: step tensors]: the kept tensor is refilled on every backward, so no writer has to
+    // announce its write. Each way of changing a Parameter between two backwards must show in the
+    // second loss and gradients exactly as a fresh model holding those values gives them.
+    const model = new GPT({ ...small, seed: 1 });
+    const { tokens, targets } = batch();
+    const step = () => {
+      for (const parameter of model.parameters()) parameter.grad = null;
+      const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
+      return { loss, grads: model.parameters().map((parameter) => parameter.grad!.toArray()) };
+    };
+    const fresh = () => {
+      const copy = new GPT({ ...small, seed: 1 });
+      copy.loadStateDict(model.stateDict());
+      const loss = backward(copy, () => crossEntropy(copy.forward(tokens), targets));
+      releaseStepTensors(copy.parameters());
+      return { loss, grads: copy.parameters().map((parameter) => parameter.grad!.toArray()) };
+    };
+    step();
+    const weight = model.parameters()[1]!;
+    const writes: [string, () => void][] = [
+      // A raw write through the typed array, as an optimizer kernel or a collective does.
+      ['typed array', () => ((weight.data.typedArray() as Float32Array)[0]! += 0.5)],
+      [
+        'copyFrom',
+        () =>
+          weight.data.copyFrom(
+            TensorView.fromArray(
+              weight.data.toArray().map((v) => v * 0.5),
+              [...weight.shape],
+            ),
+          ),
+      ],
+      [
+        're-pointed data',
+        () =>
+          (weight.data = TensorView.fromArray(
+            weight.data.toArray().map((v) => -v),
+            [...weight.shape],
+          )),
+      ],
+      ['loadStateDict', () => model.loadStateDict(new GPT({ ...small, seed: 2 }).stateDict())],
+    ];
+    for (const [how, write] of writes) {
+      const earlier = step();
+      write();
+      const now = step();
+      const expected = fresh();
+      expect(now.loss, how).not.toBe(earlier.loss);
+      expect(now.loss, how).toBe(expected.loss);
+      expect(now.grads, how).toEqual(expected.grads);
+    }
+    releaseStepTensors(model.parameters());
+    tf.dispose([tokens, targets]);
   });
 
   it('parameterTensor looks up the innermost scope, else reads data', () => {

@@ -1,4 +1,4 @@
-import type { Sgemm } from '@fsdp-ts/kernels';
+import type { NativeFloatAdd, Sgemm } from '@fsdp-ts/kernels';
 import * as tf from '@tensorflow/tfjs-core';
 import type { BackendName } from './backend-name';
 import { currentBackend } from './init-backend';
@@ -44,6 +44,15 @@ export function isNativeMatMulActive(): boolean {
  */
 export function nativeSgemm(): Sgemm | null {
   return nativeMatMul.sgemm(tf.getBackend());
+}
+
+/**
+ * OpenBLAS's in-place float32 add (`cblas_saxpy` with alpha 1, cut into single-threaded pieces:
+ * bit-identical to `target[i] += incoming[i]`) whenever a library is loaded, for kernels that add
+ * large typed arrays (nn's gradient accumulation); else null.
+ */
+export function nativeFloatAdd(): NativeFloatAdd | null {
+  return nativeMatMul.floatAdd();
 }
 
 function summarise(backend: BackendName | null, info: MatMulInfo): string {

@@ -10,8 +10,9 @@ export {
   CBLAS_NO_TRANSPOSE,
   CBLAS_ROW_MAJOR,
   CBLAS_TRANSPOSE,
+  type NativeFloatAdd,
   type Sgemm,
 } from '@fsdp-ts/kernels';
 // The raw `cblas_sgemm` for kernels that compute on typed arrays (nn's Linear and attention), with
 // its layout and transpose constants.
-export { nativeSgemm } from '../bridge/compute-info';
+export { nativeFloatAdd, nativeSgemm } from '../bridge/compute-info';

@@ -1,4 +1,11 @@
-import { type BlasLoadResult, blasSearchOrder, loadBlas, type Sgemm } from '@fsdp-ts/kernels';
+import {
+  type BlasLoadResult,
+  blasSearchOrder,
+  floatAdd,
+  loadBlas,
+  type NativeFloatAdd,
+  type Sgemm,
+} from '@fsdp-ts/kernels';
 import * as tf from '@tensorflow/tfjs-core';
 import { cpuBlasFusedMatMul, wasmBlasFusedMatMul } from './blas-fused-mat-mul-kernels';
 import { cpuBlasMatMul, wasmBlasMatMul } from './blas-mat-mul-kernels';
@@ -51,6 +58,7 @@ class NativeMatMul {
   #settings: BlasSettings | null = null;
   #enabled: boolean | null = null;
   #load: BlasLoadResult | null = null;
+  #floatAdd: NativeFloatAdd | null = null;
   /** Per backend, the kernels replaced (by name) with the config each replaced. */
   readonly #replaced = new Map<BlasBackend, Map<BlasKernelName, tf.KernelConfig>>();
   #noticePrinted = false;
@@ -87,6 +95,16 @@ class NativeMatMul {
     return this.isActive(backend) && this.#load?.loaded === true ? this.#load.library.sgemm : null;
   }
 
+  /**
+   * The loaded library's in-place float32 add (`cblas_saxpy` with alpha 1, bit-identical to a
+   * float32 add), whether or not the matMul kernels are on; null when no library is loaded.
+   */
+  floatAdd(): NativeFloatAdd | null {
+    if (this.#load?.loaded !== true) return null;
+    this.#floatAdd ??= floatAdd(this.#load.library);
+    return this.#floatAdd;
+  }
+
   info(backend: string): MatMulInfo {
     const library = this.#load?.loaded === true ? this.#load.library : null;
     const common = {
@@ -107,6 +125,7 @@ class NativeMatMul {
   async #loadOnce(): Promise<BlasLoadResult> {
     if (this.#load === null) {
       const settings = this.#settings!;
+      this.#floatAdd = null;
       this.#load = loadBlas(settings.library === null ? blasSearchOrder : [settings.library], {
         threads: settings.threads,
       });
