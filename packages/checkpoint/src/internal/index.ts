@@ -20,6 +20,10 @@ export {
   safetensorsItemSize,
 } from '../safetensors/safetensors-header';
 export { describeGroups, flattenOptimizerState } from '../sharded-state/optimizer-state';
-export { matchSavedParameters, type SavedFlatParameter, savedRanges } from '../sharded-state/saved-parameters';
+export {
+  matchSavedParameters,
+  type SavedFlatParameter,
+  savedRanges,
+} from '../sharded-state/saved-parameters';
 export { assembleRange } from '../state-dict/state-dict-formats';
 export { RankFileWriter } from '../writer/rank-file-writer';
