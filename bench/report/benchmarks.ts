@@ -251,6 +251,31 @@ function headlineCollectives(results: CollectivesResults): HeadlineRow[] {
   ];
 }
 
+/** tcp's float32 all-reduce against PyTorch's gloo, interleaved in the same run (gloo-comparison.ts). */
+function glooTables(results: CollectivesResults): Rendered['tables'] {
+  const comparisons = (results.comparisons ?? []).filter(
+    (row) => row.tcpMs.length > 0 && row.glooMs.length > 0,
+  );
+  if (comparisons.length === 0) return [];
+  const busbw = (worldSize: number, bytes: number, milliseconds: number) =>
+    (((2 * (worldSize - 1)) / worldSize) * (bytes / (milliseconds / 1000))) / 1e9;
+  return [
+    {
+      title: 'tcp all-reduce (float32, processes on one host) against PyTorch gloo, rounds interleaved',
+      columns: ['W', 'size', 'tcp busbw GB/s (median of rounds)'],
+      peerColumn: 'gloo busbw GB/s; row / peer',
+      rows: comparisons.map((row) => {
+        const ours = busbw(row.worldSize, row.bytes, median(row.tcpMs));
+        const gloo = busbw(row.worldSize, row.bytes, median(row.glooMs));
+        return {
+          cells: [`${row.worldSize}`, sizeLabel(row.bytes), ours.toFixed(2)],
+          peer: `${gloo.toFixed(2)}; ${ratio(ours, gloo)}`,
+        };
+      }),
+    },
+  ];
+}
+
 const peerSpread = (value: { median: number; best: number; worst: number }) =>
   spread({ median: value.median, min: value.worst, max: value.best });
 const sizeLabel = (bytes: number) =>
@@ -300,8 +325,8 @@ function renderCollectives(results: CollectivesResults): Rendered {
     notes: [
       `Sizes ${results.config.sizes.map(sizeLabel).join(', ')}; single-core memcpy ${peerSpread(results.memcpy)} GB/s. The JSON also holds the bfloat16 variants, arena buffers, in-place forms and every peer's before/after figure.`,
     ],
-    // The mpi rows of a full run (with Open MPI as their peer), when mpirun was there.
-    tables: [...tables, ...renderMpi(results as unknown as MpiResults).tables],
+    // The gloo comparison and the mpi rows of a full run (with Open MPI as their peer), when they ran.
+    tables: [...tables, ...glooTables(results), ...renderMpi(results as unknown as MpiResults).tables],
     targets: results.targets.map((target) => ({
       name: target.target,
       met: target.met ?? undefined,
@@ -762,11 +787,17 @@ export const benchmarks: Benchmark[] = [
     render: renderer(renderCollectives),
   },
   {
+    file: 'collectives-gloo.json',
+    title: '@fsdp-ts/collectives: tcp against gloo',
+    command: 'npm run bench:collectives -- --gloo-only',
+    render: renderer(renderCollectives),
+    headline: headliner(headlineCollectives),
+  },
+  {
     file: 'collectives.json',
     title: '@fsdp-ts/collectives: bus bandwidth, full sweep with gloo',
     command: 'npm run bench:collectives',
     render: renderer(renderCollectives),
-    headline: headliner(headlineCollectives),
   },
   {
     file: 'collectives-mpi.json',
