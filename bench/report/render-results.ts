@@ -169,7 +169,7 @@ export const headlineEnd = '<!-- end of performance table -->';
 
 /**
  * The root README's performance table: each benchmark's headline rows, each with the run it comes
- * from (date, commit, load), so a reader sees how fresh and how quiet each figure is.
+ * from (commit and load), so a reader sees which code and how quiet a machine each figure comes from.
  */
 export function renderHeadline(benchmarks: Benchmark[], read: (file: string) => unknown | undefined): string {
   const lines = ['| what | fsdp-ts / peer, same run | run |', '| --- | --- | --- |'];
@@ -188,13 +188,12 @@ export function renderHeadline(benchmarks: Benchmark[], read: (file: string) => 
   return [headlineStart, '', ...lines, '', headlineEnd].join('\n');
 }
 
-/** `2026-12-02, commit abc1234, load 1.2`: the short form of a run's context for the README. */
+/** `commit abc1234, load 1.2`: a run's context as the README shows it (its date is in bench/RESULTS.md). */
 function runLabel(results: { context?: RunContext } & LegacyContext): string {
   const context = results.context;
-  if (context === undefined)
-    return `${(results.date ?? results.startedAt ?? 'undated').slice(0, 10)}, commit not recorded`;
+  if (context === undefined) return 'commit not recorded';
   const load = Math.max(context.loadAverage.before[0] ?? 0, context.loadAverage.after[0] ?? 0);
-  return `${context.date.slice(0, 10)}, commit ${context.commit.slice(0, 7)}, load ${load.toFixed(1)}`;
+  return `commit ${context.commit.slice(0, 7)}, load ${load.toFixed(1)} on ${context.machine.cores} cores`;
 }
 
 /** Replaces the table between the markers in `readme`; fails loudly when the markers are missing. */
