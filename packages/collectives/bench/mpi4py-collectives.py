@@ -2,7 +2,9 @@
 
 Usage: mpirun -np W python3 mpi4py-collectives.py CONFIG_JSON
 CONFIG_JSON has the sweep's ops (allReduce, allGather, reduceScatter), sizes (full-buffer bytes),
-iterations, warmup, warmupBytes and timedBytes; every op is preceded by a barrier and timed on rank 0,
+iterations, warmup, warmupBytes and timedBytes, and nonBlocking: true to call the non-blocking
+collectives the mpi backend calls (Iallreduce, Iallgather, Ireduce_scatter_block, then Wait)
+instead of the blocking ones; every op is preceded by a barrier and timed on rank 0,
 as bench/sweep.ts times the TypeScript ops (the same element counts: a multiple of the world size).
 Rank 0 prints one JSON line: {"rows": [{"op": ..., "bytes": B, "ms": [...]}, ...]}.
 """
@@ -28,6 +30,14 @@ def case(op, nbytes):
     total = (nbytes // 4 // size) * size
     shard = total // size
     full = (np.arange(total, dtype=np.float32) % 13) - 6
+    if config.get("nonBlocking"):
+        if op == "allReduce":
+            return total * 4, lambda: comm.Iallreduce(MPI.IN_PLACE, full, op=MPI.SUM).Wait()
+        if op == "allGather":
+            mine = np.ones(shard, dtype=np.float32)
+            return total * 4, lambda: comm.Iallgather(mine, full).Wait()
+        out = np.empty(shard, dtype=np.float32)
+        return total * 4, lambda: comm.Ireduce_scatter_block(full, out, op=MPI.SUM).Wait()
     if op == "allReduce":
         return total * 4, lambda: comm.Allreduce(MPI.IN_PLACE, full, op=MPI.SUM)
     if op == "allGather":
