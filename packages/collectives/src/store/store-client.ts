@@ -28,6 +28,13 @@ export interface ConnectStoreOptions {
   prefix?: string;
 }
 
+/** A request as the client's methods write it; `request` numbers it. */
+type RequestWithoutId = StoreRequest extends infer R
+  ? R extends StoreRequest
+    ? Omit<R, 'id'>
+    : never
+  : never;
+
 interface Pending {
   op: StoreRequest['op'];
   resolve(value: Uint8Array): void;
@@ -140,12 +147,12 @@ export class StoreClient implements Store {
 
   /** Sets `key` to `value` on the store server. */
   async set(key: string, value: Uint8Array | string): Promise<void> {
-    await this.request({ op: 'set', id: 0, key: this.prefix + key, value: toBytes(value) });
+    await this.request({ op: 'set', key: this.prefix + key, value: toBytes(value) });
   }
 
   get(key: string, options: StoreWaitOptions = {}): Promise<Uint8Array> {
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
-    return this.request({ op: 'get', id: 0, key: this.prefix + key, timeoutMs }, timeoutMs + STALL_GRACE_MS);
+    return this.request({ op: 'get', key: this.prefix + key, timeoutMs }, timeoutMs + STALL_GRACE_MS);
   }
 
   async add(key: string, delta: number): Promise<number> {
@@ -155,25 +162,24 @@ export class StoreClient implements Store {
         op: 'store.add',
       });
     }
-    const result = await this.request({ op: 'add', id: 0, key: this.prefix + key, delta });
+    const result = await this.request({ op: 'add', key: this.prefix + key, delta });
     return Buffer.from(result).readDoubleBE(0);
   }
 
   compareSet(key: string, expected: Uint8Array | string, desired: Uint8Array | string): Promise<Uint8Array> {
-    const request = { op: 'compareSet', id: 0, key: this.prefix + key } as const;
-    return this.request({ ...request, expected: toBytes(expected), desired: toBytes(desired) });
+    const [before, after] = [toBytes(expected), toBytes(desired)];
+    return this.request({ op: 'compareSet', key: this.prefix + key, expected: before, desired: after });
   }
 
   async wait(keys: readonly string[], options: StoreWaitOptions = {}): Promise<void> {
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const prefixed = keys.map((key) => this.prefix + key);
-    await this.request({ op: 'wait', id: 0, keys: prefixed, timeoutMs }, timeoutMs + STALL_GRACE_MS);
+    await this.request({ op: 'wait', keys: prefixed, timeoutMs }, timeoutMs + STALL_GRACE_MS);
   }
 
   /** Whether every key exists now, without waiting. */
   async check(keys: readonly string[]): Promise<boolean> {
-    const result = await this.request({ op: 'check', id: 0, keys: keys.map((key) => this.prefix + key) });
-    return result[0] === 1;
+    return (await this.request({ op: 'check', keys: keys.map((key) => this.prefix + key) }))[0] === 1;
   }
 
   /**
@@ -181,12 +187,11 @@ export class StoreClient implements Store {
    * `timeoutMs` (a stalled or unreachable store host whose TCP connection has not closed).
    */
   async ping(timeoutMs: number): Promise<void> {
-    await this.request({ op: 'check', id: 0, keys: [] }, timeoutMs);
+    await this.request({ op: 'check', keys: [] }, timeoutMs);
   }
 
   async delete(key: string): Promise<boolean> {
-    const result = await this.request({ op: 'delete', id: 0, key: this.prefix + key });
-    return result[0] === 1;
+    return (await this.request({ op: 'delete', key: this.prefix + key }))[0] === 1;
   }
 
   /**
@@ -194,12 +199,12 @@ export class StoreClient implements Store {
    * crash or SIGKILL of this process): how launchers learn that a peer launcher died.
    */
   async setOnDisconnect(key: string, value: Uint8Array | string): Promise<void> {
-    await this.request({ op: 'setOnDisconnect', id: 0, key: this.prefix + key, value: toBytes(value) });
+    await this.request({ op: 'setOnDisconnect', key: this.prefix + key, value: toBytes(value) });
   }
 
   /** Cancels a `setOnDisconnect` for `key`. */
   async clearOnDisconnect(key: string): Promise<void> {
-    await this.request({ op: 'clearOnDisconnect', id: 0, key: this.prefix + key });
+    await this.request({ op: 'clearOnDisconnect', key: this.prefix + key });
   }
 
   /** Closes the connection to the store server. */
@@ -217,49 +222,40 @@ export class StoreClient implements Store {
   }
 
   /** Sends a request; `deadlineMs` bounds the wait for its answer on this side. */
-  private request(request: StoreRequest, deadlineMs?: number): Promise<Uint8Array> {
+  private request(request: RequestWithoutId, deadlineMs?: number): Promise<Uint8Array> {
+    const op = `store.${request.op}`;
     if (this.state !== 'open') {
-      return Promise.reject(
-        new CollectiveError(`Store ${request.op} on a ${this.state} connection to ${this.address}.`, {
-          code: this.state === 'closed' ? 'closed' : 'store',
-          op: `store.${request.op}`,
-        }),
-      );
+      const code = this.state === 'closed' ? 'closed' : 'store';
+      const message = `Store ${request.op} on a ${this.state} connection to ${this.address}.`;
+      return Promise.reject(new CollectiveError(message, { code, op }));
     }
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
+      const timeOut = () => {
+        this.forget(id);
+        const fix = 'the store process is stalled or unreachable; check rank 0 / node 0.';
+        const message = `The store at ${this.address} did not answer ${request.op} in ${deadlineMs} ms.`;
+        reject(new CollectiveError(message, { code: 'timeout', op, fix }));
+      };
       const timer =
-        deadlineMs === undefined
-          ? undefined
-          : setTimeout(
-              () => {
-                this.pending.delete(id);
-                if (this.pending.size === 0) this.socket.unref();
-                reject(
-                  new CollectiveError(
-                    `The store at ${this.address} did not answer ${request.op} in ${deadlineMs} ms.`,
-                    {
-                      code: 'timeout',
-                      op: `store.${request.op}`,
-                      fix: 'the store process is stalled or unreachable; check rank 0 / node 0.',
-                    },
-                  ),
-                );
-              },
-              Math.min(deadlineMs, 2 ** 31 - 1),
-            );
+        deadlineMs === undefined ? undefined : setTimeout(timeOut, Math.min(deadlineMs, 2 ** 31 - 1));
       if (this.pending.size === 0) this.socket.ref();
       this.pending.set(id, { op: request.op, resolve, reject, timer });
-      this.socket.write(frame(encodeStoreRequest({ ...request, id })));
+      this.socket.write(frame(encodeStoreRequest({ ...request, id } as StoreRequest)));
     });
   }
 
-  private receive(response: StoreResponse): void {
-    const pending = this.pending.get(response.id);
-    if (pending === undefined) return;
-    this.pending.delete(response.id);
+  private forget(id: number): Pending | undefined {
+    const pending = this.pending.get(id);
+    this.pending.delete(id);
     if (this.pending.size === 0) this.socket.unref();
-    clearTimeout(pending.timer);
+    clearTimeout(pending?.timer);
+    return pending;
+  }
+
+  private receive(response: StoreResponse): void {
+    const pending = this.pending.has(response.id) ? this.forget(response.id)! : undefined;
+    if (pending === undefined) return;
     if (response.status === 'ok') pending.resolve(response.value);
     else
       pending.reject(
@@ -280,11 +276,7 @@ export class StoreClient implements Store {
   }
 
   private failPending(error: CollectiveError): void {
-    for (const [id, pending] of this.pending) {
-      clearTimeout(pending.timer);
-      this.pending.delete(id);
-      pending.reject(error);
-    }
+    for (const id of [...this.pending.keys()]) this.forget(id)!.reject(error);
     this.socket.unref();
   }
 }

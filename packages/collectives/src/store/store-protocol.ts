@@ -3,10 +3,11 @@ import { CollectiveError, type CollectiveErrorCode } from '../errors.js';
 /**
  * The Store's messages, carried one per length-prefixed frame inside the TLS-PSK link ([Note: store link]).
  *
- * [Note: store wire format] request = op u8 | id u32 | fields; response = status u8 (0 ok,
- * 1 error) | id u32 | (ok) value bytes | (error) code string, message string. Strings and byte
- * fields are `length u32 | bytes`; numbers are big-endian. The decoders check every length
- * against the frame and the limits below, and reject unknown ops and trailing bytes.
+ * [Note: store wire format] request = op u8 | id u32 | the op's fields (REQUEST_FIELDS, in order);
+ * response = status u8 (0 ok, 1 error) | id u32 | (ok) value bytes | (error) code string, message
+ * string. Strings and byte fields are `length u32 | bytes`, a key list is `count u32 | strings`;
+ * numbers are big-endian. The decoders check every length against the frame and the limits
+ * below, and reject unknown ops and trailing bytes.
  */
 export const STORE_LIMITS = {
   maxKeyBytes: 4096,
@@ -27,22 +28,23 @@ export type StoreRequest =
   | { op: 'setOnDisconnect'; id: number; key: string; value: Uint8Array }
   | { op: 'clearOnDisconnect'; id: number; key: string };
 
-export type StoreOp = StoreRequest['op'];
-
 export type StoreResponse =
   | { status: 'ok'; id: number; value: Uint8Array }
   | { status: 'error'; id: number; code: CollectiveErrorCode; message: string };
 
-const OPS: readonly StoreOp[] = [
-  'set',
-  'get',
-  'add',
-  'compareSet',
-  'wait',
-  'check',
-  'delete',
-  'setOnDisconnect',
-  'clearOnDisconnect',
+type Field = 'key' | 'keys' | 'value' | 'expected' | 'desired' | 'timeoutMs' | 'delta';
+
+/** Each op's fields in wire order; the op's number is its index. */
+const REQUEST_FIELDS: readonly [StoreRequest['op'], readonly Field[]][] = [
+  ['set', ['key', 'value']],
+  ['get', ['key', 'timeoutMs']],
+  ['add', ['key', 'delta']],
+  ['compareSet', ['key', 'expected', 'desired']],
+  ['wait', ['keys', 'timeoutMs']],
+  ['check', ['keys']],
+  ['delete', ['key']],
+  ['setOnDisconnect', ['key', 'value']],
+  ['clearOnDisconnect', ['key']],
 ];
 
 const ERROR_CODES: readonly CollectiveErrorCode[] = [
@@ -58,89 +60,56 @@ const ERROR_CODES: readonly CollectiveErrorCode[] = [
 ];
 
 export function encodeStoreRequest(request: StoreRequest): Buffer {
-  const writer = new ByteWriter().u8(OPS.indexOf(request.op)).u32(request.id);
-  switch (request.op) {
-    case 'set':
-    case 'setOnDisconnect':
-      return writer.string(request.key).bytesField(request.value).finish();
-    case 'get':
-      return writer.string(request.key).u32(request.timeoutMs).finish();
-    case 'add':
-      return writer.string(request.key).f64(request.delta).finish();
-    case 'compareSet':
-      return writer.string(request.key).bytesField(request.expected).bytesField(request.desired).finish();
-    case 'wait':
-    case 'check':
-      writer.u32(request.keys.length);
-      for (const key of request.keys) writer.string(key);
-      if (request.op === 'wait') writer.u32(request.timeoutMs);
-      return writer.finish();
-    case 'delete':
-    case 'clearOnDisconnect':
-      return writer.string(request.key).finish();
+  const opIndex = REQUEST_FIELDS.findIndex(([op]) => op === request.op);
+  const parts: Buffer[] = [u8(opIndex), u32(request.id)];
+  const fields = request as unknown as Record<Field, never>;
+  for (const field of REQUEST_FIELDS[opIndex]![1]) {
+    if (field === 'key') parts.push(...bytesField(Buffer.from(fields.key as string)));
+    else if (field === 'keys') {
+      const keys = fields.keys as string[];
+      parts.push(u32(keys.length), ...keys.flatMap((key) => bytesField(Buffer.from(key))));
+    } else if (field === 'timeoutMs') parts.push(u32(fields.timeoutMs));
+    else if (field === 'delta') parts.push(f64(fields.delta));
+    else parts.push(...bytesField(fields[field] as Uint8Array));
   }
+  return Buffer.concat(parts);
 }
 
 /** Decodes one request frame; throws a CollectiveError (code 'malformed-frame') on any defect. */
 export function decodeStoreRequest(frame: Buffer): StoreRequest {
-  const reader: ByteReader = new ByteReader(frame, 'store request');
+  const reader = new ByteReader(frame, 'store request');
   const opIndex = reader.u8();
-  const op = OPS[opIndex];
-  if (op === undefined) reader.malformed(`unknown op ${opIndex}`);
-  const id = reader.u32();
-  const key = () => reader.string(STORE_LIMITS.maxKeyBytes);
-  const value = () => reader.bytesField(STORE_LIMITS.maxValueBytes);
-  const keys = () => {
-    const count = reader.u32();
-    if (count > STORE_LIMITS.maxWaitKeys)
-      reader.malformed(`${count} keys exceed ${STORE_LIMITS.maxWaitKeys}`);
-    const result: string[] = [];
-    for (let index = 0; index < count; index++) result.push(key());
-    return result;
-  };
-  let request: StoreRequest;
-  switch (op) {
-    case 'set':
-    case 'setOnDisconnect':
-      request = { op, id, key: key(), value: value() };
-      break;
-    case 'get':
-      request = { op, id, key: key(), timeoutMs: reader.u32() };
-      break;
-    case 'add': {
-      const addKey = key();
+  const entry = REQUEST_FIELDS[opIndex];
+  if (entry === undefined) return reader.malformed(`unknown op ${opIndex}`);
+  const request: Record<string, unknown> = { op: entry[0], id: reader.u32() };
+  for (const field of entry[1]) {
+    if (field === 'key') request.key = reader.string(STORE_LIMITS.maxKeyBytes);
+    else if (field === 'keys') {
+      const count = reader.u32();
+      if (count > STORE_LIMITS.maxWaitKeys)
+        reader.malformed(`${count} keys exceed ${STORE_LIMITS.maxWaitKeys}`);
+      request.keys = Array.from({ length: count }, () => reader.string(STORE_LIMITS.maxKeyBytes));
+    } else if (field === 'timeoutMs') request.timeoutMs = reader.u32();
+    else if (field === 'delta') {
       const delta = reader.f64();
       if (!Number.isSafeInteger(delta)) reader.malformed(`add delta ${delta} is not a safe integer`);
-      request = { op, id, key: addKey, delta };
-      break;
-    }
-    case 'compareSet':
-      request = { op, id, key: key(), expected: value(), desired: value() };
-      break;
-    case 'wait':
-      request = { op, id, keys: keys(), timeoutMs: reader.u32() };
-      break;
-    case 'check':
-      request = { op, id, keys: keys() };
-      break;
-    case 'delete':
-    case 'clearOnDisconnect':
-      request = { op, id, key: key() };
-      break;
+      request.delta = delta;
+    } else request[field] = reader.bytesField(STORE_LIMITS.maxValueBytes);
   }
   reader.end();
-  return request;
+  return request as StoreRequest;
 }
 
 export function encodeStoreResponse(response: StoreResponse): Buffer {
-  const writer = new ByteWriter().u8(response.status === 'ok' ? 0 : 1).u32(response.id);
-  if (response.status === 'ok') return writer.bytesField(response.value).finish();
-  return writer.string(response.code).string(response.message).finish();
+  const head = [u8(response.status === 'ok' ? 0 : 1), u32(response.id)];
+  if (response.status === 'ok') return Buffer.concat([...head, ...bytesField(response.value)]);
+  const [code, message] = [Buffer.from(response.code), Buffer.from(response.message)];
+  return Buffer.concat([...head, ...bytesField(code), ...bytesField(message)]);
 }
 
 /** Decodes one response frame; throws a CollectiveError (code 'malformed-frame') on any defect. */
 export function decodeStoreResponse(frame: Buffer): StoreResponse {
-  const reader: ByteReader = new ByteReader(frame, 'store response');
+  const reader = new ByteReader(frame, 'store response');
   const status = reader.u8();
   const id = reader.u32();
   let response: StoreResponse;
@@ -151,14 +120,30 @@ export function decodeStoreResponse(frame: Buffer): StoreResponse {
     if (!(ERROR_CODES as readonly string[]).includes(code)) reader.malformed(`unknown error code '${code}'`);
     response = { status: 'error', id, code: code as CollectiveErrorCode, message: reader.string(64 * 1024) };
   } else {
-    reader.malformed(`unknown response status ${status}`);
+    return reader.malformed(`unknown response status ${status}`);
   }
   reader.end();
   return response;
 }
 
+const u8 = (value: number) => Buffer.of(value);
+const u32 = (value: number) => {
+  const part = Buffer.alloc(4);
+  part.writeUInt32BE(value, 0);
+  return part;
+};
+const f64 = (value: number) => {
+  const part = Buffer.alloc(8);
+  part.writeDoubleBE(value, 0);
+  return part;
+};
+const bytesField = (value: Uint8Array): Buffer[] => [
+  u32(value.length),
+  Buffer.from(value.buffer, value.byteOffset, value.byteLength),
+];
+
 /** Bounds-checked big-endian reads over one frame; every overrun is a 'malformed-frame' error. */
-export class ByteReader {
+class ByteReader {
   private offset = 0;
 
   constructor(
@@ -167,32 +152,22 @@ export class ByteReader {
   ) {}
 
   u8(): number {
-    this.need(1);
-    return this.bytes.readUInt8(this.offset++);
+    return this.take(1).readUInt8(0);
   }
 
   u32(): number {
-    this.need(4);
-    const value = this.bytes.readUInt32BE(this.offset);
-    this.offset += 4;
-    return value;
+    return this.take(4).readUInt32BE(0);
   }
 
   f64(): number {
-    this.need(8);
-    const value = this.bytes.readDoubleBE(this.offset);
-    this.offset += 8;
-    return value;
+    return this.take(8).readDoubleBE(0);
   }
 
   /** A u32 length then that many bytes (copied), at most `maxBytes`. */
   bytesField(maxBytes: number): Uint8Array {
     const length = this.u32();
     if (length > maxBytes) this.malformed(`a field of ${length} bytes exceeds the limit of ${maxBytes}`);
-    this.need(length);
-    const value = new Uint8Array(this.bytes.subarray(this.offset, this.offset + length));
-    this.offset += length;
-    return value;
+    return new Uint8Array(this.take(length));
   }
 
   /** A UTF-8 string field; rejects invalid UTF-8. */
@@ -219,48 +194,12 @@ export class ByteReader {
     });
   }
 
-  private need(count: number): void {
+  private take(count: number): Buffer {
     if (this.offset + count > this.bytes.length) {
       this.malformed(`needed ${count} more bytes at offset ${this.offset} of ${this.bytes.length}`);
     }
-  }
-}
-
-/** Accumulates big-endian fields into one buffer. */
-export class ByteWriter {
-  private readonly parts: Buffer[] = [];
-
-  u8(value: number): this {
-    this.parts.push(Buffer.of(value));
-    return this;
-  }
-
-  u32(value: number): this {
-    const part = Buffer.alloc(4);
-    part.writeUInt32BE(value, 0);
-    this.parts.push(part);
-    return this;
-  }
-
-  f64(value: number): this {
-    const part = Buffer.alloc(8);
-    part.writeDoubleBE(value, 0);
-    this.parts.push(part);
-    return this;
-  }
-
-  bytesField(value: Uint8Array): this {
-    this.u32(value.length);
-    this.parts.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
-    return this;
-  }
-
-  string(value: string): this {
-    return this.bytesField(Buffer.from(value, 'utf8'));
-  }
-
-  finish(): Buffer {
-    return Buffer.concat(this.parts);
+    this.offset += count;
+    return this.bytes.subarray(this.offset - count, this.offset);
   }
 }
 
@@ -275,6 +214,7 @@ export class ByteWriter {
  */
 export class FrameDecoder {
   private state: 'reading' | 'failed' = 'reading';
+  /** Received bytes not yet returned, concatenated only once a whole frame is in. */
   private chunks: Buffer[] = [];
   private buffered = 0;
 
@@ -295,15 +235,14 @@ export class FrameDecoder {
     this.buffered += chunk.byteLength;
     const frames: Buffer[] = [];
     while (this.buffered >= 4) {
-      const head = this.peekHeader();
-      const length = head.readUInt32BE(0);
+      if (this.chunks[0]!.length < 4) this.chunks = [Buffer.concat(this.chunks, this.buffered)];
+      const length = this.chunks[0]!.readUInt32BE(0);
       if (length > this.maxFrameBytes || length < this.minFrameBytes) this.fail(length);
       if (this.buffered < 4 + length) break;
       const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.buffered);
       frames.push(Buffer.from(all.subarray(4, 4 + length)));
-      const rest = all.subarray(4 + length);
-      this.chunks = rest.length > 0 ? [rest] : [];
-      this.buffered = rest.length;
+      this.chunks = all.length > 4 + length ? [all.subarray(4 + length)] : [];
+      this.buffered = all.length - 4 - length;
     }
     return frames;
   }
@@ -311,14 +250,6 @@ export class FrameDecoder {
   /** Bytes received that do not yet form a whole frame. */
   get pendingBytes(): number {
     return this.buffered;
-  }
-
-  private peekHeader(): Buffer {
-    const first = this.chunks[0]!;
-    if (first.length >= 4) return first;
-    const merged = Buffer.concat(this.chunks, this.buffered);
-    this.chunks = [merged];
-    return merged;
   }
 
   private fail(length: number): never {
@@ -339,7 +270,5 @@ export class FrameDecoder {
 
 /** The wire bytes of one frame carrying `body`. */
 export function frame(body: Uint8Array): Buffer {
-  const header = Buffer.alloc(4);
-  header.writeUInt32BE(body.length, 0);
-  return Buffer.concat([header, body]);
+  return Buffer.concat([u32(body.length), body]);
 }
