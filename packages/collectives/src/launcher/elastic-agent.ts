@@ -12,16 +12,12 @@ import { CollectiveError } from '../errors.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import { describeRanks } from './failure-report.js';
 import type { ElasticOptions, LaunchOptions } from './launch-options.js';
-import { buildWorkerCommand, buildWorkerEnvironment } from './worker-command.js';
-import { describeExit, exitCodeOf, LocalWorkers, settleWorkers } from './worker-process.js';
-
-type WorkersOutcome =
-  | { round: number; kind: 'success' }
-  | { round: number; kind: 'failure'; message: string };
+import { buildWorkerEnvironment } from './worker-command.js';
+import { describeExit, exitCodeOf, type LocalOutcome, LocalWorkers } from './worker-process.js';
 
 type AgentEvent =
   | { kind: 'server'; event: RendezvousEvent }
-  | { kind: 'workers'; outcome: WorkersOutcome }
+  | { kind: 'workers'; round: number; outcome: LocalOutcome }
   | { kind: 'lost'; error: CollectiveError }
   | { kind: 'interrupted'; signal: NodeJS.Signals };
 
@@ -44,46 +40,46 @@ class ElasticAgent {
   private restartFile: string | undefined;
   private pendingServerEvent: Promise<AgentEvent> | undefined;
   private workersOutcome: Promise<AgentEvent> | undefined;
-  private readonly gracePeriodMs: number;
 
   constructor(
     private readonly options: LaunchOptions,
     private readonly elastic: ElasticOptions,
     private readonly env: NodeJS.ProcessEnv,
   ) {
-    this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
-    this.local = new LocalWorkers(
-      options.logDirectory,
-      this.gracePeriodMs,
-      env.FSDP_DEBUG === '1',
-      (message) => this.log(message),
-    );
+    this.local = new LocalWorkers(options, env, (message) => this.log(message));
   }
 
   async run(): Promise<number> {
     const unhandleSignals = this.local.handleSignals(false);
-    process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
-    process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
+    const { masterAddr, masterPort, nprocPerNode } = this.options;
     let store: StoreServer | undefined;
     let server: RendezvousServer | undefined;
     let client: RendezvousClient | undefined;
     try {
-      buildWorkerCommand(this.options.script, this.options.scriptArguments);
-      const ranks = Array.from({ length: this.options.nprocPerNode }, (_, localRank) => localRank);
-      LocalWorkers.checkMemoryCaps(this.options.memoryPerRankBytes, ranks);
-      const secret = this.jobSecret();
+      this.local.check(
+        Array.from({ length: nprocPerNode }, (_, localRank) => localRank),
+        false,
+      );
+      const secret = resolveJobSecret(this.env);
+      if (secret === undefined) {
+        throw new CollectiveError('An elastic job needs a job secret shared by every launcher.', {
+          code: 'auth',
+          fix: 'set FSDP_JOB_SECRET (e.g. `export FSDP_JOB_SECRET=$(openssl rand -hex 32)`) or FSDP_JOB_SECRET_FILE on every host.',
+        });
+      }
       ({ store, server } = await this.hostRendezvous(secret));
-      const name = await this.launcherName();
+      const address = await localAddressRoutingTo(masterAddr, masterPort).catch(() => 'unknown address');
+      const name = `${address} (${hostname()}, pid ${process.pid})`;
       client = new RendezvousClient({
-        host: this.options.masterAddr,
-        port: this.options.masterPort,
+        host: masterAddr,
+        port: masterPort,
         secret,
         name,
-        nproc: this.options.nprocPerNode,
+        nproc: nprocPerNode,
         heartbeatTimeoutMs: this.elastic.heartbeatTimeoutSeconds * 1_000,
         connectTimeoutMs: this.options.timeoutSeconds * 1_000,
       });
-      this.log(`${name} joins the rendezvous at ${this.options.masterAddr}:${this.options.masterPort}.`);
+      this.log(`${name} joins the rendezvous at ${masterAddr}:${masterPort}.`);
       return await this.serve(client, secret);
     } catch (error) {
       this.log(`error: ${error instanceof Error ? error.message : String(error)}`);
@@ -101,47 +97,48 @@ class ElasticAgent {
   private async serve(client: RendezvousClient, secret: string): Promise<number> {
     for (;;) {
       const event = await this.nextEvent(client);
-      switch (event.kind) {
-        case 'interrupted':
-          client.leave(`fsdp-run on ${this.describeSelf()} received ${event.signal}`);
-          await this.local.stop(event.signal);
-          this.log(`stopped by ${event.signal}; every worker has exited.`);
-          return exitCodeOf(event.signal);
-        case 'lost':
-          this.log(`${event.error.message} Stopping the workers.`);
-          return 1;
-        case 'workers':
-          this.workersOutcome = undefined;
-          if (event.outcome.round !== this.round?.round) break;
-          if (event.outcome.kind === 'success') {
-            this.log(`round ${event.outcome.round}: every worker of this node exited 0.`);
-            client.done(event.outcome.round);
-          } else {
-            this.log(`round ${event.outcome.round}: ${event.outcome.message}; stopping the other workers.`);
-            client.failed(event.outcome.round, event.outcome.message);
-            await settleWorkers(this.local.workers);
-            await this.local.stop();
-            await this.local.reportFailures();
-          }
-          break;
-        case 'server': {
-          const message = event.event;
-          if (message.type === 'round') {
-            this.startRound(message, secret);
-          } else if (message.type === 'stop') {
-            this.log(`round ${message.round} stops (${message.reason}): ${message.message}.`);
-            await this.endRound(message.reason === 'join');
-            if (message.reason !== 'join') await this.local.reportFailures();
-            client.rejoin();
-          } else if (message.type === 'finish') {
-            this.log('job finished: every worker of every node exited 0.');
-            return 0;
-          } else {
-            this.log(`job failed: ${message.message}`);
-            return 1;
-          }
-          break;
+      if (event.kind === 'interrupted') {
+        const self = this.round === undefined ? 'this host' : `node ${this.round.nodeRank}`;
+        client.leave(`fsdp-run on ${self} received ${event.signal}`);
+        await this.local.stop(event.signal);
+        this.log(`stopped by ${event.signal}; every worker has exited.`);
+        return exitCodeOf(event.signal);
+      }
+      if (event.kind === 'lost') {
+        this.log(`${event.error.message} Stopping the workers.`);
+        return 1;
+      }
+      if (event.kind === 'workers') {
+        this.workersOutcome = undefined;
+        const { round, outcome } = event;
+        if (round !== this.round?.round) continue;
+        if (outcome.kind === 'success') {
+          this.log(`round ${round}: every worker of this node exited 0.`);
+          client.done(round);
+          continue;
         }
+        const message = `${describeExit(outcome.exit)} on node ${this.round.nodeRank}`;
+        this.log(`round ${round}: ${message}; stopping the other workers.`);
+        client.failed(round, message);
+        await this.local.settle();
+        await this.local.stop();
+        await this.local.reportFailures();
+        continue;
+      }
+      const message = event.event;
+      if (message.type === 'round') {
+        this.startRound(message, secret);
+      } else if (message.type === 'stop') {
+        this.log(`round ${message.round} stops (${message.reason}): ${message.message}.`);
+        await this.endRound(message.reason === 'join');
+        if (message.reason !== 'join') await this.local.reportFailures();
+        client.rejoin();
+      } else if (message.type === 'finish') {
+        this.log('job finished: every worker of every node exited 0.');
+        return 0;
+      } else {
+        this.log(`job failed: ${message.message}`);
+        return 1;
       }
     }
   }
@@ -162,64 +159,38 @@ class ElasticAgent {
 
   private startRound(round: RoundAssignment, secret: string): void {
     this.round = round;
-    const { nprocPerNode } = this.options;
+    const { nprocPerNode, maxRestarts, timeoutSeconds } = this.options;
     this.log(
-      `round ${round.round}: node ${round.nodeRank} of ${round.nnodes}, world size ${round.worldSize}, ${describeRanks(round.rankOffset, nprocPerNode)}, restarts ${round.restartCount} of ${this.options.maxRestarts}.`,
+      `round ${round.round}: node ${round.nodeRank} of ${round.nnodes}, world size ${round.worldSize}, ${describeRanks(round.rankOffset, nprocPerNode)}, restarts ${round.restartCount} of ${maxRestarts}.`,
     );
     this.log(
       `round ${round.round} members: ${round.members.map((member) => `node ${member.nodeRank} ${member.name}`).join('; ')}.`,
     );
-    this.restartFile = join(tmpdir(), `fsdp-run-${process.pid}-round-${round.round}.restart`);
-    rmSync(this.restartFile, { force: true });
+    const restartFile = join(tmpdir(), `fsdp-run-${process.pid}-round-${round.round}.restart`);
+    this.restartFile = restartFile;
+    rmSync(restartFile, { force: true });
+    const { nnodes, nodeRank, store } = round;
+    const options = { ...this.options, nnodes, nodeRank, masterAddr: store.host };
+    const identity = {
+      attempt: round.round,
+      secret,
+      port: store.port,
+      timeoutMs: Math.round(timeoutSeconds * 1_000),
+    };
     // [Note: per-rank memory caps], as in fixed-size jobs: fresh cgroups per round.
-    const workers = this.local.start(`round-${round.round}`, {
-      count: nprocPerNode,
-      firstRank: round.rankOffset,
-      memoryPerRankBytes: this.options.memoryPerRankBytes,
-      environmentOf: (rank, localRank) => {
-        const environment = buildWorkerEnvironment(
-          { ...this.options, nnodes: round.nnodes, nodeRank: round.nodeRank, masterAddr: round.store.host },
-          this.env,
-          {
-            rank,
-            localRank,
-            attempt: round.round,
-            secret,
-            port: round.store.port,
-            timeoutMs: Math.round(this.options.timeoutSeconds * 1_000),
-          },
-        );
-        Object.assign(environment.env, {
-          WORLD_SIZE: String(round.worldSize),
-          FSDP_STORE_PREFIX: round.store.prefix,
-          FSDP_ELASTIC_ROUND: String(round.round),
-          FSDP_RESTART_FILE: this.restartFile,
-        });
-        return environment;
-      },
-    });
-    const exits = workers.map((worker) => worker.exited);
-    this.workersOutcome = new Promise<AgentEvent>((resolve) => {
-      for (const exited of exits) {
-        void exited.then((exit) => {
-          if (exit.code !== 0) {
-            resolve({
-              kind: 'workers',
-              outcome: {
-                round: round.round,
-                kind: 'failure',
-                message: `${describeExit(exit)} on node ${round.nodeRank}`,
-              },
-            });
-          }
-        });
-      }
-      void Promise.all(exits).then((all) => {
-        if (all.every((exit) => exit.code === 0)) {
-          resolve({ kind: 'workers', outcome: { round: round.round, kind: 'success' } });
-        }
+    const outcome = this.local.start(`round-${round.round}`, round.rankOffset, (rank, localRank) => {
+      const environment = buildWorkerEnvironment(options, this.env, { ...identity, rank, localRank });
+      Object.assign(environment.env, {
+        WORLD_SIZE: String(round.worldSize),
+        FSDP_STORE_PREFIX: store.prefix,
+        FSDP_ELASTIC_ROUND: String(round.round),
+        FSDP_RESTART_FILE: restartFile,
       });
+      return environment;
     });
+    this.workersOutcome = outcome.then(
+      (result): AgentEvent => ({ kind: 'workers', round: round.round, outcome: result }),
+    );
   }
 
   /**
@@ -277,26 +248,6 @@ class ElasticAgent {
     });
     this.log(`hosting the rendezvous and the store at ${masterAddr}:${masterPort}.`);
     return { store, server };
-  }
-
-  private async launcherName(): Promise<string> {
-    const address = await localAddressRoutingTo(this.options.masterAddr, this.options.masterPort).catch(
-      () => 'unknown address',
-    );
-    return `${address} (${hostname()}, pid ${process.pid})`;
-  }
-
-  private describeSelf(): string {
-    return this.round === undefined ? 'this host' : `node ${this.round.nodeRank}`;
-  }
-
-  private jobSecret(): string {
-    const secret = resolveJobSecret(this.env);
-    if (secret !== undefined) return secret;
-    throw new CollectiveError('An elastic job needs a job secret shared by every launcher.', {
-      code: 'auth',
-      fix: 'set FSDP_JOB_SECRET (e.g. `export FSDP_JOB_SECRET=$(openssl rand -hex 32)`) or FSDP_JOB_SECRET_FILE on every host.',
-    });
   }
 
   private log(message: string): void {

@@ -100,11 +100,6 @@ export class MemoryCgroup {
     return new MemoryCgroup(path, own.version, limitBytes);
   }
 
-  /** The file a process writes its pid into to join. */
-  get processesFile(): string {
-    return join(this.path, 'cgroup.procs');
-  }
-
   /**
    * `node nodeArguments…` wrapped so the process joins this cgroup before it starts: the
    * command and arguments to spawn. The shell replaces itself with node (exec), so the pid,
@@ -117,7 +112,7 @@ export class MemoryCgroup {
         '-c',
         'echo $$ > "$1" || exit 125; shift; exec "$@"',
         'fsdp-run-memory-cap',
-        this.processesFile,
+        join(this.path, 'cgroup.procs'),
         command,
         ...commandArguments,
       ],
@@ -162,17 +157,17 @@ export class MemoryCgroup {
 /**
  * With --memory-per-rank (`limit` defined): a fresh cgroup for each of `ranks`, named
  * `<label>-rank-<rank>`, all made before any worker starts so a failure leaves no worker behind.
- * Without it, no caps (an empty list). Used by both the fixed-size and the elastic launcher.
+ * Without it, no caps (an empty list).
  */
 export function createMemoryCaps(
   limit: number | undefined,
   ranks: readonly number[],
   label: string,
-): (MemoryCgroup | undefined)[] {
-  if (limit === undefined) return [];
+): MemoryCgroup[] {
   const caps: MemoryCgroup[] = [];
   try {
-    for (const rank of ranks) caps.push(MemoryCgroup.create(`${label}-rank-${rank}`, limit));
+    for (const rank of ranks)
+      if (limit !== undefined) caps.push(MemoryCgroup.create(`${label}-rank-${rank}`, limit));
   } catch (error) {
     for (const cap of caps) cap.remove();
     throw error;

@@ -4,8 +4,8 @@ import { connectStore, type StoreClient } from '../store/store-client.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import { describeRanks } from './failure-report.js';
 import type { LaunchOptions } from './launch-options.js';
-import { buildWorkerCommand, buildWorkerEnvironment, checkWorkerScript } from './worker-command.js';
-import { describeExit, exitCodeOf, LocalWorkers, settleWorkers, type WorkerExit } from './worker-process.js';
+import { buildWorkerEnvironment } from './worker-command.js';
+import { describeExit, exitCodeOf, type LocalOutcome, LocalWorkers } from './worker-process.js';
 
 type AttemptResult =
   | { kind: 'success' }
@@ -13,8 +13,7 @@ type AttemptResult =
   | { kind: 'interrupted'; signal: NodeJS.Signals };
 
 type AttemptEvent =
-  | { kind: 'local-failure'; exit: WorkerExit }
-  | { kind: 'local-success' }
+  | LocalOutcome
   | { kind: 'remote-failure'; message: string }
   | { kind: 'interrupted'; signal: NodeJS.Signals }
   | { kind: 'store-lost'; error: CollectiveError };
@@ -38,7 +37,6 @@ class Launcher {
   private readonly local: LocalWorkers;
   private readonly storeLost: Promise<CollectiveError>;
   private resolveStoreLost!: (error: CollectiveError) => void;
-  private readonly gracePeriodMs: number;
   private readonly timeoutMs: number;
 
   constructor(
@@ -46,38 +44,29 @@ class Launcher {
     private readonly env: NodeJS.ProcessEnv,
   ) {
     this.storeLost = new Promise((resolve) => (this.resolveStoreLost = resolve));
-    this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
     this.timeoutMs = Math.round(options.timeoutSeconds * 1_000);
-    this.local = new LocalWorkers(
-      options.logDirectory,
-      this.gracePeriodMs,
-      env.FSDP_DEBUG === '1',
-      (message) => this.log(message),
-    );
+    this.local = new LocalWorkers(options, env, (message) => this.log(message));
   }
 
   async run(): Promise<number> {
     const unhandleSignals = this.local.handleSignals(true);
-    // Each worker waits on at most one 'drain' per stream (see [Note: output backpressure]).
-    process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
-    process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
+    const { masterAddr, nodeRank, nprocPerNode } = this.options;
     let server: StoreServer | undefined;
     let store: StoreClient | undefined;
     let heartbeat: NodeJS.Timeout | undefined;
     try {
-      checkWorkerScript(this.options.script);
-      buildWorkerCommand(this.options.script, this.options.scriptArguments);
-      const { nprocPerNode: perNode, nodeRank: node } = this.options;
-      const ranks = Array.from({ length: perNode }, (_, localRank) => node * perNode + localRank);
-      LocalWorkers.checkMemoryCaps(this.options.memoryPerRankBytes, ranks);
+      this.local.check(
+        Array.from({ length: nprocPerNode }, (_, localRank) => nodeRank * nprocPerNode + localRank),
+        true,
+      );
       const secret = this.jobSecret();
-      const { masterAddr, nodeRank } = this.options;
       let port = this.options.masterPort;
       if (nodeRank === 0) {
         server = await startStoreServer({ host: masterAddr, port, secret });
         port = server.port;
+      } else {
+        this.log(`joining the store of node 0 at ${masterAddr}:${port}.`);
       }
-      if (nodeRank !== 0) this.log(`joining the store of node 0 at ${masterAddr}:${port}.`);
       store = await this.unlessInterrupted(
         connectStore({ host: masterAddr, port, secret, timeoutMs: this.timeoutMs }),
         `connecting to the store at ${masterAddr}:${port}`,
@@ -89,7 +78,7 @@ class Launcher {
         nodeRank,
         this.options.nnodes,
         this.timeoutMs,
-        this.options.nprocPerNode,
+        nprocPerNode,
       );
       await coordinator.arm();
       const exitCode = await this.runAttempts(coordinator, secret, port);
@@ -147,34 +136,17 @@ class Launcher {
     const joined = await this.race(coordinator.join(attempt).then(() => undefined));
     if (joined !== undefined) return this.settle(coordinator, attempt, joined);
     const { nprocPerNode, nodeRank } = this.options;
-    const workers = this.local.start(`attempt-${attempt}`, {
-      count: nprocPerNode,
-      firstRank: nodeRank * nprocPerNode,
-      memoryPerRankBytes: this.options.memoryPerRankBytes,
-      environmentOf: (rank, localRank) =>
-        buildWorkerEnvironment(this.options, this.env, {
-          rank,
-          localRank,
-          attempt,
-          secret,
-          port,
-          timeoutMs: this.timeoutMs,
-        }),
-    });
-    const exits = workers.map((worker) => worker.exited);
-    const localFailure = new Promise<AttemptEvent>((resolve) => {
-      for (const exited of exits) {
-        exited.then((exit) => {
-          if (exit.code !== 0) resolve({ kind: 'local-failure', exit });
-        });
-      }
-    });
-    const localSuccess = Promise.all(exits).then((all) =>
-      all.every((exit) => exit.code === 0) ? { kind: 'local-success' as const } : localFailure,
+    const identity = { attempt, secret, port, timeoutMs: this.timeoutMs };
+    const local = this.local.start(`attempt-${attempt}`, nodeRank * nprocPerNode, (rank, localRank) =>
+      buildWorkerEnvironment(this.options, this.env, { ...identity, rank, localRank }),
     );
-    const remote = this.remoteFailure(coordinator, attempt);
-    const event: AttemptEvent = await this.race(Promise.race([localFailure, localSuccess, remote]));
-    if (event.kind !== 'local-success') return this.settle(coordinator, attempt, event);
+    const remote = coordinator.failure(attempt).then(
+      (message): AttemptEvent => ({ kind: 'remote-failure', message }),
+      // A closed or lost store surfaces through `storeLost`; this watcher just ends.
+      () => new Promise<AttemptEvent>(() => {}),
+    );
+    const event = await this.race<AttemptEvent>(Promise.race([local, remote]));
+    if (event.kind !== 'success') return this.settle(coordinator, attempt, event);
     const everyNode = await this.race(
       Promise.race([coordinator.done(attempt).then(() => undefined), remote]),
     );
@@ -188,38 +160,40 @@ class Launcher {
     event: AttemptEvent,
   ): Promise<AttemptResult> {
     const node = `node ${this.options.nodeRank}`;
+    let message: string;
     switch (event.kind) {
-      case 'local-failure': {
-        const message = `${describeExit(event.exit)} on ${node}`;
-        this.log(`${message}; stopping the other workers.`);
-        const standing = await coordinator.reportFailure(attempt, message).catch(() => message);
-        await settleWorkers(this.local.workers);
-        const [, stopped] = await Promise.all([this.local.stop(), coordinator.stopped().catch(() => true)]);
-        await this.local.reportFailures();
-        return { kind: 'failed', message: standing, restartable: !stopped };
+      case 'failure': {
+        const failure = `${describeExit(event.exit)} on ${node}`;
+        this.log(`${failure}; stopping the other workers.`);
+        message = await coordinator.reportFailure(attempt, failure).catch(() => failure);
+        await this.local.settle();
+        break;
       }
-      case 'remote-failure': {
+      case 'remote-failure':
         this.log(`another node failed (${event.message}); stopping the workers of ${node}.`);
-        const [, stopped] = await Promise.all([this.local.stop(), coordinator.stopped().catch(() => true)]);
-        await this.local.reportFailures();
-        return { kind: 'failed', message: event.message, restartable: !stopped };
-      }
+        message = event.message;
+        break;
       case 'interrupted':
         await coordinator.reportStop(attempt, `fsdp-run on ${node} received ${event.signal}`).catch(() => {});
         await this.local.stop(event.signal);
         return { kind: 'interrupted', signal: event.signal };
-      case 'store-lost':
+      case 'store-lost': {
         this.log(`${event.error.message} Stopping the workers of ${node}.`);
         await this.local.stop();
         await this.local.reportFailures();
+        const { masterAddr, masterPort } = this.options;
         return {
           kind: 'failed',
-          message: `lost the store on node 0 at ${this.options.masterAddr}:${this.options.masterPort}`,
+          message: `lost the store on node 0 at ${masterAddr}:${masterPort}`,
           restartable: false,
         };
-      case 'local-success':
+      }
+      case 'success':
         return { kind: 'success' };
     }
+    const [, stopped] = await Promise.all([this.local.stop(), coordinator.stopped().catch(() => true)]);
+    await this.local.reportFailures();
+    return { kind: 'failed', message, restartable: !stopped };
   }
 
   /** Waits for `promise`, or for an interruption or a lost store, whichever comes first. */
@@ -234,14 +208,6 @@ class Launcher {
       }
       throw error;
     });
-  }
-
-  private remoteFailure(coordinator: JobCoordinator, attempt: number): Promise<AttemptEvent> {
-    return coordinator.failure(attempt).then(
-      (message): AttemptEvent => ({ kind: 'remote-failure', message }),
-      // A closed or lost store surfaces through `storeLost`; this watcher just ends.
-      () => new Promise<AttemptEvent>(() => {}),
-    );
   }
 
   private startHeartbeat(store: StoreClient): NodeJS.Timeout {

@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { type AttemptDirectory, RunDirectory } from './failure-report.js';
+import type { LaunchOptions } from './launch-options.js';
 import { createMemoryCaps, formatBytes, type MemoryCgroup } from './memory-cap.js';
+import { buildWorkerCommand, checkWorkerScript } from './worker-command.js';
 
 /** How a worker ended: an exit code, or the signal that killed it. */
 export interface WorkerExit {
@@ -15,29 +17,13 @@ export interface WorkerExit {
   memory?: { capBytes: number; peakBytes: number | undefined; outOfMemory: boolean };
 }
 
-export interface WorkerSpawnOptions {
+interface WorkerSpawnOptions {
   rank: number;
   localRank: number;
   nodeArguments: string[];
   env: NodeJS.ProcessEnv;
   /** The worker's own memory cgroup (--memory-per-rank); the worker owns it from here on. */
   memoryCap?: MemoryCgroup;
-  /** Where prefixed output goes (process.stdout / process.stderr by default). */
-  stdout?: NodeJS.WritableStream;
-  stderr?: NodeJS.WritableStream;
-}
-
-/** 'worker rank 1 exited with code 3' / '... was killed by signal SIGKILL'. */
-/** With --memory-per-rank: one line per worker when it exits, its peak memory against its cap. */
-export function logPeakMemory(workers: readonly WorkerProcess[], log: (message: string) => void): void {
-  for (const worker of workers) {
-    void worker.exited.then(({ rank, memory }) => {
-      if (memory === undefined) return;
-      const peak = memory.peakBytes === undefined ? 'unknown' : formatBytes(memory.peakBytes);
-      const outcome = memory.outOfMemory ? ' (killed: out of memory)' : '';
-      log(`rank ${rank} peak memory ${peak} of its ${formatBytes(memory.capBytes)} cap${outcome}.`);
-    });
-  }
 }
 
 export function describeExit(exit: WorkerExit): string {
@@ -59,7 +45,7 @@ export function describeEnding(exit: WorkerExit): string {
  * group (detached) so a terminal's Ctrl-C reaches it once, through the launcher, and signals
  * reach the processes it started too.
  */
-export class WorkerProcess {
+class WorkerProcess {
   private state: 'running' | 'stopping' | 'exited' = 'running';
   private readonly child: ChildProcess;
   /** Resolves when the process has exited and its output is flushed. */
@@ -76,8 +62,8 @@ export class WorkerProcess {
       detached: true,
     });
     const prefix = `[rank ${options.rank}] `;
-    const stdout = forward(this.child.stdout!, options.stdout ?? process.stdout, prefix);
-    const stderr = forward(this.child.stderr!, options.stderr ?? process.stderr, prefix);
+    const stdout = forward(this.child.stdout!, process.stdout, prefix);
+    const stderr = forward(this.child.stderr!, process.stderr, prefix);
     this.exited = new Promise((resolve) => {
       let exit: WorkerExit | undefined;
       const finish = () => {
@@ -247,86 +233,32 @@ export class LinePrefixer {
  * step (or as a consequence, within milliseconds) each record their own failure for the report
  * ([Note: one report per job]) instead of being cut short by SIGTERM.
  */
-export const FAILURE_SETTLE_MS = 1_000;
-
-export interface LocalWorkersPlan {
-  /** How many workers this node starts (--nproc-per-node). */
-  count: number;
-  /** The global rank of local rank 0; local rank i is rank `firstRank + i`. */
-  firstRank: number;
-  /** --memory-per-rank in bytes, or undefined for no caps. */
-  memoryPerRankBytes: number | undefined;
-  /** Names this attempt's or round's cgroups: `<cgroupLabel>-rank-<rank>`. */
-  cgroupLabel: string;
-  /** The environment and node arguments of one worker. */
-  environmentOf(rank: number, localRank: number): { env: NodeJS.ProcessEnv; nodeArguments: string[] };
-  /** Where the launcher's own lines go (the per-worker peak memory line at exit). */
-  log(message: string): void;
-  /** Where each worker writes its failure record and log ([Note: failure records]). */
-  records: AttemptDirectory;
-}
-
-/**
- * Starts one node's workers for one attempt (fixed-size jobs) or round (elastic jobs), each in its
- * own memory cgroup when capped, with FSDP_MEMORY_LIMIT_BYTES telling the worker its cap
- * ([Note: per-rank memory caps]). Every cgroup exists before any worker starts, so a failure to
- * create one leaves no worker behind. Each worker logs its peak memory against its cap at exit.
- */
-export function startLocalWorkers(plan: LocalWorkersPlan): WorkerProcess[] {
-  const ranks = Array.from({ length: plan.count }, (_, localRank) => plan.firstRank + localRank);
-  const memoryCaps = createMemoryCaps(plan.memoryPerRankBytes, ranks, plan.cgroupLabel);
-  const workers = ranks.map((rank, localRank) => {
-    const environment = plan.environmentOf(rank, localRank);
-    Object.assign(environment.env, plan.records.environmentOf(rank));
-    const memoryCap = memoryCaps[localRank];
-    if (memoryCap !== undefined) environment.env.FSDP_MEMORY_LIMIT_BYTES = String(memoryCap.limitBytes);
-    return new WorkerProcess({
-      rank,
-      localRank,
-      nodeArguments: environment.nodeArguments,
-      env: environment.env,
-      ...(memoryCap === undefined ? {} : { memoryCap }),
-    });
-  });
-  logPeakMemory(workers, plan.log);
-  return workers;
-}
-
-/** Resolves when every worker has exited, or after `withinMs`, whichever is first ([Note: failure settle]). */
-export async function settleWorkers(
-  workers: readonly WorkerProcess[],
-  withinMs = FAILURE_SETTLE_MS,
-): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    Promise.all(workers.map((worker) => worker.exited)),
-    new Promise((resolve) => (timer = setTimeout(resolve, withinMs))),
-  ]);
-  clearTimeout(timer);
-}
-
-/** Every worker's exit (call once they have all exited). */
-export function exitsOf(workers: readonly WorkerProcess[]): Promise<WorkerExit[]> {
-  return Promise.all(workers.map((worker) => worker.exited));
-}
+const FAILURE_SETTLE_MS = 1_000;
 
 /** Signals fsdp-run forwards to its workers before stopping (SIGHUP: the terminal closed). */
-export const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** The launcher's exit code after signal `signal`: 128 + its number. */
 export function exitCodeOf(signal: NodeJS.Signals): number {
   return 128 + (constants.signals[signal] ?? 15);
 }
 
+/** How this node's workers of one attempt or round ended: all exited 0, or the first that did not. */
+export type LocalOutcome = { kind: 'success' } | { kind: 'failure'; exit: WorkerExit };
+
 /**
  * This host's workers of the current attempt (fixed-size jobs) or round (elastic jobs), owned
- * by one launcher: starts them in a fresh records directory, stops them, and prints the
+ * by one launcher, the fixed-size one or the elastic agent alike: checks what would fail every
+ * rank before any rendezvous, starts the workers in a fresh records directory, each in its own
+ * memory cgroup when capped ([Note: per-rank memory caps]), stops them, and prints the
  * attempt's failure report once ([Note: one report per job]).
  */
 export class LocalWorkers {
   workers: WorkerProcess[] = [];
   private records: AttemptDirectory | undefined;
   private readonly runDirectory: RunDirectory;
+  private readonly gracePeriodMs: number;
+  private readonly debug: boolean;
   /** The first forwarded signal fsdp-run received, if any. */
   interruption: NodeJS.Signals | undefined;
   private resolveInterrupted!: (signal: NodeJS.Signals) => void;
@@ -334,30 +266,84 @@ export class LocalWorkers {
   readonly interrupted = new Promise<NodeJS.Signals>((resolve) => (this.resolveInterrupted = resolve));
 
   constructor(
-    logDirectory: string | undefined,
-    private readonly gracePeriodMs: number,
-    private readonly debug: boolean,
+    private readonly options: LaunchOptions,
+    env: NodeJS.ProcessEnv,
     private readonly log: (message: string) => void,
   ) {
-    this.runDirectory = new RunDirectory(logDirectory);
+    this.runDirectory = new RunDirectory(options.logDirectory);
+    this.gracePeriodMs = options.gracePeriodSeconds * 1_000;
+    this.debug = env.FSDP_DEBUG === '1';
   }
 
-  /** Fails before any rendezvous when the caps of `ranks` cannot be set (no cgroups, no permission). */
-  static checkMemoryCaps(memoryPerRankBytes: number | undefined, ranks: readonly number[]): void {
+  /**
+   * Before any rendezvous: fails when the script cannot run (checked in full with `checkScript`)
+   * or the caps of `ranks` cannot be set (no cgroups, no permission), so no rank fails with its
+   * own copy of the error.
+   */
+  check(ranks: readonly number[], checkScript: boolean): void {
+    // Each worker waits on at most one 'drain' per stream (see [Note: output backpressure]).
+    process.stdout.setMaxListeners(this.options.nprocPerNode + 10);
+    process.stderr.setMaxListeners(this.options.nprocPerNode + 10);
+    if (checkScript) checkWorkerScript(this.options.script);
+    buildWorkerCommand(this.options.script, this.options.scriptArguments);
+    const { memoryPerRankBytes } = this.options;
     for (const cap of createMemoryCaps(memoryPerRankBytes, ranks, `fsdp-run-${process.pid}-probe`))
-      cap?.remove();
+      cap.remove();
   }
 
-  /** Starts the workers of attempt or round `label` (`attempt-0`, `round-2`). */
-  start(label: string, plan: Omit<LocalWorkersPlan, 'records' | 'log' | 'cgroupLabel'>): WorkerProcess[] {
-    this.records = this.runDirectory.attempt(label);
-    this.workers = startLocalWorkers({
-      ...plan,
-      records: this.records,
-      cgroupLabel: `fsdp-run-${process.pid}-${label}`,
-      log: this.log,
+  /**
+   * Starts the workers of attempt or round `label` (`attempt-0`, `round-2`), local rank i as rank
+   * `firstRank + i`, every cgroup made before any worker starts, with FSDP_MEMORY_LIMIT_BYTES
+   * telling a capped worker its cap; each capped worker logs its peak memory at exit. Resolves
+   * with the first non-zero exit, or success once all exited 0.
+   */
+  start(
+    label: string,
+    firstRank: number,
+    environmentOf: (rank: number, localRank: number) => { env: NodeJS.ProcessEnv; nodeArguments: string[] },
+  ): Promise<LocalOutcome> {
+    const records = this.runDirectory.attempt(label);
+    this.records = records;
+    const ranks = Array.from({ length: this.options.nprocPerNode }, (_, localRank) => firstRank + localRank);
+    const caps = createMemoryCaps(this.options.memoryPerRankBytes, ranks, `fsdp-run-${process.pid}-${label}`);
+    this.workers = ranks.map((rank, localRank) => {
+      const { env, nodeArguments } = environmentOf(rank, localRank);
+      Object.assign(env, records.environmentOf(rank));
+      const memoryCap = caps[localRank];
+      if (memoryCap !== undefined) env.FSDP_MEMORY_LIMIT_BYTES = String(memoryCap.limitBytes);
+      const worker = new WorkerProcess({
+        rank,
+        localRank,
+        nodeArguments,
+        env,
+        ...(memoryCap && { memoryCap }),
+      });
+      void worker.exited.then(({ memory }) => {
+        if (memory === undefined) return;
+        const peak = memory.peakBytes === undefined ? 'unknown' : formatBytes(memory.peakBytes);
+        const outcome = memory.outOfMemory ? ' (killed: out of memory)' : '';
+        this.log(`rank ${rank} peak memory ${peak} of its ${formatBytes(memory.capBytes)} cap${outcome}.`);
+      });
+      return worker;
     });
-    return this.workers;
+    const exits = this.workers.map((worker) => worker.exited);
+    return new Promise((resolve) => {
+      for (const exited of exits)
+        void exited.then((exit) => exit.code !== 0 && resolve({ kind: 'failure', exit }));
+      void Promise.all(exits).then(
+        (all) => all.every((exit) => exit.code === 0) && resolve({ kind: 'success' }),
+      );
+    });
+  }
+
+  /** Resolves when every worker has exited, or after `withinMs`, whichever is first ([Note: failure settle]). */
+  async settle(withinMs = FAILURE_SETTLE_MS): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(this.workers.map((worker) => worker.exited)),
+      new Promise((resolve) => (timer = setTimeout(resolve, withinMs))),
+    ]);
+    clearTimeout(timer);
   }
 
   /** Stops every worker: `signal`, then SIGKILL after the grace period. */
@@ -365,16 +351,13 @@ export class LocalWorkers {
     await Promise.all(this.workers.map((worker) => worker.stop(this.gracePeriodMs, signal)));
   }
 
-  signal(signal: NodeJS.Signals): void {
-    for (const worker of this.workers) worker.signal(signal);
-  }
-
   /** Prints this attempt's failure report ([Note: one report per job]); call once its workers have exited. */
   async reportFailures(): Promise<void> {
     const records = this.records;
     if (records === undefined) return;
     this.records = undefined;
-    for (const line of records.report(await exitsOf(this.workers), this.debug)) this.log(line);
+    const exits = await Promise.all(this.workers.map((worker) => worker.exited));
+    for (const line of records.report(exits, this.debug)) this.log(line);
   }
 
   /**
@@ -386,7 +369,7 @@ export class LocalWorkers {
     const onSignal = (signal: NodeJS.Signals) => {
       if (this.interruption !== undefined) {
         this.log(`second ${signal}: killing every worker now.`);
-        this.signal('SIGKILL');
+        for (const worker of this.workers) worker.signal('SIGKILL');
         return;
       }
       this.interruption = signal;
