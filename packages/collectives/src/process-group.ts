@@ -20,8 +20,10 @@ import type {
   Backend,
   BroadcastOptions,
   CollectiveBuffer,
+  CollectiveDtype,
   CollectiveKind,
   OpOptions,
+  ReduceOp,
   ReduceOptions,
   WireOptions,
 } from './types.js';
@@ -72,17 +74,10 @@ export class ProcessGroup {
 
   /** In place: every rank's `buffer` becomes the element-wise reduction over all ranks. */
   allReduce(buffer: CollectiveBuffer, options: ReduceOptions = {}): Work {
-    checkCollectiveOptionKeys(`allReduce`, options, opOptionKeys.allReduce, torchOpNames);
-    const dtype = resolveDtype('allReduce', this.rank, buffer, options.dtype);
-    const reduceOp = options.op ?? 'sum';
-    checkReduceOp('allReduce', this.rank, reduceOp, dtype);
+    const { dtype, reduceOp } = this.prepare('allReduce', options, buffer);
     const staged = stage(buffer, true);
-    return this.issue(
-      'allReduce',
-      options,
-      { dtype, reduceOp, count: buffer.length, input: null, output: staged.shared },
-      staged.copyBack,
-    );
+    const fields = { dtype, reduceOp, count: buffer.length, input: null, output: staged.shared };
+    return this.issue('allReduce', options, fields, staged.copyBack);
   }
 
   /**
@@ -92,25 +87,7 @@ export class ProcessGroup {
    * other overlap is refused ([Note: in-place all-gather and reduce-scatter]).
    */
   allGather(output: CollectiveBuffer, input: CollectiveBuffer, options: OpOptions & WireOptions = {}): Work {
-    checkCollectiveOptionKeys(`allGather`, options, opOptionKeys.allGather, torchOpNames);
-    const dtype = resolveDtype('allGather', this.rank, input, options.dtype);
-    checkSameDtype('allGather', this.rank, output, input);
-    checkLengths(
-      'allGather',
-      this.rank,
-      output.length,
-      this.size * input.length,
-      'output length must be size x input length',
-    );
-    checkAliasing('allGather', this.rank, output, input, threadRankContext()?.arena ?? null);
-    const stagedInput = stage(input, false);
-    const stagedOutput = stage(output, true);
-    return this.issue(
-      'allGather',
-      options,
-      { dtype, count: input.length, input: stagedInput.shared, output: stagedOutput.shared },
-      stagedOutput.copyBack,
-    );
+    return this.blockwise('allGather', output, input, options);
   }
 
   /**
@@ -121,42 +98,17 @@ export class ProcessGroup {
    * reduce-scatter]).
    */
   reduceScatter(output: CollectiveBuffer, input: CollectiveBuffer, options: ReduceOptions = {}): Work {
-    checkCollectiveOptionKeys(`reduceScatter`, options, opOptionKeys.reduceScatter, torchOpNames);
-    const dtype = resolveDtype('reduceScatter', this.rank, input, options.dtype);
-    checkSameDtype('reduceScatter', this.rank, output, input);
-    const reduceOp = options.op ?? 'sum';
-    checkReduceOp('reduceScatter', this.rank, reduceOp, dtype);
-    checkLengths(
-      'reduceScatter',
-      this.rank,
-      input.length,
-      this.size * output.length,
-      'input length must be size x output length',
-    );
-    checkAliasing('reduceScatter', this.rank, output, input, threadRankContext()?.arena ?? null);
-    const stagedInput = stage(input, false);
-    const stagedOutput = stage(output, true);
-    return this.issue(
-      'reduceScatter',
-      options,
-      { dtype, reduceOp, count: output.length, input: stagedInput.shared, output: stagedOutput.shared },
-      stagedOutput.copyBack,
-    );
+    return this.blockwise('reduceScatter', output, input, options);
   }
 
   /** Every rank's `buffer` becomes the root's. */
   broadcast(buffer: CollectiveBuffer, options: BroadcastOptions = {}): Work {
-    checkCollectiveOptionKeys(`broadcast`, options, opOptionKeys.broadcast, torchOpNames);
-    const dtype = resolveDtype('broadcast', this.rank, buffer, options.dtype);
+    const { dtype } = this.prepare('broadcast', options, buffer);
     const root = options.root ?? 0;
     checkRank('broadcast', this.rank, root, this.size, 'root', true);
     const staged = stage(buffer, true);
-    return this.issue(
-      'broadcast',
-      options,
-      { dtype, root, count: buffer.length, input: null, output: staged.shared },
-      staged.copyBack,
-    );
+    const fields = { dtype, root, count: buffer.length, input: null, output: staged.shared };
+    return this.issue('broadcast', options, fields, staged.copyBack);
   }
 
   /** Completes once every rank of the group has reached it. */
@@ -167,30 +119,12 @@ export class ProcessGroup {
 
   /** Sends `buffer` to `peer`, which must call recv with the same length and dtype. */
   send(buffer: CollectiveBuffer, peer: number, options: OpOptions = {}): Work {
-    checkCollectiveOptionKeys(`send`, options, opOptionKeys.send, torchOpNames);
-    const dtype = resolveDtype('send', this.rank, buffer, options.dtype);
-    checkRank('send', this.rank, peer, this.size, 'peer', false);
-    const staged = stage(buffer, false);
-    return this.issue(
-      'send',
-      options,
-      { dtype, peer, count: buffer.length, input: staged.shared, output: null },
-      undefined,
-    );
+    return this.pointToPoint('send', buffer, peer, options);
   }
 
   /** Receives into `buffer` what `peer` sends. */
   recv(buffer: CollectiveBuffer, peer: number, options: OpOptions = {}): Work {
-    checkCollectiveOptionKeys(`recv`, options, opOptionKeys.recv, torchOpNames);
-    const dtype = resolveDtype('recv', this.rank, buffer, options.dtype);
-    checkRank('recv', this.rank, peer, this.size, 'peer', false);
-    const staged = stage(buffer, true);
-    return this.issue(
-      'recv',
-      options,
-      { dtype, peer, count: buffer.length, input: null, output: staged.shared },
-      staged.copyBack,
-    );
+    return this.pointToPoint('recv', buffer, peer, options);
   }
 
   /**
@@ -296,6 +230,63 @@ export class ProcessGroup {
     } finally {
       for (const resource of [...this.owned].reverse()) await resource.close().catch(() => undefined);
     }
+  }
+
+  /** The checks every buffer op starts with: its option keys, its dtype and, where it reduces, its op. */
+  private prepare(
+    kind: CollectiveKind,
+    options: ReduceOptions,
+    buffer: CollectiveBuffer,
+  ): { dtype: CollectiveDtype; reduceOp: ReduceOp } {
+    checkCollectiveOptionKeys(kind, options, opOptionKeys[kind as keyof typeof opOptionKeys], torchOpNames);
+    const dtype = resolveDtype(kind, this.rank, buffer, options.dtype);
+    const reduceOp = options.op ?? 'sum';
+    if (kind === 'allReduce' || kind === 'reduceScatter') checkReduceOp(kind, this.rank, reduceOp, dtype);
+    return { dtype, reduceOp };
+  }
+
+  /** allGather and reduceScatter: one buffer holds `size` blocks of the other's length. */
+  private blockwise(
+    kind: 'allGather' | 'reduceScatter',
+    output: CollectiveBuffer,
+    input: CollectiveBuffer,
+    options: ReduceOptions,
+  ): Work {
+    const { dtype, reduceOp } = this.prepare(kind, options, input);
+    checkSameDtype(kind, this.rank, output, input);
+    const [whole, block] = kind === 'allGather' ? ['output', 'input'] : ['input', 'output'];
+    const [wholeLength, blockLength] =
+      kind === 'allGather' ? [output.length, input.length] : [input.length, output.length];
+    checkLengths(
+      kind,
+      this.rank,
+      wholeLength,
+      this.size * blockLength,
+      `${whole} length must be size x ${block} length`,
+    );
+    checkAliasing(kind, this.rank, output, input, threadRankContext()?.arena ?? null);
+    const [stagedInput, stagedOutput] = [stage(input, false), stage(output, true)];
+    const fields = {
+      dtype,
+      reduceOp,
+      count: blockLength,
+      input: stagedInput.shared,
+      output: stagedOutput.shared,
+    };
+    return this.issue(kind, options, fields, stagedOutput.copyBack);
+  }
+
+  private pointToPoint(
+    kind: 'send' | 'recv',
+    buffer: CollectiveBuffer,
+    peer: number,
+    options: OpOptions,
+  ): Work {
+    const { dtype } = this.prepare(kind, options, buffer);
+    checkRank(kind, this.rank, peer, this.size, 'peer', false);
+    const staged = stage(buffer, kind === 'recv');
+    const [input, output] = kind === 'send' ? [staged.shared, null] : [null, staged.shared];
+    return this.issue(kind, options, { dtype, peer, count: buffer.length, input, output }, staged.copyBack);
   }
 
   private issue(

@@ -1,6 +1,6 @@
 import { MessageChannel, type Worker } from 'node:worker_threads';
 import type { OptionKeys } from '@fsdp-ts/errors';
-import { CollectiveError } from './errors.js';
+import { CollectiveError, type CollectiveErrorDetails } from './errors.js';
 import { checkCollectiveOptionKeys } from './internal/check-option-keys.js';
 import { createArena } from './internal/shm/shm-arena.js';
 import { ShmBroker } from './internal/shm/shm-backend.js';
@@ -63,13 +63,13 @@ export async function spawnThreadRanks(
   try {
     await new Promise<void>((resolve, reject) => {
       let remaining = size;
+      const fail = (message: string, details: Partial<CollectiveErrorDetails> = {}) => {
+        clearTimeout(timer);
+        reject(new CollectiveError(message, { code: 'launch', ...details }));
+      };
       const timer = setTimeout(() => {
-        reject(
-          new CollectiveError(`Thread ranks did not all finish within ${timeoutMs} ms.`, {
-            code: 'timeout',
-            fix: 'look for a rank blocked in an op the others never issue, or raise timeoutMs.',
-          }),
-        );
+        const fix = 'look for a rank blocked in an op the others never issue, or raise timeoutMs.';
+        fail(`Thread ranks did not all finish within ${timeoutMs} ms.`, { code: 'timeout', fix });
       }, timeoutMs);
       for (let rank = 0; rank < size; rank++) {
         const channel = new MessageChannel();
@@ -98,42 +98,20 @@ export async function spawnThreadRanks(
         // is undefined. Another code fails the run ([Note: process exit] in communication-client.ts).
         worker.on('exit', (code) => {
           if (code === 0) finish(undefined);
-          else if (!finished) {
-            clearTimeout(timer);
-            reject(
-              new CollectiveError(`Thread rank ${rank} exited with code ${code} before returning.`, {
-                code: 'launch',
-                rank,
-              }),
-            );
-          }
+          else if (!finished)
+            fail(`Thread rank ${rank} exited with code ${code} before returning.`, { rank });
         });
         worker.on(
           'message',
           (message: { type: string; value?: unknown; message?: string; stack?: string }) => {
             if (message.type === 'result') finish(message.value);
-            else if (message.type === 'error') {
-              clearTimeout(timer);
-              reject(
-                new CollectiveError(`Thread rank ${rank} failed: ${message.message}`, {
-                  code: 'launch',
-                  rank,
-                  cause: message.stack,
-                }),
-              );
-            }
+            else if (message.type === 'error')
+              fail(`Thread rank ${rank} failed: ${message.message}`, { rank, cause: message.stack });
           },
         );
-        worker.on('error', (error) => {
-          clearTimeout(timer);
-          reject(
-            new CollectiveError(`Thread rank ${rank} crashed: ${error.message}`, {
-              code: 'launch',
-              rank,
-              cause: error,
-            }),
-          );
-        });
+        worker.on('error', (error) =>
+          fail(`Thread rank ${rank} crashed: ${error.message}`, { rank, cause: error }),
+        );
       }
     });
   } finally {

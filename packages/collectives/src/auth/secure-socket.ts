@@ -78,112 +78,84 @@ export interface SecureSocketOptions {
  * Wraps an authenticated socket whose read buffer is empty (no peer byte may be waiting: the
  * TLS layer takes over the socket's handle and would never see it) and resolves once the TLS
  * handshake is done. Rejects with code `auth` when the peer's key differs, `timeout` after the
- * deadline.
+ * deadline. The accepting side goes through a tls.Server of its own (fed the socket with its
+ * 'connection' event, never listening): a TLSSocket made by hand on the server side reports
+ * record failures only through an internal event, while a server's sockets emit 'error' as
+ * clients' do.
  */
 export function secureSocket(socket: Socket, options: SecureSocketOptions): Promise<TLSSocket> {
+  const { identity } = options;
   const psk = derivePresharedKey(options.keys, options.role);
-  if (options.role === 'server') return secureServerSide(socket, options.identity, psk, options.deadline);
-  const secured = connectTls({
-    ...COMMON,
-    socket,
-    pskCallback: () => ({ psk, identity: options.identity }),
-    checkServerIdentity: () => undefined,
-  });
+  const failed = (cause: Error) =>
+    new CollectiveError(`The TLS handshake of ${identity} failed: ${cause.message}`, {
+      code: 'auth',
+      cause,
+      fix: 'give every rank the same job secret and the same FSDP_SECURE setting.',
+    });
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(
-      () =>
-        finish(
-          new CollectiveError(`The TLS handshake of ${options.identity} did not finish in time.`, {
-            code: 'timeout',
-            fix: 'check that every rank runs with the same FSDP_SECURE setting.',
-          }),
-        ),
-      Math.max(1, options.deadline - Date.now()),
-    );
-    const onError = (cause: Error) =>
-      finish(
-        new CollectiveError(`The TLS handshake of ${options.identity} failed: ${cause.message}`, {
-          code: 'auth',
-          cause,
-          fix: 'give every rank the same job secret and the same FSDP_SECURE setting.',
-        }),
-      );
-    const onClose = () =>
-      finish(
-        new CollectiveError(`The peer closed ${options.identity} during the TLS handshake.`, {
-          code: 'auth',
-          fix: 'give every rank the same FSDP_SECURE setting (fsdp-run --secure sets it for all).',
-        }),
-      );
-    const onSecure = () => finish(undefined);
-    const finish = (error: CollectiveError | undefined) => {
+    let timer: NodeJS.Timeout | undefined;
+    const finish = (error: CollectiveError | undefined, secured: TLSSocket) => {
       clearTimeout(timer);
-      secured.off('error', onError);
-      secured.off('close', onClose);
-      secured.off('secureConnect', onSecure);
-      if (error === undefined) {
-        secured.pause();
-        resolve(secured);
-      } else {
+      detach();
+      if (error !== undefined) {
         secured.destroy();
         reject(error);
+      } else {
+        secured.pause();
+        resolve(secured);
       }
     };
-    secured.once('error', onError);
-    secured.once('close', onClose);
-    secured.once('secureConnect', onSecure);
-  });
-}
-
-/**
- * The accepting side goes through a tls.Server of its own (fed the socket with its 'connection'
- * event, never listening): a TLSSocket made by hand on the server side reports record failures
- * only through an internal event, while a server's sockets emit 'error' as clients' do.
- */
-function secureServerSide(
-  socket: Socket,
-  identity: string,
-  psk: Buffer,
-  deadline: number,
-): Promise<TLSSocket> {
-  const server = createTlsServer({
-    ...COMMON,
-    pskCallback: (_socket, offered) => (offered === identity ? psk : null),
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(
-      () => {
-        socket.destroy();
+    let detach: () => void;
+    let pending: TLSSocket | undefined;
+    if (options.role === 'server') {
+      const server = createTlsServer({
+        ...COMMON,
+        pskCallback: (_socket, offered) => (offered === identity ? psk : null),
+      });
+      detach = () => server.removeAllListeners();
+      server.once('secureConnection', (secured: TLSSocket) => finish(undefined, secured));
+      server.once('tlsClientError', (cause: Error, secured: TLSSocket) => finish(failed(cause), secured));
+      server.emit('connection', socket);
+    } else {
+      const secured = connectTls({
+        ...COMMON,
+        socket,
+        pskCallback: () => ({ psk, identity }),
+        checkServerIdentity: () => undefined,
+      });
+      pending = secured;
+      const onError = (cause: Error) => finish(failed(cause), secured);
+      const onClose = () =>
         finish(
-          new CollectiveError(`The TLS handshake of ${identity} did not finish in time.`, {
-            code: 'timeout',
-            fix: 'check that every rank runs with the same FSDP_SECURE setting.',
+          new CollectiveError(`The peer closed ${identity} during the TLS handshake.`, {
+            code: 'auth',
+            fix: 'give every rank the same FSDP_SECURE setting (fsdp-run --secure sets it for all).',
           }),
+          secured,
         );
+      const onSecure = () => finish(undefined, secured);
+      detach = () => {
+        secured.off('error', onError);
+        secured.off('close', onClose);
+        secured.off('secureConnect', onSecure);
+      };
+      secured.once('error', onError);
+      secured.once('close', onClose);
+      secured.once('secureConnect', onSecure);
+    }
+    timer = setTimeout(
+      () => {
+        const error = new CollectiveError(`The TLS handshake of ${identity} did not finish in time.`, {
+          code: 'timeout',
+          fix: 'check that every rank runs with the same FSDP_SECURE setting.',
+        });
+        socket.destroy();
+        detach();
+        pending?.destroy();
+        reject(error);
       },
-      Math.max(1, deadline - Date.now()),
+      Math.max(1, options.deadline - Date.now()),
     );
-    const finish = (error: CollectiveError | undefined, secured?: TLSSocket) => {
-      clearTimeout(timer);
-      server.removeAllListeners();
-      if (error !== undefined) reject(error);
-      else {
-        secured!.pause();
-        resolve(secured!);
-      }
-    };
-    server.once('secureConnection', (secured: TLSSocket) => finish(undefined, secured));
-    server.once('tlsClientError', (cause: Error, secured: TLSSocket) => {
-      secured.destroy();
-      finish(
-        new CollectiveError(`The TLS handshake of ${identity} failed: ${cause.message}`, {
-          code: 'auth',
-          cause,
-          fix: 'give every rank the same job secret and the same FSDP_SECURE setting.',
-        }),
-      );
-    });
-    server.emit('connection', socket);
   });
 }
 
