@@ -50,7 +50,13 @@ export class RendezvousClient {
     this.ready = connectStore({ host, port, secret, timeoutMs: options.connectTimeoutMs }).then(
       (store) => {
         if (this.closed) return void store.close();
-        store.onConnectionLost((cause) => this.lose('store', `closed the connection`, cause));
+        store.onConnectionLost((error) => {
+          const stalled = error.cause instanceof CollectiveError && error.cause.code === 'timeout';
+          if (stalled)
+            this.lose('timeout', `did not answer for ${options.heartbeatTimeoutMs} ms`, error.cause);
+          else this.lose('store', 'closed the connection', error);
+        });
+        store.keepAlive(Math.max(50, options.heartbeatTimeoutMs / 5), options.heartbeatTimeoutMs);
         void this.receive(store);
         return store;
       },
@@ -108,12 +114,6 @@ export class RendezvousClient {
   private beat(): void {
     if (this.token === undefined) return;
     this.send({ type: 'heartbeat', token: this.token });
-    void this.ready.then((store) =>
-      store?.ping(this.options.heartbeatTimeoutMs).catch((cause: unknown) => {
-        if (cause instanceof CollectiveError && cause.code === 'timeout')
-          this.lose('timeout', `did not answer for ${this.options.heartbeatTimeoutMs} ms`, cause);
-      }),
-    );
   }
 
   private lose(code: 'auth' | 'timeout' | 'store', what: string, cause: unknown): void {

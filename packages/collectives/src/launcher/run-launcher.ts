@@ -53,7 +53,6 @@ class Launcher {
     const { masterAddr, nodeRank, nprocPerNode } = this.options;
     let server: StoreServer | undefined;
     let store: StoreClient | undefined;
-    let heartbeat: NodeJS.Timeout | undefined;
     try {
       this.local.check(
         Array.from({ length: nprocPerNode }, (_, localRank) => nodeRank * nprocPerNode + localRank),
@@ -72,7 +71,8 @@ class Launcher {
         `connecting to the store at ${masterAddr}:${port}`,
       );
       store.onConnectionLost((error) => this.resolveStoreLost(error));
-      if (nodeRank !== 0) heartbeat = this.startHeartbeat(store);
+      if (nodeRank !== 0)
+        store.keepAlive(Math.min(HEARTBEAT_INTERVAL_MS, this.timeoutMs / 2), this.timeoutMs);
       const coordinator = new JobCoordinator(
         store,
         nodeRank,
@@ -88,7 +88,6 @@ class Launcher {
       this.log(`error: ${error instanceof Error ? error.message : String(error)}`);
       return this.local.failureExitCode();
     } finally {
-      clearInterval(heartbeat);
       await this.local.stop();
       await store?.close();
       await server?.close();
@@ -208,22 +207,6 @@ class Launcher {
       }
       throw error;
     });
-  }
-
-  private startHeartbeat(store: StoreClient): NodeJS.Timeout {
-    const timer = setInterval(
-      () => {
-        store.ping(this.timeoutMs).catch((error: unknown) => {
-          if (!(error instanceof CollectiveError) || error.code !== 'timeout') return;
-          this.resolveStoreLost(error);
-          // Fail every later request at once instead of waiting on a store that does not answer.
-          void store.close();
-        });
-      },
-      Math.min(HEARTBEAT_INTERVAL_MS, this.timeoutMs / 2),
-    );
-    timer.unref();
-    return timer;
   }
 
   private jobSecret(): string {

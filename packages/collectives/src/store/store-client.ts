@@ -115,6 +115,7 @@ export class StoreClient implements Store {
   private readonly pending = new Map<number, Pending>();
   private readonly lostListeners = new Set<(error: CollectiveError) => void>();
   private readonly address: string;
+  private keepAliveTimer: NodeJS.Timeout | undefined;
 
   /** @internal Use connectStore. */
   constructor(
@@ -183,11 +184,20 @@ export class StoreClient implements Store {
   }
 
   /**
-   * Round-trips one request; rejects with code 'timeout' when the store does not answer within
-   * `timeoutMs` (a stalled or unreachable store host whose TCP connection has not closed).
+   * Pings the store every `intervalMs`; a ping not answered within `timeoutMs` (a stalled or
+   * unreachable store host whose TCP connection has not closed) loses the connection at once,
+   * as a close would: pending and later requests fail, `onConnectionLost` listeners are told.
    */
-  async ping(timeoutMs: number): Promise<void> {
-    await this.request({ op: 'check', keys: [] }, timeoutMs);
+  keepAlive(intervalMs: number, timeoutMs: number): void {
+    this.keepAliveTimer = setInterval(() => {
+      this.request({ op: 'check', keys: [] }, timeoutMs).catch((error: unknown) => {
+        if (error instanceof CollectiveError && error.code === 'timeout') {
+          this.markLost(error);
+          this.socket.destroy();
+        }
+      });
+    }, intervalMs);
+    this.keepAliveTimer.unref();
   }
 
   async delete(key: string): Promise<boolean> {
@@ -211,6 +221,7 @@ export class StoreClient implements Store {
   async close(): Promise<void> {
     if (this.state !== 'open') return;
     this.state = 'closed';
+    clearInterval(this.keepAliveTimer);
     this.failPending(new CollectiveError('The store client was closed.', { code: 'closed' }));
     // Whoever awaits the close holds the event loop until it is done.
     this.socket.ref();
@@ -266,7 +277,9 @@ export class StoreClient implements Store {
   private markLost(cause: unknown): void {
     if (this.state !== 'open') return;
     this.state = 'lost';
-    const error = new CollectiveError(`Lost the connection to the store at ${this.address}.`, {
+    clearInterval(this.keepAliveTimer);
+    const why = cause instanceof CollectiveError && cause.code === 'timeout' ? `: ${cause.message}` : '.';
+    const error = new CollectiveError(`Lost the connection to the store at ${this.address}${why}`, {
       code: 'store',
       cause,
       fix: 'the store process (rank 0 or fsdp-run on node 0) exited or the network failed; see its log.',
