@@ -16,7 +16,7 @@ import {
  * round) → 'member' (in the running round) → 'stopping' (told to stop; back to 'waiting' when it
  * joins again). Lost launchers are removed, never revived: a launcher that comes back joins anew.
  */
-export interface LauncherEntry {
+interface LauncherEntry {
   /** The id the launcher chose (the map key and its mailbox keys, see [Note: rendezvous keys]). */
   readonly id: string;
   readonly token: string;
@@ -31,15 +31,6 @@ export interface LauncherEntry {
   nodeRank: number | undefined;
   /** Its workers of the current round all exited 0. */
   done: boolean;
-}
-
-/** `node 1 (10.0.0.2 (host-a, pid 7), ranks 2-3)`: how logs and errors name a launcher. */
-export function describeLauncher(
-  entry: Pick<LauncherEntry, 'name' | 'nproc' | 'nodeRank'>,
-  rankOffset?: number,
-): string {
-  if (entry.nodeRank === undefined || rankOffset === undefined) return entry.name;
-  return `node ${entry.nodeRank} (${entry.name}, ${describeRanks(rankOffset, entry.nproc)})`;
 }
 
 export interface RendezvousServerOptions {
@@ -62,12 +53,6 @@ export type RendezvousOutcome = { kind: 'finished' } | { kind: 'aborted'; messag
 
 type Phase = 'forming' | 'running' | 'stopping' | 'finished' | 'aborted';
 
-interface LostLauncher {
-  description: string;
-  why: string;
-  round: number;
-}
-
 /**
  * The elastic rendezvous: runs on the master host beside the job's Store, admits launchers
  * (their messages are writes to the Store, [Note: rendezvous keys]), watches their heartbeats
@@ -88,11 +73,13 @@ export class RendezvousServer {
   private arrivals = 0;
   private rankOffsets = new Map<string, number>();
   private lastStop: { reason: StopReason; message: string; members: string[] } | undefined;
-  private lost: LostLauncher[] = [];
+  private lost: { description: string; why: string; round: number }[] = [];
   private belowMinimumSince: number | undefined = performance.now();
   private lastCall: NodeJS.Timeout | undefined;
   private readonly ticker: NodeJS.Timeout;
   private refusedLogged = Number.NEGATIVE_INFINITY;
+  /** The job's verdict once it has one ('finished' or 'aborted'), told to every launcher that asks. */
+  private verdict: ServerMessage | undefined;
   private resolveOutcome!: (outcome: RendezvousOutcome) => void;
   /** Resolves when the job has its verdict (every launcher has been told). */
   readonly outcome: Promise<RendezvousOutcome>;
@@ -153,8 +140,8 @@ export class RendezvousServer {
       case 'heartbeat':
         break;
       case 'join':
-        if (this.phase === 'finished' || this.phase === 'aborted') {
-          this.send(entry, this.verdict());
+        if (this.verdict !== undefined) {
+          this.send(entry, this.verdict);
           return;
         }
         if (entry.state === 'member' && this.phase === 'running') return;
@@ -191,8 +178,8 @@ export class RendezvousServer {
     };
     this.entries.set(entry.id, entry);
     this.send(entry, { type: 'welcome', token: entry.token });
-    if (this.phase === 'finished' || this.phase === 'aborted') {
-      this.send(entry, this.verdict());
+    if (this.verdict !== undefined) {
+      this.send(entry, this.verdict);
       return;
     }
     this.options.log(`rendezvous: launcher ${name} (${nproc} processes) joined.`);
@@ -209,8 +196,11 @@ export class RendezvousServer {
     return [...this.entries.values()].filter((entry) => entry.state === 'member');
   }
 
+  /** `node 1 (10.0.0.2 (host-a, pid 7), ranks 2-3)`: how logs and errors name a launcher. */
   private describe(entry: LauncherEntry): string {
-    return describeLauncher(entry, this.rankOffsets.get(entry.id));
+    const rankOffset = this.rankOffsets.get(entry.id);
+    if (entry.nodeRank === undefined || rankOffset === undefined) return entry.name;
+    return `node ${entry.nodeRank} (${entry.name}, ${describeRanks(rankOffset, entry.nproc)})`;
   }
 
   private tick(): void {
@@ -351,14 +341,9 @@ export class RendezvousServer {
     }
   }
 
-  private verdict(): ServerMessage {
-    return this.phase === 'aborted' ? { type: 'abort', message: this.abortMessage } : { type: 'finish' };
-  }
-
-  private abortMessage = '';
-
   private finish(): void {
     this.phase = 'finished';
+    this.verdict = { type: 'finish' };
     this.options.log(`rendezvous: round ${this.round} finished: every worker exited 0.`);
     for (const entry of this.entries.values()) this.send(entry, { type: 'finish' });
     this.resolveOutcome({ kind: 'finished' });
@@ -366,7 +351,7 @@ export class RendezvousServer {
 
   private abort(message: string): void {
     this.phase = 'aborted';
-    this.abortMessage = message;
+    this.verdict = { type: 'abort', message };
     clearTimeout(this.lastCall);
     this.options.log(`rendezvous: the job ends: ${message}`);
     for (const entry of this.entries.values()) this.send(entry, { type: 'abort', message });

@@ -250,18 +250,16 @@ export class JobCoordinator {
     private readonly nnodes: number,
     private readonly timeoutMs: number,
     /** Workers per node: lets the on-disconnect message name the ranks that were lost. */
-    private readonly nprocPerNode?: number,
+    private readonly nprocPerNode: number,
   ) {}
 
   /**
    * What the store records when this launcher's connection drops (killed, crashed, cut off):
-   * names the node and, when known, its ranks, e.g. `lost the launcher of node 1 (ranks 2-3; ...)`.
+   * names the node and its ranks, e.g. `lost the launcher of node 1 (ranks 2-3; ...)`.
    */
   private lostMessage(): string {
-    const count = this.nprocPerNode;
-    const first = count === undefined ? 0 : this.nodeRank * count;
-    const ranks = count === undefined ? '' : `${describeRanks(first, count)}; `;
-    return `lost the launcher of node ${this.nodeRank} (${ranks}its connection to the store closed)`;
+    const ranks = describeRanks(this.nodeRank * this.nprocPerNode, this.nprocPerNode);
+    return `lost the launcher of node ${this.nodeRank} (${ranks}; its connection to the store closed)`;
   }
 
   /** Arms the job-level on-disconnect keys of this launcher (call once, before attempt 0). */

@@ -113,20 +113,13 @@ if (parent > 0) {
 
 /**
  * [Note: failure records] How a worker's crash reaches fsdp-run as one report instead of Node's
- * dump of the whole error on every rank (torchelastic's TORCHELASTIC_ERROR_FILE is the model).
- * fsdp-run gives each worker two paths in its run directory ([Note: run directory]):
- * FSDP_ERROR_FILE (the record, JSON) and FSDP_ERROR_LOG (the full text). The module below, part
- * of the preamble every worker imports (`--import`, PARENT_WATCHDOG_IMPORT below), listens for
- * 'uncaughtException', which Node also raises for an unhandled rejection. On a crash it writes,
- * synchronously (so the files exist whatever happens next), the log (util.inspect of the error:
- * stack, typed fields, causes with their stacks) and then the record (the error and its causes as
- * name, code, message without its " Fix: …", fix, rank, peer, stack, whether it is an fsdp-ts
- * error), prints nothing unless FSDP_DEBUG=1 (then the full text goes to stderr as well, as Node
- * would print it), and exits with code 1 as Node does. A script that installs its own
- * 'uncaughtException' listener keeps control: the record is still written, nothing is printed
- * and the process is not ended here. If the files cannot be written, the full text goes to
- * stderr instead. The launcher reads a record only for a worker that exited non-zero, after it
- * exited (readFailureRecord in failure-report.ts), so a record needs no atomic rename.
+ * dump of the error on every rank (torchelastic's TORCHELASTIC_ERROR_FILE is the model). On
+ * 'uncaughtException' (Node raises it for unhandled rejections too) the worker preamble writes,
+ * synchronously, FSDP_ERROR_LOG (the full util.inspect text) and then FSDP_ERROR_FILE (the error
+ * and its causes as a DescribedError record), prints nothing unless FSDP_DEBUG=1, and exits 1 as
+ * Node would. A script with its own 'uncaughtException' listener keeps control (the record is
+ * still written); if the files cannot be written the text goes to stderr. fsdp-run reads a record
+ * only after its worker exited non-zero, so a record needs no atomic rename.
  */
 export const FAILURE_RECORDER_MODULE = `
 import { writeFileSync as writeFailureFile } from 'node:fs';
@@ -224,14 +217,12 @@ export function buildWorkerEnvironment(
 }
 
 /**
- * [Note: CommonJS apps and top-level await]
- * tsx compiles a `.ts` file as CommonJS unless the nearest package.json says `"type": "module"`,
- * and `npm init -y` writes `"type": "commonjs"`. A script with top-level await (every example in
- * the READMEs) then fails on every rank with esbuild's "Top-level await is currently not supported
- * with the "cjs" output format", which names no fix. The launcher compiles the script once the
- * way tsx would, with tsx's own esbuild, before any rank starts, and stops with the one-line fix.
- * It does not switch the script to ESM itself: a CommonJS script may rely on `require`,
- * `__dirname` or `require.main`, which an ES module lacks.
+ * [Note: CommonJS apps and top-level await] tsx compiles a `.ts` file as CommonJS unless the
+ * nearest package.json says `"type": "module"` (`npm init -y` writes "commonjs"), and a script
+ * with top-level await then fails on every rank with an esbuild error that names no fix. The
+ * launcher compiles the script once as tsx would, with tsx's own esbuild, before any rank starts,
+ * and stops with the one-line fix. It does not switch the script to ESM itself: a CommonJS script
+ * may rely on `require`, `__dirname` or `require.main`.
  */
 export function checkTopLevelAwaitFormat(script: string, tsxUrl: string): void {
   const extension = extname(script);
