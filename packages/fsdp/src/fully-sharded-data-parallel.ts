@@ -331,6 +331,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         },
       );
     }
+    this.#offload?.prefetch();
     return this.#step.begin();
   }
 }
