@@ -12,7 +12,8 @@ export const crc32: (bytes: Uint8Array) => number =
 
 let table: Uint32Array | null = null;
 
-function tableCrc32(bytes: Uint8Array): number {
+/** CRC-32 in JavaScript (the fallback; exported for its test). */
+export function tableCrc32(bytes: Uint8Array): number {
   if (table === null) {
     table = new Uint32Array(256);
     for (let entry = 0; entry < 256; entry++) {
