@@ -18,6 +18,7 @@ export {
 } from './fully-sharded-data-parallel';
 export { type HybridShardGroups, hybridShardGroups } from './hybrid-shard';
 export type { CommunicationDtype, MixedPrecision } from './mixed-precision';
+export type { OffloadOptions, OffloadSettings } from './offload/offload-settings';
 export type { FsdpOptions, ResolvedFsdpOptions } from './options';
 export {
   type GradientReduction,

@@ -6,6 +6,7 @@ import { resolveHybridGroups } from './hybrid-shard';
 import { checkFsdpOptionKeys } from './internal/check-option-keys';
 import type { MixedPrecision } from './mixed-precision';
 import { checkMixedPrecisionKeys, resolveMixedPrecision } from './mixed-precision';
+import { type OffloadOptions, type OffloadSettings, resolveOffload } from './offload/offload-settings';
 import {
   resolveShardingPreset,
   type ShardingPreset,
@@ -69,6 +70,12 @@ export interface FsdpOptions {
   syncModuleStates?: boolean;
   /** Alignment (elements) of each parameter in a flat buffer. Default 4 (16 bytes). */
   alignment?: number;
+  /**
+   * Keep the optimizer state in host memory apart from the model or on disk, stepped a chunk at a
+   * time (DeepSpeed's offload_optimizer device cpu / nvme); see OffloadOptions. Attach the
+   * optimizer with `model.offloadOptimizerState(optimizer)`. Default: nothing offloaded.
+   */
+  offload?: OffloadOptions;
 }
 
 /** The keys of FsdpOptions, checked at run time ([Note: option keys] in @fsdp-ts/errors). */
@@ -88,6 +95,7 @@ export const fsdpOptionKeys = {
   ignoredModules: true,
   syncModuleStates: true,
   alignment: true,
+  offload: true,
 } as const satisfies OptionKeys<FsdpOptions>;
 
 /** PyTorch FSDP's constructor arguments (and FSDP2 `fully_shard`'s), with what fsdp-ts calls them. */
@@ -103,9 +111,8 @@ export const pytorchFsdpNames: ForeignNames = {
   use_orig_params:
     'no such option: fsdp-ts always keeps the original Parameters as views into the flat buffers (what use_orig_params=True gives in PyTorch), so an optimizer may hold any subset of them; remove it',
   cpu_offload:
-    'no equivalent: fsdp-ts does not offload parameters or gradients; shards live in this process (estimateMemoryPerRank and smallestFittingWorldSize size a job instead); remove it',
-  offload_policy:
-    'no equivalent: fsdp-ts does not offload parameters or gradients; shards live in this process; remove it',
+    "PyTorch's cpu_offload is offload here: { optimizerState: 'memory' | 'disk', directory } keeps the optimizer state off the rank's memory (gradients stay in the process)",
+  offload_policy: "FSDP2's offload_policy is offload here: { optimizerState: 'memory' | 'disk', directory }",
   mixed_precision:
     "PyTorch's mixed_precision is mixedPrecision here: { paramDtype: 'bfloat16', reduceDtype: 'bfloat16' } (communication dtypes; shards and compute stay float32)",
   mp_policy: "FSDP2's mp_policy is mixedPrecision here: { paramDtype: 'bfloat16', reduceDtype: 'bfloat16' }",
@@ -148,6 +155,8 @@ export interface ResolvedFsdpOptions {
   readonly ignoredModules: readonly Module[];
   readonly syncModuleStates: boolean;
   readonly alignment: number;
+  /** What is offloaded, and where (see offload-settings.ts). */
+  readonly offload: OffloadSettings;
 }
 
 export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
@@ -170,7 +179,17 @@ export function resolveOptions(options: FsdpOptions): ResolvedFsdpOptions {
       actual: alignment,
     });
   }
+  const offload = resolveOffload(options.offload);
+  if (offload.optimizerState !== 'none' && hybrid !== null) {
+    throw new FsdpError("offload is not supported with 'hybrid-shard' yet.", {
+      code: 'invalid-option',
+      expected: "shardingStrategy 'full-shard', 'shard-grad-op' or 'no-shard' with offload",
+      actual: preset.name,
+      fix: "use 'full-shard' over the whole group with offload, or drop offload.",
+    });
+  }
   return {
+    offload,
     group: hybrid?.shardGroup ?? options.group!,
     replicateGroup: hybrid?.replicateGroup ?? null,
     sharding: shardingSettings(preset, hybrid?.replicateGroup ?? null),

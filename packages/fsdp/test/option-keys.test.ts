@@ -71,7 +71,7 @@ describe('FSDP options are checked at run time (one-rank shm group)', () => {
       sharding_strategy: 'shardingStrategy',
       auto_wrap_policy: 'autoWrapPolicy',
       use_orig_params: 'always keeps the original Parameters as views',
-      cpu_offload: 'no equivalent',
+      cpu_offload: 'offload here',
       mixed_precision: 'mixedPrecision',
       backward_prefetch: 'backwardPrefetch',
       forward_prefetch: 'forwardPrefetch',
