@@ -56,7 +56,7 @@ export function diskWriteRate(scratch: string, total = 512 * MiB): number {
 export function execute(run: PlannedRun, index: number, scratch: string): RunOutcome {
   const prediction = predict(run);
   const outcome: RunOutcome = { run, predictedPerRankBytes: prediction.perRank };
-  const skip = reasonToSkip(run, prediction.perRank);
+  const skip = reasonToSkip(run, prediction.perRank, scratch);
   if (skip !== undefined) {
     outcome.skipped = skip;
     return outcome;
@@ -67,6 +67,8 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     settings.withCheckpoints && run.strategy !== 'single' && run.checkpoint !== false
       ? join(scratch, `checkpoint-${index}`)
       : undefined;
+  // An offload row's ranks write under their own directory, removed after the run.
+  const offloadDirectory = run.offloadRow === true ? join(scratch, `offload-${index}`) : undefined;
   const request: ScaleRunRequest = {
     model: run.model,
     config,
@@ -80,6 +82,12 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     deferred: settings.deferred,
     activationCheckpointing: run.activationCheckpointing ?? settings.recomputeEverywhere,
     ...(checkpointDirectory === undefined ? {} : { checkpointDirectory }),
+    ...(run.offload === undefined || offloadDirectory === undefined
+      ? {}
+      : { offload: { ...run.offload, directory: offloadDirectory } }),
+    ...(offloadDirectory === undefined
+      ? {}
+      : { diskProbe: { bytes: settings.diskProbeBytes, directory: offloadDirectory } }),
     output,
   };
   const launchArguments =
@@ -108,6 +116,7 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     .map((match) => Number(match[2]) * (match[3] === 'GiB' ? GiB : MiB));
   if (peaks.length > 0) outcome.cgroupPeakBytes = peaks;
   if (checkpointDirectory !== undefined) rmSync(checkpointDirectory, { recursive: true, force: true });
+  if (offloadDirectory !== undefined) rmSync(offloadDirectory, { recursive: true, force: true });
   // Each rank writes its figures after training and again after the checkpoint: a run stopped
   // while saving keeps its training figures.
   const files = Array.from({ length: run.worldSize }, (_, rank) => `${output}.rank${rank}.json`);
