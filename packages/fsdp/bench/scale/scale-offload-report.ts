@@ -174,7 +174,7 @@ export function offloadReportLines(
   const lines = [
     '## Offload rows',
     '',
-    `Full-shard W=4 under fsdp-run --memory-per-rank, AdamW, ${settings.measuredSteps} measured steps after 1 warm-up, times in s (the slowest rank's median step); bytes per step over every rank; the disk probed by the same ranks at once before and after training (${(settings.diskProbeBytes / 2 ** 20).toFixed(0)} MiB each written with fdatasync every 64 MiB + fsync, then read back with O_DIRECT).`,
+    `Full-shard W=${settings.offloadWorldSize} under fsdp-run --memory-per-rank, AdamW, ${settings.measuredSteps} measured steps after 1 warm-up, times in s (the slowest rank's median step); bytes per step over every rank; the disk probed by the same ranks at once before and after training (${(settings.diskProbeBytes / 2 ** 20).toFixed(0)} MiB each written with fdatasync every 64 MiB + fsync, then read back with O_DIRECT).`,
     '',
     '| row | cap | predicted peak | peak | step | compute | communication | optimizer | offload I/O | offload GB read / written | storage GB read / written | disk GB/s write / read | of the disk rate | outcome |',
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',

@@ -34,6 +34,8 @@ export const settings = {
   offloadCapBytes: sizeBytes(process.env.BENCH_SCALE_OFFLOAD_CAP ?? '4G'),
   offloadPeerModel: (process.env.BENCH_SCALE_OFFLOAD_PEER_MODEL ?? '350M') as ScaleModelName,
   offloadPeerCapBytes: sizeBytes(process.env.BENCH_SCALE_OFFLOAD_PEER_CAP ?? '2G'),
+  /** Ranks of every offload row (default 4; 2 to validate the harness on a small model). */
+  offloadWorldSize: Number(process.env.BENCH_SCALE_OFFLOAD_WORLD_SIZE ?? 4),
   /** BENCH_SCALE_OFFLOAD_STRETCH=1: the stretch rows (parameters offloaded too). */
   offloadStretch: process.env.BENCH_SCALE_OFFLOAD_STRETCH === '1',
   /** Bytes each rank writes and reads back to measure the disk around an offload row. */
@@ -86,8 +88,9 @@ export function offloadPlan(): PlannedRun[] {
   const disk: ScaleOffload = { optimizerState: 'disk' };
   const both: ScaleOffload = { optimizerState: 'disk', parameters: 'disk' };
   const row = (run: PlannedRun): PlannedRun => ({ ...run, checkpoint: false, offloadRow: true });
-  const peer = { model: settings.offloadPeerModel, strategy: 'full-shard', worldSize: 4 } as const;
-  const headline = { model: settings.offloadModel, strategy: 'full-shard', worldSize: 4 } as const;
+  const worldSize = settings.offloadWorldSize;
+  const peer = { model: settings.offloadPeerModel, strategy: 'full-shard', worldSize } as const;
+  const headline = { model: settings.offloadModel, strategy: 'full-shard', worldSize } as const;
   const runs = [
     row({ ...peer, capBytes: settings.offloadPeerCapBytes, tag: 'offload-peer' }),
     row({ ...peer, capBytes: settings.offloadPeerCapBytes, tag: 'offload-state-disk', offload: disk }),

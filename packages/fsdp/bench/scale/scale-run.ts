@@ -123,9 +123,15 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
   if (files.every((file) => existsSync(file)))
     outcome.ranks = files.map((file) => JSON.parse(readFileSync(file, 'utf8')) as ScaleRankResult);
   if (child.status !== 0) {
+    // The launcher's line on how the rank ended, and the error it reported, when it did.
+    const ended = child.stderr.match(/rank \d+ \(local rank \d+\) [^\n;]*/)?.[0];
+    const error = child.stderr.match(/fsdp-run: failure on ranks? [^:\n]*: ([^\n]*)/)?.[1];
     const reason =
-      child.stderr.match(/rank \d+ \(local rank \d+\) [^\n;]*/)?.[0] ??
-      `exit ${child.status}: ${child.stderr.slice(-500)}`;
+      ended === undefined
+        ? `exit ${child.status}: ${child.stderr.slice(-500)}`
+        : error === undefined
+          ? ended
+          : `${ended}: ${error.slice(0, 300)}`;
     // The last phase each rank reported (scale-rank.ts prints one line per phase).
     const last = new Map<string, string>();
     for (const match of child.stderr.matchAll(
