@@ -19,7 +19,12 @@ export type FsdpErrorCode =
    * failure]); `groupBroken` says whether the group is broken or every rank failed alike and it
    * stays usable.
    */
-  | 'step-failed';
+  | 'step-failed'
+  /**
+   * Offloaded state could not be read, verified or written (a changed byte, a full disk); every
+   * rank throws it and the model and its optimizer state stay what they were. `file` names the file.
+   */
+  | 'offload-failed';
 
 /** The typed fields an FsdpError carries. */
 export interface FsdpErrorDetails {
@@ -31,6 +36,8 @@ export interface FsdpErrorDetails {
   cause?: unknown;
   /** 'step-failed': whether the process group is broken (false: every rank failed alike, it stays usable). */
   groupBroken?: boolean;
+  /** 'offload-failed': the offload file involved. */
+  file?: string;
 }
 
 export class FsdpError extends FsdpTsError {
@@ -39,6 +46,8 @@ export class FsdpError extends FsdpTsError {
   readonly rank: number | undefined;
   /** 'step-failed': whether the process group is broken; undefined for other codes. */
   readonly groupBroken: boolean | undefined;
+  /** 'offload-failed': the offload file involved; undefined for other codes. */
+  readonly file: string | undefined;
 
   constructor(message: string, details: FsdpErrorDetails) {
     super(message, details);
@@ -46,5 +55,6 @@ export class FsdpError extends FsdpTsError {
     this.code = details.code;
     this.rank = details.rank;
     this.groupBroken = details.groupBroken;
+    this.file = details.file;
   }
 }

@@ -2,9 +2,11 @@ import type { ShardedStateDict } from '@fsdp-ts/checkpoint';
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { StateDict } from '@fsdp-ts/nn';
 import { type BackwardPlan, backwardHook, Module, withParameterTensors } from '@fsdp-ts/nn';
+import type { OptimizerStateOffload } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { clipGradNorm } from './clip-grad-norm';
+import { FsdpError } from './errors';
 import { withHybridGroups } from './hybrid-shard';
 import { buildUnits } from './internal/build-units';
 import type { FsdpUnit, FsdpUnitView, ParameterLocation, UnitLocation } from './internal/fsdp-unit';
@@ -21,6 +23,8 @@ import { type CommunicationStatistics, UnitGathering } from './internal/unit-gat
 import { fsdpRuntime, type WrapperRuntime } from './internal/wrapper-runtime';
 import type { MemoryEstimate } from './memory-estimate';
 import { warnWhenOverMemoryLimit } from './memory-warning';
+import { emptyOffloadStatistics, type OffloadStatistics } from './offload/offload-store';
+import { OffloadedOptimizerState } from './offload/offloaded-optimizer-state';
 import { checkFsdpOptions, type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
 import { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
 import { loadShardedStateDict, shardedStateDict } from './state-dict/sharded-state-dict';
@@ -34,6 +38,12 @@ import { type SummonOptions, summonFullParams } from './summon-full-params';
 export type WrapperActivity = 'idle' | 'forward' | 'backward' | 'summoned';
 
 export type { CommunicationStatistics } from './internal/unit-gathering';
+export type { OffloadStatistics } from './offload/offload-store';
+
+/** What `offloadOptimizerState` needs of an optimizer (Adam, AdamW and LAMB of @fsdp-ts/optim). */
+export interface OffloadableOptimizer {
+  offloadState(offload: OptimizerStateOffload): void;
+}
 
 /**
  * The arguments of the wrapped module's forward. A wrapper typed with the plain `Module` (the
@@ -68,6 +78,13 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
    * warns when it exceeds the rank's budget (fsdp-run --memory-per-rank, the cgroup, or free memory).
    */
   readonly memoryEstimate: MemoryEstimate;
+  /**
+   * Offload I/O of the last optimizer step (reset when a step begins): wall milliseconds in reads,
+   * writes (with fdatasync) and CRC-32s, and the bytes moved. Zeros without offload.
+   */
+  readonly offloadStatistics: OffloadStatistics = emptyOffloadStatistics();
+  /** The optimizer state's store when `offload.optimizerState` is not 'none'. */
+  readonly #offload: OffloadedOptimizerState | null;
   readonly #units: readonly FsdpUnit[];
   readonly #locations: Map<Parameter, UnitLocation>;
   readonly #ignored: Set<Parameter>;
@@ -95,6 +112,10 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     super();
     this.module = module;
     this.options = resolveOptions(options);
+    this.#offload =
+      this.options.offload.optimizerState === 'none'
+        ? null
+        : new OffloadedOptimizerState(this.options.offload, this.options.group, this.offloadStatistics);
     const { replicateGroup } = this.options;
     if (this.options.syncModuleStates) {
       syncModuleStates(this.options.group, module);
@@ -171,6 +192,26 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
    */
   summonFullParams<T>(fn: () => T, options: SummonOptions = {}): T {
     return summonFullParams(this, fn, options);
+  }
+
+  /**
+   * Keeps `optimizer`'s state where `offload.optimizerState` says (host memory apart from the
+   * model, or files under `offload.directory`), stepped a chunk at a time with the same results
+   * (see architecture/decisions/2026-12-02-offload.md). Call it once, on every rank, after building
+   * the optimizer over this model's parameters and before its first step; state it already has
+   * moves. Returns the optimizer.
+   */
+  offloadOptimizerState<O extends OffloadableOptimizer>(optimizer: O): O {
+    if (this.#offload === null) {
+      throw new FsdpError("offloadOptimizerState: this model's offload.optimizerState is 'none'.", {
+        code: 'invalid-option',
+        expected: "offload: { optimizerState: 'memory' | 'disk' } in the FSDP options",
+        actual: this.options.offload.optimizerState,
+        fix: "construct the model with { offload: { optimizerState: 'disk', directory } }, or do not call offloadOptimizerState.",
+      });
+    }
+    optimizer.offloadState(this.#offload);
+    return optimizer;
   }
 
   /** Backwards inside `fn` accumulate gradients without reducing them (see no-sync.ts). */
@@ -279,6 +320,17 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
 
   /** See [Note: gradient hook] in @fsdp-ts/nn: FSDP computes and reduces its own gradients. */
   [backwardHook](): BackwardPlan {
+    if (this.#offload !== null && !this.#offload.attached) {
+      throw new FsdpError(
+        `offload.optimizerState is '${this.options.offload.optimizerState}' but no optimizer is attached, so its state would stay in memory.`,
+        {
+          code: 'invalid-option',
+          expected: 'model.offloadOptimizerState(optimizer) before the first backward',
+          actual: 'no optimizer attached',
+          fix: 'call model.offloadOptimizerState(optimizer) on every rank after building the optimizer.',
+        },
+      );
+    }
     return this.#step.begin();
   }
 }

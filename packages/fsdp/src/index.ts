@@ -14,6 +14,8 @@ export {
   type ForwardOutput,
   FSDP,
   FullyShardedDataParallel,
+  type OffloadableOptimizer,
+  type OffloadStatistics,
   type WrapperActivity,
 } from './fully-sharded-data-parallel';
 export { type HybridShardGroups, hybridShardGroups } from './hybrid-shard';

@@ -40,13 +40,14 @@ abstract class AdamFamily extends Optimizer<AdamOptions> {
     checkBoolean(where, 'maximize', group.maximize);
   }
 
+  protected override stateBufferNames(group: AdamOptions): readonly string[] {
+    return group.amsgrad ? ['expAvg', 'expAvgSq', 'maxExpAvgSq'] : ['expAvg', 'expAvgSq'];
+  }
+
   step(): void {
     const kernel = adamSimdAvailable() ? adamSimdKernel : adamKernel;
-    for (const group of this.paramGroups) {
-      for (const param of group.params) {
-        const prepared = this.prepare(param);
-        if (prepared === null) continue;
-        const { arrays, state } = prepared;
+    this.runStep(() =>
+      this.forEachPrepared(true, (group, { arrays, state }) => {
         state.step += 1;
         kernel(
           arrays.data,
@@ -65,8 +66,8 @@ abstract class AdamFamily extends Optimizer<AdamOptions> {
             step: state.step,
           },
         );
-      }
-    }
+      }),
+    );
   }
 }
 

@@ -17,7 +17,9 @@ export type OptimErrorCode =
   | 'grad-shape-mismatch'
   | 'state-numel-mismatch'
   | 'state-dict-mismatch'
-  | 'invalid-group';
+  | 'invalid-group'
+  /** The optimizer cannot step state kept elsewhere (see OptimizerStateOffload). */
+  | 'offload-unsupported';
 
 /** The typed fields an OptimError carries. */
 export interface OptimErrorDetails {

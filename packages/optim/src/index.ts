@@ -26,6 +26,7 @@ export type {
   ParamsInput,
   ZeroGradOptions,
 } from './param-group';
+export type { OffloadedStateEntry, OptimizerStateOffload } from './state-offload';
 
 // Schedule the learning rate.
 

@@ -79,6 +79,10 @@ export class LAMB extends NormAdaptiveOptimizer<LAMBOptions> {
     }
   }
 
+  protected override stateBufferNames(): readonly string[] {
+    return ['expAvg', 'expAvgSq'];
+  }
+
   protected accumulate(
     group: ParamGroup<LAMBOptions>,
     { arrays, state }: PreparedParameter,

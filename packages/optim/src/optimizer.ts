@@ -13,6 +13,7 @@ import {
   zeroGradOptionKeys,
 } from './param-group';
 import { type OptimizerStateDict, type StateDictOptions, stateDictOptionKeys } from './state-dict';
+import type { OffloadedStateEntry, OptimizerStateOffload } from './state-offload';
 
 /** A parameter ready to be updated this step: its arrays and its (lazily created) state. */
 export interface PreparedParameter {
@@ -32,6 +33,10 @@ export abstract class Optimizer<Options extends BaseOptions> {
   readonly paramGroups: ParamGroup<Options>[] = [];
   protected readonly state = new Map<Parameter, ParameterState>();
   private readonly groupIndexOf = new Map<Parameter, number>();
+  /** Where the state buffers live when not here (see [Note: offloaded optimizer state]); null: here. */
+  private stateOffload: OptimizerStateOffload | null = null;
+  /** With an offload: every parameter in position order with its group. */
+  private offloadedEntries: { group: ParamGroup<Options>; param: Parameter }[] = [];
 
   constructor(params: ParamsInput<Options>, defaults: Options) {
     this.validateGroup(defaults, 'the defaults');
@@ -57,6 +62,113 @@ export abstract class Optimizer<Options extends BaseOptions> {
 
   /** Performs one update of every parameter that has a grad and requires one. */
   abstract step(): void;
+
+  /**
+   * The names of the state buffers a parameter of `group` has once stepped, for optimizers whose
+   * state can live elsewhere (every buffer starts as zeros); null (the default) when it cannot.
+   */
+  protected stateBufferNames(_group: Options): readonly string[] | null {
+    return null;
+  }
+
+  /**
+   * Keeps the state in `offload` from now on (see [Note: offloaded optimizer state]); state
+   * already here moves there. FSDP's `model.offloadOptimizerState(optimizer)` calls it. Throws
+   * OptimError 'offload-unsupported' for an optimizer whose state cannot start as zeros (SGD, LARS).
+   */
+  offloadState(offload: OptimizerStateOffload): void {
+    if (this.stateOffload !== null) {
+      throw new OptimError(`${this.kind}: the state is already offloaded.`, {
+        code: 'offload-unsupported',
+        expected: 'one offloadState call per optimizer',
+        actual: 'a second call',
+        fix: 'attach the optimizer once.',
+      });
+    }
+    const entries: OffloadedStateEntry[] = [];
+    const positions: { group: ParamGroup<Options>; param: Parameter }[] = [];
+    for (const group of this.paramGroups) {
+      const bufferNames = this.stateBufferNames(group);
+      if (bufferNames === null) {
+        throw new OptimError(`${this.kind} cannot keep its state offloaded.`, {
+          code: 'offload-unsupported',
+          expected: 'Adam, AdamW or LAMB (state buffers that start as zeros)',
+          actual: this.kind,
+          fix: 'use AdamW or LAMB with offloaded optimizer state, or turn offload.optimizerState off.',
+        });
+      }
+      for (const param of group.params) {
+        entries.push({ parameter: param, numel: param.data.numel, bufferNames });
+        positions.push({ group, param });
+      }
+    }
+    offload.attach(entries);
+    const moved: { index: number; name: string; values: Float32Array }[] = [];
+    positions.forEach(({ param }, index) => {
+      const state = this.state.get(param);
+      if (state === undefined) return;
+      for (const [name, values] of state.buffers) moved.push({ index, name, values });
+    });
+    if (moved.length > 0) offload.write(moved);
+    for (const state of this.state.values()) state.buffers.clear();
+    this.stateOffload = offload;
+    this.offloadedEntries = positions;
+  }
+
+  /**
+   * Runs one step's passes: directly, or between the offload's beginStep and endStep (see
+   * [Note: offloaded optimizer state]).
+   */
+  protected runStep(body: () => void): void {
+    const offload = this.stateOffload;
+    if (offload === null) {
+      body();
+      return;
+    }
+    offload.beginStep();
+    let failure: unknown;
+    try {
+      body();
+    } catch (error) {
+      failure = error ?? new Error('step failed');
+    }
+    offload.endStep(failure);
+  }
+
+  /**
+   * Visits every parameter updated this step, in position order, with its arrays and state
+   * (`position` counts skipped parameters too). With offloaded state, the state's buffers are
+   * views of the resident chunk during the visit; `writes` says whether the visit changes them.
+   */
+  protected forEachPrepared(
+    writes: boolean,
+    visit: (group: ParamGroup<Options>, prepared: PreparedParameter, position: number) => void,
+  ): void {
+    const offload = this.stateOffload;
+    if (offload === null) {
+      let position = 0;
+      for (const group of this.paramGroups) {
+        for (const param of group.params) {
+          const prepared = this.prepare(param);
+          if (prepared !== null) visit(group, prepared, position);
+          position += 1;
+        }
+      }
+      return;
+    }
+    offload.forEachResident(writes, (index, buffers) => {
+      const { group, param } = this.offloadedEntries[index]!;
+      const prepared = this.prepare(param);
+      if (prepared === null) return;
+      const { state } = prepared;
+      for (const [name, values] of buffers) state.buffers.set(name, values);
+      try {
+        visit(group, prepared, index);
+      } finally {
+        state.buffers.clear();
+      }
+    });
+  }
 
   /** Adds a group; missing hyperparameters come from the defaults. */
   addParamGroup(input: ParamGroupInput<Options>): void {
@@ -161,7 +273,21 @@ export abstract class Optimizer<Options extends BaseOptions> {
   /** A copy of the state and hyperparameters, keyed by parameter position (and name). */
   stateDict(options: StateDictOptions = {}): OptimizerStateDict {
     checkOptimKeys(`${this.kind}.stateDict`, options, stateDictOptionKeys, 'unknown-option', {});
-    return saveOptimizerState(this.kind, this.paramGroups, this.state, options.copy ?? true);
+    const offload = this.stateOffload;
+    if (offload === null)
+      return saveOptimizerState(this.kind, this.paramGroups, this.state, options.copy ?? true);
+    // Offloaded: copies read from the offload (the dict owns them; `copy` changes nothing).
+    this.offloadedEntries.forEach(({ group, param }, index) => {
+      const state = this.state.get(param);
+      if (state === undefined) return;
+      for (const name of this.stateBufferNames(group) ?? [])
+        state.buffers.set(name, offload.read(index, name));
+    });
+    try {
+      return saveOptimizerState(this.kind, this.paramGroups, this.state, false);
+    } finally {
+      for (const state of this.state.values()) state.buffers.clear();
+    }
   }
 
   /**
@@ -183,6 +309,32 @@ export abstract class Optimizer<Options extends BaseOptions> {
     }
     for (const [index, hyperparameters] of loaded.hyperparameters.entries()) {
       Object.assign(this.paramGroups[index]!, hyperparameters);
+    }
+    const offload = this.stateOffload;
+    if (offload !== null) {
+      const written: { index: number; name: string; values: Float32Array }[] = [];
+      this.offloadedEntries.forEach(({ group, param }, index) => {
+        const state = loaded.state.get(param);
+        if (state === undefined) return;
+        const names = this.stateBufferNames(group) ?? [];
+        for (const [name, values] of state.buffers) {
+          if (!names.includes(name)) {
+            throw new OptimError(
+              `loadStateDict: ${param} has state '${name}', which ${this.kind} does not keep.`,
+              {
+                code: 'state-dict-mismatch',
+                parameter: String(param),
+                expected: names,
+                actual: name,
+                fix: 'load a state dict saved by the same optimizer with the same hyperparameters (amsgrad).',
+              },
+            );
+          }
+          written.push({ index, name, values });
+        }
+      });
+      offload.write(written);
+      for (const state of loaded.state.values()) state.buffers.clear();
     }
     this.state.clear();
     for (const [param, state] of loaded.state) this.state.set(param, state);

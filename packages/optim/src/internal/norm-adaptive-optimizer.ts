@@ -1,4 +1,3 @@
-import type { Parameter } from '@fsdp-ts/tensor';
 import { OptimError } from '../errors';
 import type { NormReductionGroup } from '../norm-reduction-group';
 import { Optimizer, type PreparedParameter } from '../optimizer';
@@ -60,22 +59,22 @@ export abstract class NormAdaptiveOptimizer<Options extends BaseOptions> extends
   ): void;
 
   step(): void {
-    const entries: { group: ParamGroup<Options>; param: Parameter }[] = [];
-    for (const group of this.paramGroups) for (const param of group.params) entries.push({ group, param });
-    if (this.norms.length !== 2 * entries.length) this.norms = sharedFloat32Array(2 * entries.length);
+    const count = this.paramGroups.reduce((total, group) => total + group.params.length, 0);
+    if (this.norms.length !== 2 * count) this.norms = sharedFloat32Array(2 * count);
     const norms = this.norms;
     norms.fill(0);
-    const prepared = entries.map(({ group, param }, position) => {
-      const ready = this.prepare(param);
-      if (ready !== null) this.accumulate(group, ready, norms, 2 * position);
-      return ready;
-    });
-    if (this.group !== null && this.group.size > 1) this.group.allReduce(norms, { op: 'sum' }).wait();
-    prepared.forEach((ready, position) => {
-      if (ready === null) return;
-      const weightNorm = Math.sqrt(norms[2 * position]!);
-      const otherNorm = Math.sqrt(norms[2 * position + 1]!);
-      this.apply(entries[position]!.group, ready, weightNorm, otherNorm);
+    this.runStep(() => {
+      // Two passes over the state: with offloaded state (see [Note: offloaded optimizer state])
+      // each walks the chunks; the first writes the moments, the second reads them back.
+      this.forEachPrepared(true, (group, prepared, position) =>
+        this.accumulate(group, prepared, norms, 2 * position),
+      );
+      if (this.group !== null && this.group.size > 1) this.group.allReduce(norms, { op: 'sum' }).wait();
+      this.forEachPrepared(false, (group, prepared, position) => {
+        const weightNorm = Math.sqrt(norms[2 * position]!);
+        const otherNorm = Math.sqrt(norms[2 * position + 1]!);
+        this.apply(group, prepared, weightNorm, otherNorm);
+      });
     });
   }
 }

@@ -1,0 +1,302 @@
+import {
+  closeSync,
+  fdatasyncSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  rmdirSync,
+  statfsSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import { FsdpError } from '../errors';
+
+/** What offload I/O cost in the last optimizer step (see FullyShardedDataParallel.offloadStatistics). */
+export interface OffloadStatistics {
+  /** Wall time in read calls (disk) or copies out of the host buffer (memory). */
+  readMs: number;
+  /** Wall time in write calls and fdatasync (disk) or copies into the host buffer (memory). */
+  writeMs: number;
+  /** Wall time computing CRC-32s of chunks read and written. */
+  checksumMs: number;
+  bytesRead: number;
+  bytesWritten: number;
+}
+
+export function emptyOffloadStatistics(): OffloadStatistics {
+  return { readMs: 0, writeMs: 0, checksumMs: 0, bytesRead: 0, bytesWritten: 0 };
+}
+
+export function resetOffloadStatistics(statistics: OffloadStatistics): void {
+  Object.assign(statistics, emptyOffloadStatistics());
+}
+
+/** Two slots (0 and 1), each the same chunks of float32 elements; chunk c is [offsets[c], offsets[c + 1]). */
+export interface SlotStore {
+  readonly kind: 'memory' | 'disk';
+  /** Creates both slots as zeros (throws FsdpError 'offload-failed' on a full disk; nothing is left behind). */
+  allocate(): void;
+  /** Reads chunk `chunk` of `slot` into `into` and verifies it. */
+  read(slot: 0 | 1, chunk: number, into: Float32Array): void;
+  /** Writes `from` as chunk `chunk` of `slot` (durable after `flush`). */
+  write(slot: 0 | 1, chunk: number, from: Float32Array): void;
+  /** Makes what was written to `slot` durable. */
+  flush(slot: 0 | 1): void;
+  /** Frees the slots (files removed). */
+  release(): void;
+}
+
+/**
+ * [Note: offload slots]
+ * A rank's offloaded optimizer state lives in two slots of identical layout. One is current; a
+ * step reads it and writes the new chunks into the other, which becomes current only after every
+ * rank agrees the step succeeded (offloaded-optimizer-state.ts). A failed step leaves the current
+ * slot as it was, so the state before it stays valid: the next step retries from there.
+ */
+export function createSlotStore(
+  kind: 'memory' | 'disk',
+  offsets: readonly number[],
+  place: { directory: string | null; rank: number; syncBytes: number },
+  statistics: OffloadStatistics,
+): SlotStore {
+  if (kind === 'memory') return new HostSlotStore(offsets, statistics);
+  return new DiskSlotStore(
+    offsets,
+    join(place.directory!, `rank-${place.rank}`),
+    place.syncBytes,
+    statistics,
+  );
+}
+
+/** 'memory': two host buffers apart from the model's. */
+class HostSlotStore implements SlotStore {
+  readonly kind = 'memory';
+  #slots: [Float32Array, Float32Array] | null = null;
+
+  constructor(
+    private readonly offsets: readonly number[],
+    private readonly statistics: OffloadStatistics,
+  ) {}
+
+  allocate(): void {
+    const total = this.offsets[this.offsets.length - 1]!;
+    this.#slots = [new Float32Array(total), new Float32Array(total)];
+  }
+
+  read(slot: 0 | 1, chunk: number, into: Float32Array): void {
+    const started = performance.now();
+    into.set(this.#slots![slot].subarray(this.offsets[chunk]!, this.offsets[chunk + 1]!));
+    this.statistics.readMs += performance.now() - started;
+    this.statistics.bytesRead += into.byteLength;
+  }
+
+  write(slot: 0 | 1, chunk: number, from: Float32Array): void {
+    const started = performance.now();
+    this.#slots![slot].set(from, this.offsets[chunk]!);
+    this.statistics.writeMs += performance.now() - started;
+    this.statistics.bytesWritten += from.byteLength;
+  }
+
+  flush(): void {}
+
+  release(): void {
+    this.#slots = null;
+  }
+}
+
+/**
+ * 'disk': `rank-<r>/optimizer-state-0.bin` and `-1.bin`, raw little-endian float32, chunk c at
+ * byte 4·offsets[c]. Each chunk's CRC-32 is recorded when it is written and checked on every read
+ * (a changed byte is an error naming the file and the chunk). Writes go one chunk at a time with
+ * an fdatasync every `syncBytes` ([Note: bounded dirty pages] in @fsdp-ts/checkpoint's
+ * rank-file-writer.ts): page cache a write dirties is charged to the rank's memory cgroup.
+ */
+class DiskSlotStore implements SlotStore {
+  readonly kind = 'disk';
+  readonly files: readonly [string, string];
+  #descriptors: [number, number] | null = null;
+  readonly #checksums: [Uint32Array, Uint32Array];
+  readonly #unsynced: [number, number] = [0, 0];
+
+  constructor(
+    private readonly offsets: readonly number[],
+    readonly directory: string,
+    private readonly syncBytes: number,
+    private readonly statistics: OffloadStatistics,
+  ) {
+    this.files = [join(directory, 'optimizer-state-0.bin'), join(directory, 'optimizer-state-1.bin')];
+    const chunks = offsets.length - 1;
+    this.#checksums = [new Uint32Array(chunks), new Uint32Array(chunks)];
+  }
+
+  allocate(): void {
+    this.release();
+    const chunks = this.offsets.length - 1;
+    let largest = 0;
+    for (let chunk = 0; chunk < chunks; chunk++)
+      largest = Math.max(largest, this.offsets[chunk + 1]! - this.offsets[chunk]!);
+    const zeros = new Float32Array(largest);
+    try {
+      mkdirSync(this.directory, { recursive: true });
+      const descriptors: [number, number] = [openSync(this.files[0], 'w+'), -1];
+      this.#descriptors = descriptors;
+      descriptors[1] = openSync(this.files[1], 'w+');
+      for (const slot of [0, 1] as const) {
+        for (let chunk = 0; chunk < chunks; chunk++) {
+          this.write(slot, chunk, zeros.subarray(0, this.offsets[chunk + 1]! - this.offsets[chunk]!));
+        }
+        this.flush(slot);
+      }
+    } catch (error) {
+      this.release();
+      throw error;
+    }
+  }
+
+  read(slot: 0 | 1, chunk: number, into: Float32Array): void {
+    const bytes = new Uint8Array(into.buffer, into.byteOffset, into.byteLength);
+    const position = this.offsets[chunk]! * 4;
+    const started = performance.now();
+    let done = 0;
+    try {
+      while (done < bytes.byteLength) {
+        const read = readSync(this.#descriptor(slot), bytes, done, bytes.byteLength - done, position + done);
+        if (read === 0) break;
+        done += read;
+      }
+    } catch (error) {
+      throw this.#ioError('read', slot, chunk, error);
+    }
+    const checked = performance.now();
+    this.statistics.readMs += checked - started;
+    this.statistics.bytesRead += done;
+    if (done < bytes.byteLength) {
+      throw this.#corrupt(
+        slot,
+        chunk,
+        `ends after ${position + done} bytes (the chunk needs ${bytes.byteLength} from byte ${position})`,
+      );
+    }
+    const actual = crc32(bytes);
+    this.statistics.checksumMs += performance.now() - checked;
+    const expected = this.#checksums[slot][chunk]!;
+    if (actual !== expected) {
+      throw this.#corrupt(slot, chunk, `has CRC-32 ${hex(actual)} where ${hex(expected)} was written`);
+    }
+  }
+
+  write(slot: 0 | 1, chunk: number, from: Float32Array): void {
+    const bytes = new Uint8Array(from.buffer, from.byteOffset, from.byteLength);
+    const started = performance.now();
+    this.#checksums[slot][chunk] = crc32(bytes);
+    const written = performance.now();
+    this.statistics.checksumMs += written - started;
+    const position = this.offsets[chunk]! * 4;
+    const descriptor = this.#descriptor(slot);
+    try {
+      let done = 0;
+      while (done < bytes.byteLength) {
+        done += writeSync(descriptor, bytes, done, bytes.byteLength - done, position + done);
+      }
+      this.#unsynced[slot] += bytes.byteLength;
+      if (this.#unsynced[slot] >= this.syncBytes) this.flush(slot);
+    } catch (error) {
+      throw this.#ioError('write', slot, chunk, error);
+    }
+    this.statistics.writeMs += performance.now() - written;
+    this.statistics.bytesWritten += bytes.byteLength;
+  }
+
+  flush(slot: 0 | 1): void {
+    const started = performance.now();
+    try {
+      fdatasyncSync(this.#descriptor(slot));
+    } catch (error) {
+      throw this.#ioError('write', slot, -1, error);
+    }
+    this.#unsynced[slot] = 0;
+    this.statistics.writeMs += performance.now() - started;
+  }
+
+  release(): void {
+    if (this.#descriptors !== null) {
+      for (const descriptor of this.#descriptors) if (descriptor >= 0) closeSync(descriptor);
+      this.#descriptors = null;
+    }
+    for (const file of this.files) {
+      try {
+        unlinkSync(file);
+      } catch {
+        // not created
+      }
+    }
+    try {
+      rmdirSync(this.directory);
+    } catch {
+      // not empty or not created: leave it
+    }
+  }
+
+  #descriptor(slot: 0 | 1): number {
+    if (this.#descriptors === null) throw new Error('DiskSlotStore: the slots are not allocated');
+    return this.#descriptors[slot];
+  }
+
+  #corrupt(slot: 0 | 1, chunk: number, what: string): FsdpError {
+    const file = this.files[slot];
+    const start = this.offsets[chunk]! * 4;
+    const end = this.offsets[chunk + 1]! * 4;
+    return new FsdpError(
+      `Offloaded optimizer state: ${file} chunk ${chunk} (bytes ${start}-${end}) ${what}. The file changed after it was written (or the disk returned other bytes); the step was not taken, the model and its optimizer state are unchanged.`,
+      {
+        code: 'offload-failed',
+        file,
+        expected: 'the bytes written, by their CRC-32',
+        actual: { chunk, bytes: [start, end] },
+        fix: 'check the disk (dmesg, smartctl) and that nothing else writes under offload.directory; then resume from the last checkpoint (loadCheckpoint).',
+      },
+    );
+  }
+
+  #ioError(operation: 'read' | 'write', slot: 0 | 1, chunk: number, error: unknown): FsdpError {
+    const file = this.files[slot];
+    const code = (error as { code?: unknown } | undefined)?.code;
+    const where = chunk < 0 ? '' : ` chunk ${chunk}`;
+    const message = error instanceof Error ? error.message : String(error);
+    if (code === 'ENOSPC' || code === 'EDQUOT') {
+      const needed = this.offsets[this.offsets.length - 1]! * 4 * 2;
+      return new FsdpError(
+        `Offloaded optimizer state: the disk of ${file} is full (${String(code)}) writing${where}: ${message}. The step was not taken; the state before it stays valid.`,
+        {
+          code: 'offload-failed',
+          file,
+          expected: `${needed} bytes free under ${this.directory} (two copies of this rank's optimizer state)`,
+          actual: freeBytes(this.directory),
+          fix: 'free space on that disk (or point offload.directory at a larger one) and run the step again.',
+          cause: error,
+        },
+      );
+    }
+    return new FsdpError(`Offloaded optimizer state: could not ${operation} ${file}${where}: ${message}`, {
+      code: 'offload-failed',
+      file,
+      fix: 'check that offload.directory is on a local, writable disk.',
+      cause: error,
+    });
+  }
+}
+
+function hex(value: number): string {
+  return `0x${value.toString(16).padStart(8, '0')}`;
+}
+
+function freeBytes(directory: string): string {
+  try {
+    const stats = statfsSync(directory);
+    return `${stats.bavail * stats.bsize} bytes free`;
+  } catch {
+    return 'free space unknown';
+  }
+}

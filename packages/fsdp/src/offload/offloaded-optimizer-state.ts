@@ -1,0 +1,289 @@
+import { CheckpointError } from '@fsdp-ts/checkpoint';
+import { throwIfAnyRankFailed } from '@fsdp-ts/checkpoint/internal';
+import type { ProcessGroup } from '@fsdp-ts/collectives';
+import type { OffloadedStateEntry, OptimizerStateOffload } from '@fsdp-ts/optim';
+import { FsdpError } from '../errors';
+import type { OffloadSettings } from './offload-settings';
+import {
+  createSlotStore,
+  type OffloadStatistics,
+  resetOffloadStatistics,
+  type SlotStore,
+} from './offload-store';
+
+/** Where one entry's buffers sit in the slots: its chunk, and its first element within the chunk. */
+interface EntryPlace {
+  chunk: number;
+  start: number; // elements from the chunk's start; buffer k at start + k·numel
+  numel: number;
+  names: readonly string[];
+}
+
+/**
+ * [Note: offloaded step]
+ * The optimizer's side of a step is [Note: offloaded optimizer state] in @fsdp-ts/optim; this is
+ * FSDP's. States: 'detached' (no optimizer yet) → 'idle' ⇄ 'stepping'.
+ *   beginStep: allocate the slots if this is the first step (a full disk fails here), then read
+ *     and verify every chunk of the current slot; one agreement across the group after each, so
+ *     a rank's failure is every rank's error before any parameter changes.
+ *   forEachResident: chunk by chunk into one resident buffer, from the current slot (or, after a
+ *     pass that wrote, from the other slot, which holds this step's state); a writing pass writes
+ *     each chunk into the other slot after visiting it. A failure is kept, the pass stops and
+ *     returns (every rank must still reach the optimizer's collectives and endStep).
+ *   endStep: flush the other slot, agree; on success it becomes current ([Note: offload slots]).
+ * Chunks hold whole entries (an entry larger than a chunk is a chunk by itself), so the optimizer's
+ * kernels get the very arrays, call for call, they would get without offload.
+ */
+export class OffloadedOptimizerState implements OptimizerStateOffload {
+  #state: 'detached' | 'idle' | 'stepping' = 'detached';
+  #store: SlotStore | null = null;
+  #allocated = false;
+  #current: 0 | 1 = 0;
+  #places: EntryPlace[] = [];
+  /** Element offsets of the chunks in a slot: chunk c is [offsets[c], offsets[c + 1]). */
+  #offsets: number[] = [0];
+  #resident = new Float32Array(0);
+  /** With 'stepping': whether a pass has written the other slot (later passes read it). */
+  #written = false;
+  #failure: unknown;
+  /** The chunk `#resident` holds outside a step (state dicts read entry by entry), or -1. */
+  #cachedChunk = -1;
+
+  constructor(
+    private readonly settings: OffloadSettings,
+    private readonly group: ProcessGroup,
+    readonly statistics: OffloadStatistics,
+  ) {}
+
+  get attached(): boolean {
+    return this.#state !== 'detached';
+  }
+
+  /** Bytes of optimizer state this rank keeps offloaded (one slot). */
+  get stateBytes(): number {
+    return this.#offsets[this.#offsets.length - 1]! * 4;
+  }
+
+  attach(entries: readonly OffloadedStateEntry[]): void {
+    if (this.#state !== 'detached') {
+      throw new FsdpError('model.offloadOptimizerState: an optimizer is already attached to this model.', {
+        code: 'wrong-state',
+        expected: 'one optimizer per model with offloaded state',
+        actual: 'a second optimizer',
+        fix: 'build one optimizer over model.parameters() (param groups give parts their own hyperparameters).',
+      });
+    }
+    const limit = Math.max(1, Math.floor(this.settings.chunkBytes / 4));
+    const offsets = [0];
+    let chunkStart = 0;
+    let cursor = 0;
+    for (const entry of entries) {
+      const size = entry.numel * entry.bufferNames.length;
+      if (cursor > chunkStart && cursor + size - chunkStart > limit) {
+        offsets.push(cursor);
+        chunkStart = cursor;
+      }
+      this.#places.push({
+        chunk: offsets.length - 1,
+        start: cursor - chunkStart,
+        numel: entry.numel,
+        names: entry.bufferNames,
+      });
+      cursor += size;
+    }
+    if (cursor > chunkStart || offsets.length === 1) offsets.push(cursor);
+    this.#offsets = offsets;
+    let largest = 0;
+    for (let chunk = 0; chunk + 1 < offsets.length; chunk++)
+      largest = Math.max(largest, offsets[chunk + 1]! - offsets[chunk]!);
+    this.#resident = new Float32Array(largest);
+    this.#store = createSlotStore(
+      this.settings.optimizerState === 'disk' ? 'disk' : 'memory',
+      offsets,
+      { directory: this.settings.directory, rank: this.group.rank, syncBytes: this.settings.syncBytes },
+      this.statistics,
+    );
+    this.#state = 'idle';
+  }
+
+  beginStep(): void {
+    this.#expect('idle', 'beginStep');
+    resetOffloadStatistics(this.statistics);
+    this.#cachedChunk = -1;
+    this.#agree(this.#tryAllocate(), 'allocating the offloaded optimizer state');
+    let failure: unknown;
+    try {
+      for (let chunk = 0; chunk < this.#chunkCount; chunk++) this.#readChunk(this.#current, chunk);
+    } catch (error) {
+      failure = error;
+    }
+    this.#agree(failure, 'verifying the offloaded optimizer state');
+    this.#state = 'stepping';
+    this.#written = false;
+    this.#failure = undefined;
+  }
+
+  forEachResident(
+    writes: boolean,
+    visit: (index: number, buffers: ReadonlyMap<string, Float32Array>) => void,
+  ): void {
+    this.#expect('stepping', 'forEachResident');
+    if (this.#failure !== undefined) return;
+    const source = this.#written ? this.#other : this.#current;
+    let index = 0;
+    for (let chunk = 0; chunk < this.#chunkCount; chunk++) {
+      try {
+        this.#readChunk(source, chunk);
+      } catch (error) {
+        this.#failure = error;
+        return;
+      }
+      for (; index < this.#places.length && this.#places[index]!.chunk === chunk; index++) {
+        visit(index, this.#buffersOf(index));
+      }
+      if (!writes) continue;
+      try {
+        this.#store!.write(this.#other, chunk, this.#chunkView(chunk));
+      } catch (error) {
+        this.#failure = error;
+        return;
+      }
+    }
+    if (writes) this.#written = true;
+  }
+
+  endStep(failure: unknown): void {
+    this.#expect('stepping', 'endStep');
+    let local = failure ?? this.#failure;
+    if (local === undefined && this.#written) {
+      try {
+        this.#store!.flush(this.#other);
+      } catch (error) {
+        local = error;
+      }
+    }
+    const written = this.#written;
+    this.#state = 'idle';
+    this.#written = false;
+    this.#failure = undefined;
+    this.#cachedChunk = -1;
+    this.#agree(local, 'the optimizer step over offloaded state');
+    if (written) this.#current = this.#other;
+  }
+
+  read(index: number, name: string): Float32Array {
+    this.#expect('idle', 'read');
+    const place = this.#places[index]!;
+    const position = place.names.indexOf(name);
+    if (position < 0) return new Float32Array(place.numel);
+    if (!this.#allocated) return new Float32Array(place.numel);
+    if (this.#cachedChunk !== place.chunk) {
+      this.#cachedChunk = -1;
+      this.#readChunk(this.#current, place.chunk);
+      this.#cachedChunk = place.chunk;
+    }
+    return this.#buffersOf(index).get(name)!.slice();
+  }
+
+  write(values: readonly { index: number; name: string; values: Float32Array }[]): void {
+    this.#expect('idle', 'write');
+    this.#cachedChunk = -1;
+    const allocation = this.#tryAllocate();
+    if (allocation !== undefined) throw allocation;
+    const byChunk = new Map<number, typeof values>();
+    for (const value of values) {
+      const place = this.#places[value.index]!;
+      if (value.values.length !== place.numel || !place.names.includes(value.name)) {
+        throw new FsdpError(
+          `Offloaded optimizer state: entry ${value.index} '${value.name}' has ${value.values.length} elements; the offload keeps ${place.numel} of ${place.names.join(', ')}.`,
+          { code: 'state-dict-mismatch', expected: place.numel, actual: value.values.length },
+        );
+      }
+      byChunk.set(place.chunk, [...(byChunk.get(place.chunk) ?? []), value]);
+    }
+    // Every chunk into the other slot (patched where given), then switch: [Note: offload slots].
+    for (let chunk = 0; chunk < this.#chunkCount; chunk++) {
+      this.#readChunk(this.#current, chunk);
+      for (const value of byChunk.get(chunk) ?? [])
+        this.#buffersOf(value.index).get(value.name)!.set(value.values);
+      this.#store!.write(this.#other, chunk, this.#chunkView(chunk));
+    }
+    this.#store!.flush(this.#other);
+    this.#current = this.#other;
+  }
+
+  /** Removes the files (the model is done with them). */
+  release(): void {
+    this.#store?.release();
+    this.#allocated = false;
+  }
+
+  get #chunkCount(): number {
+    return this.#offsets.length - 1;
+  }
+
+  get #other(): 0 | 1 {
+    return this.#current === 0 ? 1 : 0;
+  }
+
+  #tryAllocate(): unknown {
+    if (this.#allocated) return undefined;
+    try {
+      this.#store!.allocate();
+      this.#allocated = true;
+      this.#current = 0;
+      return undefined;
+    } catch (error) {
+      return error;
+    }
+  }
+
+  #readChunk(slot: 0 | 1, chunk: number): void {
+    this.#store!.read(slot, chunk, this.#chunkView(chunk));
+  }
+
+  #chunkView(chunk: number): Float32Array {
+    return this.#resident.subarray(0, this.#offsets[chunk + 1]! - this.#offsets[chunk]!);
+  }
+
+  #buffersOf(index: number): Map<string, Float32Array> {
+    const { start, numel, names } = this.#places[index]!;
+    const buffers = new Map<string, Float32Array>();
+    names.forEach((name, position) => {
+      const first = start + position * numel;
+      buffers.set(name, this.#resident.subarray(first, first + numel));
+    });
+    return buffers;
+  }
+
+  /** Every rank learns whether any rank failed; each then throws (see [Note: collective failure] in @fsdp-ts/checkpoint). */
+  #agree(local: unknown, phase: string): void {
+    try {
+      throwIfAnyRankFailed(this.group, local, phase);
+    } catch (error) {
+      if (error instanceof CheckpointError && error.reason === 'peer-failed') {
+        throw new FsdpError(error.message, {
+          code: 'offload-failed',
+          rank: this.group.rank,
+          ...(error.file === undefined ? {} : { file: error.file }),
+          cause: error,
+        });
+      }
+      throw error;
+    }
+  }
+
+  #expect(state: 'idle' | 'stepping', method: string): void {
+    if (this.#state !== state) {
+      throw new FsdpError(`Offloaded optimizer state: ${method} while ${this.#state} (expected ${state}).`, {
+        code: 'wrong-state',
+        expected: state,
+        actual: this.#state,
+        fix:
+          this.#state === 'detached'
+            ? 'attach the optimizer with model.offloadOptimizerState(optimizer).'
+            : 'this is a bug in the offload: report it.',
+      });
+    }
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Offloaded optimizer state (offload.optimizerState 'memory' and 'disk') at W = 1, 2 and 3, thread
+ * ranks over shm: 10 steps bitwise equal to the same run without offload (AdamW and LAMB), a
+ * flipped byte in an offload file fails the step on every rank naming the file with the model
+ * unchanged, and a resume from a checkpoint into an offloaded model equals the uninterrupted run.
+ * One launch per world size runs every case (fixtures/offload-rank.ts).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnThreadRanks } from '@fsdp-ts/collectives';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { OffloadReport } from './fixtures/offload-rank';
+
+const fixture = new URL('./fixtures/offload-rank.ts', import.meta.url);
+const directories: string[] = [];
+
+afterAll(() => {
+  for (const directory of directories) rmSync(directory, { recursive: true, force: true });
+});
+
+describe.each([1, 2, 3])('offloaded optimizer state at W = %i', (worldSize) => {
+  let reports: OffloadReport[] = [];
+
+  it('trains 10 steps bitwise equal to no offload (AdamW memory and disk, LAMB disk)', async () => {
+    const directory = mkdtempSync(join(tmpdir(), `fsdp-offload-${worldSize}-`));
+    directories.push(directory);
+    reports = (await spawnThreadRanks(worldSize, fixture, 'offloadRank', {
+      args: { directory },
+      timeoutMs: 240_000,
+    })) as OffloadReport[];
+    for (const report of reports) {
+      const { runs } = report;
+      expect(runs['adamw-memory']).toEqual(runs['adamw-none']);
+      expect(runs['adamw-disk']).toEqual(runs['adamw-none']);
+      expect(runs['lamb-disk']).toEqual(runs['lamb-none']);
+      // The runs train (so equality is not of untouched models) and LAMB differs from AdamW.
+      expect(runs['adamw-none']!.losses[9]!).toBeLessThan(runs['adamw-none']!.losses[0]!);
+      expect(runs['lamb-none']!.pieces).not.toEqual(runs['adamw-none']!.pieces);
+      // A step read and wrote the state: two bytes of moments per element, both ways.
+      expect(report.lastStepBytes.read).toBeGreaterThan(0);
+      expect(report.lastStepBytes.written).toBeGreaterThan(0);
+    }
+  }, 300_000);
+
+  it('fails the step on every rank naming the flipped file, with the model unchanged', () => {
+    for (const report of reports) {
+      const { error, flipped, modelUnchanged } = report.corruption;
+      expect(error?.name, JSON.stringify(error)).toBe('FsdpError');
+      expect(error!.code).toBe('offload-failed');
+      expect(error!.file).toMatch(/optimizer-state-[01]\.bin$/);
+      expect(error!.file!.startsWith(`${flipped}/`)).toBe(true);
+      expect(error!.message).toContain(error!.file!);
+      expect(error!.message).toMatch(/chunk 0 .*CRC-32/);
+      expect(modelUnchanged).toBe(true);
+    }
+  });
+
+  it('resumes from a checkpoint into an offloaded model as the uninterrupted run', () => {
+    for (const report of reports) {
+      const { uninterrupted, resumed } = report.resume;
+      expect(resumed.losses).toEqual(uninterrupted.losses.slice(5));
+      expect(resumed.pieces).toEqual(uninterrupted.pieces);
+      // And the uninterrupted offloaded run is the run without offload.
+      expect(uninterrupted).toEqual(report.runs['adamw-disk']);
+    }
+  });
+});
