@@ -688,6 +688,7 @@ interface ScaleOffloadResults {
     communicationMs: number;
     optimizerMs: number;
     offloadIoMs: number;
+    offloadTransferMs: number;
     offloadReadBytes: number;
     offloadWrittenBytes: number;
     diskWriteBytesPerSecond?: number;
@@ -794,15 +795,23 @@ function renderScaleOffload(results: ScaleOffloadResults): Rendered {
       },
       {
         title: 'Offload I/O against the disk measured by the same ranks in the same run',
-        columns: ['row', 'offload GB read / written per step (all ranks)', 'offload I/O s', 'offload GB/s'],
+        columns: [
+          'row',
+          'offload GB read / written per step (all ranks)',
+          'offload I/O s (of it in read and write calls)',
+          'offload GB/s',
+        ],
         peerColumn: "disk GB/s write / read; the disk's time for the same bytes / the offload's",
         rows: offloaded.map(({ figures }) => ({
           cells: [
             figures.key,
             `${gb(figures.offloadReadBytes)} / ${gb(figures.offloadWrittenBytes)}`,
-            seconds(figures.offloadIoMs),
-            figures.offloadIoMs > 0
-              ? gb((figures.offloadReadBytes + figures.offloadWrittenBytes) / (figures.offloadIoMs / 1000))
+            `${seconds(figures.offloadIoMs)} (${seconds(figures.offloadTransferMs)})`,
+            figures.offloadTransferMs > 0
+              ? gb(
+                  (figures.offloadReadBytes + figures.offloadWrittenBytes) /
+                    (figures.offloadTransferMs / 1000),
+                )
               : '–',
           ],
           peer:

@@ -1,4 +1,5 @@
 /** Shapes, requests and results of `npm run bench:scale` (scale-bench.ts drives, scale-rank.ts runs). */
+import type { OffloadStatistics } from '@fsdp-ts/fsdp';
 import type { GPTConfig } from '@fsdp-ts/nn';
 
 export type ScaleStrategy = 'single' | 'no-shard' | 'full-shard';
@@ -92,7 +93,7 @@ export interface ScaleRankResult {
     reductionWaitMs: number;
     optimizerMs: number;
     /** FSDP's offloadStatistics after the step (the offload's I/O time and bytes), when offloading. */
-    offload?: Record<string, number>;
+    offload?: OffloadStatistics;
     /** This process's storage I/O during the step (/proc/self/io read_bytes, write_bytes). */
     storageReadBytes: number;
     storageWrittenBytes: number;

@@ -96,13 +96,8 @@ const wrapMs = performance.now() - started;
 sampleRss('wrapped');
 const estimateBytes = model instanceof FullyShardedDataParallel ? model.memoryEstimate.totalBytes : undefined;
 const optimizer = new AdamW(model.parameters(), { lr: 1e-4 });
-/** FSDP's offload surface (model.offloadOptimizerState, model.offloadStatistics). */
-const offloading = model as unknown as {
-  offloadOptimizerState(optimizer: AdamW): void;
-  offloadStatistics: Record<string, number>;
-};
 if (request.offload !== undefined && model instanceof FullyShardedDataParallel)
-  offloading.offloadOptimizerState(optimizer);
+  model.offloadOptimizerState(optimizer);
 
 /** This process's bytes read from and written to storage so far (/proc/self/io; every thread). */
 function storageIo(): { read: number; written: number } {
@@ -215,7 +210,7 @@ for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
     optimizerMs: stepEnd - backwardDone,
     ...(request.offload === undefined || !(model instanceof FullyShardedDataParallel)
       ? {}
-      : { offload: { ...offloading.offloadStatistics } }),
+      : { offload: { ...model.offloadStatistics } }),
     storageReadBytes: ioEnd.read - ioStart.read,
     storageWrittenBytes: ioEnd.written - ioStart.written,
   });
