@@ -39,7 +39,9 @@ export interface OffloadFigures {
   diskReadBytesPerSecond?: number;
   /** The time the probed disk needs for the offload's bytes over the offload's read and write time (target ≥ 0.6). */
   ofDiskRate?: number;
+  /** The cgroup's peak (page cache included, clean pages too) and the largest RSS, per rank. */
   peakPerRankBytes?: number;
+  peakRssBytes: number;
 }
 
 /**
@@ -88,6 +90,7 @@ export function offloadFigures(outcome: RunOutcome): OffloadFigures | undefined 
     offloadWrittenBytes: summed(outcome, (step) => io(step).writtenBytes),
     storageReadBytes: summed(outcome, (step) => step.storageReadBytes),
     storageWrittenBytes: summed(outcome, (step) => step.storageWrittenBytes),
+    peakRssBytes: Math.max(...outcome.ranks.map((rank) => rank.peakRssBytes)),
   };
   const peak = peakPerRank(outcome);
   if (peak !== undefined) figures.peakPerRankBytes = peak;
@@ -186,10 +189,10 @@ export function offloadReportLines(
   const lines = [
     '## Offload rows',
     '',
-    `Full-shard W=${settings.offloadWorldSize} under fsdp-run --memory-per-rank, AdamW, ${settings.measuredSteps} measured steps after 1 warm-up, times in s (the slowest rank's median step); bytes per step over every rank; the disk probed by the same ranks at once before and after training (${(settings.diskProbeBytes / 2 ** 20).toFixed(0)} MiB each written with fdatasync every 64 MiB + fsync, then read back with O_DIRECT).`,
+    `Full-shard W=${settings.offloadWorldSize} under fsdp-run --memory-per-rank, AdamW, ${settings.offloadMeasuredSteps} measured steps after 1 warm-up, times in s (the slowest rank's median step); bytes per step over every rank; the cgroup peak counts the page cache, clean pages the kernel reclaims under the cap included, RSS does not; reads the page cache serves (storage read < offload read) let the offload pass the disk's rate; the disk probed by the same ranks at once before and after training (${(settings.diskProbeBytes / 2 ** 20).toFixed(0)} MiB each written with fdatasync every 64 MiB + fsync, then read back with O_DIRECT).`,
     '',
-    '| row | cap | predicted peak | peak | step | compute | communication | optimizer | offload I/O | offload GB read / written | storage GB read / written | disk GB/s write / read | of the disk rate | outcome |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| row | cap | predicted peak | cgroup peak | peak RSS | step | compute | communication | optimizer | offload I/O | offload GB read / written | storage GB read / written | disk GB/s write / read | of the disk rate | outcome |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
   outcomes.forEach((outcome, index) => {
     const row = figures[index];
@@ -208,7 +211,7 @@ export function offloadReportLines(
             row.ofDiskRate === undefined ? '–' : `${row.ofDiskRate.toFixed(2)}×`,
           ];
     lines.push(
-      `| ${runKey(outcome.run)} | ${gib(outcome.run.capBytes)} | ${gib(outcome.predictedPerRankBytes)} | ${gib(peakPerRank(outcome))} | ${cells.join(' | ')} | ${outcomeText(outcome).replaceAll('|', '/')} |`,
+      `| ${runKey(outcome.run)} | ${gib(outcome.run.capBytes)} | ${gib(outcome.predictedPerRankBytes)} | ${gib(peakPerRank(outcome))} | ${gib(row?.peakRssBytes)} | ${cells.join(' | ')} | ${outcomeText(outcome).replaceAll('|', '/')} |`,
     );
   });
   const verdict = (met: boolean | undefined) =>

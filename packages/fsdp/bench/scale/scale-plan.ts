@@ -34,6 +34,8 @@ export const settings = {
   offloadCapBytes: sizeBytes(process.env.BENCH_SCALE_OFFLOAD_CAP ?? '4G'),
   offloadPeerModel: (process.env.BENCH_SCALE_OFFLOAD_PEER_MODEL ?? '350M') as ScaleModelName,
   offloadPeerCapBytes: sizeBytes(process.env.BENCH_SCALE_OFFLOAD_PEER_CAP ?? '2G'),
+  /** Measured steps of the offload rows after their warm-up (default 2: 3 steps trained in all). */
+  offloadMeasuredSteps: Number(process.env.BENCH_SCALE_OFFLOAD_STEPS ?? 2),
   /** Ranks of every offload row (default 4; 2 to validate the harness on a small model). */
   offloadWorldSize: Number(process.env.BENCH_SCALE_OFFLOAD_WORLD_SIZE ?? 4),
   /** BENCH_SCALE_OFFLOAD_STRETCH=1: the issue's stretch rows (parameters offloaded too). */
@@ -70,6 +72,8 @@ export interface PlannedRun {
   offload?: ScaleOffload;
   /** One of the offload rows (written to scale-offload.json). */
   offloadRow?: boolean;
+  /** Measured steps after the warm-up, where not BENCH_SCALE_STEPS. */
+  measuredSteps?: number;
   /**
    * Not started when FSDP's own estimate exceeds the cap (the row shows the refusal, with FSDP's
    * memory warning as the reason); BENCH_SCALE_FORCE=1 runs it, to be killed at the cap instead.
@@ -87,7 +91,12 @@ export interface PlannedRun {
 export function offloadPlan(): PlannedRun[] {
   const disk: ScaleOffload = { optimizerState: 'disk' };
   const both: ScaleOffload = { optimizerState: 'disk', parameters: 'disk' };
-  const row = (run: PlannedRun): PlannedRun => ({ ...run, checkpoint: false, offloadRow: true });
+  const row = (run: PlannedRun): PlannedRun => ({
+    ...run,
+    checkpoint: false,
+    offloadRow: true,
+    measuredSteps: settings.offloadMeasuredSteps,
+  });
   const worldSize = settings.offloadWorldSize;
   const peer = { model: settings.offloadPeerModel, strategy: 'full-shard', worldSize } as const;
   const headline = { model: settings.offloadModel, strategy: 'full-shard', worldSize } as const;
@@ -211,10 +220,14 @@ function cgroupUnavailable(): string | undefined {
   return v1 || v2 ? undefined : 'no memory cgroup controller is mounted (/sys/fs/cgroup/memory or cgroup v2)';
 }
 
-/** Bytes free on the file system holding `directory` (for unprivileged users). */
-function freeDiskBytes(directory: string): number {
+/** Bytes free on the file system holding `directory` (for unprivileged users), and whether it is memory. */
+function freeDisk(directory: string): { bytes: number; inMemory: boolean } {
   const stats = statfsSync(directory);
-  return stats.bavail * stats.bsize;
+  // TMPFS_MAGIC, RAMFS_MAGIC: files there are memory, charged to the rank's cgroup.
+  return {
+    bytes: stats.bavail * stats.bsize,
+    inMemory: stats.type === 0x01021994 || stats.type === 0x858458f6,
+  };
 }
 
 /**
@@ -229,9 +242,11 @@ export function reasonToSkip(run: PlannedRun, perRank: number, scratch: string):
   }
   if (run.offloadRow === true) {
     const needed = run.worldSize * (fsdpEstimate(run).diskBytes + settings.diskProbeBytes) + GiB;
-    const free = freeDiskBytes(scratch);
-    if (needed > free)
-      return `needs ${(needed / GiB).toFixed(1)} GiB of free disk under ${scratch} (${run.worldSize} ranks' offload files, the disk probe and 1 GiB), but ${(free / GiB).toFixed(1)} GiB is free`;
+    const free = freeDisk(scratch);
+    if (free.inMemory)
+      return `${scratch} is a tmpfs: offload files there would be memory; set TMPDIR to a directory on a disk`;
+    if (needed > free.bytes)
+      return `needs ${(needed / GiB).toFixed(1)} GiB of free disk under ${scratch} (${run.worldSize} ranks' offload files, the disk probe and 1 GiB), but ${(free.bytes / GiB).toFixed(1)} GiB is free`;
   }
   if (run.refusedByEstimate === true && run.capBytes !== undefined && !settings.force) {
     const estimate = fsdpEstimate(run);

@@ -78,7 +78,7 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     batch: 1,
     seqLen: config.seqLen,
     warmupSteps: 1,
-    measuredSteps: settings.measuredSteps,
+    measuredSteps: run.measuredSteps ?? settings.measuredSteps,
     deferred: settings.deferred,
     activationCheckpointing: run.activationCheckpointing ?? settings.recomputeEverywhere,
     ...(checkpointDirectory === undefined ? {} : { checkpointDirectory }),
