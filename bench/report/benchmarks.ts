@@ -759,7 +759,7 @@ function renderScaleOffload(results: ScaleOffloadResults): Rendered {
   const offloaded = trained.filter((row) => row.outcome.run.offload !== undefined);
   return {
     notes: [
-      "Full-shard W=4 through fsdp-run --memory-per-rank, AdamW, batch 1 × 64 per rank, wasm; times are the slowest rank's median step. The disk is probed by the same ranks at once before and after training: 256 MiB each written (8 MiB writes, fdatasync every 64 MiB, fsync) and read back with O_DIRECT.",
+      "Full-shard (W in each row's key) through fsdp-run --memory-per-rank, AdamW, batch 1 × 64 per rank, wasm; times are the slowest rank's median step. The disk is probed by the same ranks at once before and after training: 256 MiB each written (8 MiB writes, fdatasync every 64 MiB, fsync) and read back with O_DIRECT.",
     ],
     tables: [
       {

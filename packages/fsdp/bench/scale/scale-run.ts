@@ -129,7 +129,7 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     const reason =
       ended === undefined
         ? `exit ${child.status}: ${child.stderr.slice(-500)}`
-        : error === undefined
+        : error === undefined || ended.includes(error.slice(0, 40))
           ? ended
           : `${ended}: ${error.slice(0, 300)}`;
     // The last phase each rank reported (scale-rank.ts prints one line per phase).
