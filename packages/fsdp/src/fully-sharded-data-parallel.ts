@@ -42,6 +42,7 @@ export type { OffloadStatistics } from './offload/offload-store';
 
 /** What `offloadOptimizerState` needs of an optimizer (Adam, AdamW and LAMB of @fsdp-ts/optim). */
 export interface OffloadableOptimizer {
+  /** Moves the optimizer's state into `offload` (@fsdp-ts/optim's Optimizer.offloadState). */
   offloadState(offload: OptimizerStateOffload): void;
 }
 
@@ -331,6 +332,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         },
       );
     }
+    this.#offload?.prefetch();
     return this.#step.begin();
   }
 }

@@ -12,9 +12,10 @@ import {
   saveCheckpoint,
   summonFullParams,
 } from '@fsdp-ts/fsdp';
-import { Linear, Module } from '@fsdp-ts/nn';
-import { SGD } from '@fsdp-ts/optim';
-import type * as tf from '@tensorflow/tfjs-core';
+import { backward, Linear, Module } from '@fsdp-ts/nn';
+import { AdamW, OptimError, SGD } from '@fsdp-ts/optim';
+import { initBackend } from '@fsdp-ts/tensor';
+import * as tf from '@tensorflow/tfjs-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 class Block extends Module {
@@ -46,6 +47,7 @@ function fsdpErrorOf(run: () => unknown): FsdpError {
 describe('FSDP options are checked at run time (one-rank shm group)', () => {
   let group: ProcessGroup;
   beforeAll(async () => {
+    await initBackend('cpu');
     group = await initProcessGroup({ backend: 'shm', timeoutMs: 10_000 });
   });
   afterAll(async () => {
@@ -167,5 +169,44 @@ describe('FSDP options are checked at run time (one-rank shm group)', () => {
       rmSync(root, { recursive: true, force: true });
     }
     expect(Object.keys(fullStateDict(model, { rank0Only: false })).length).toBeGreaterThan(0);
+  });
+
+  it('checks offload: a directory for disk, no parameters on disk yet, an attached optimizer that can offload', () => {
+    const build = (offload: unknown) =>
+      new FullyShardedDataParallel(new Model(), { group, offload } as FsdpOptions);
+    const noDirectory = fsdpErrorOf(() => build({ optimizerState: 'disk' }));
+    expect(noDirectory.code).toBe('invalid-option');
+    expect(noDirectory.message).toContain('offload.directory');
+    expect(fsdpErrorOf(() => build({ optimizerState: 'gpu' })).message).toContain(
+      "'none', 'memory' or 'disk'",
+    );
+    expect(fsdpErrorOf(() => build({ parameters: 'disk', directory: tmpdir() })).message).toContain(
+      'not supported yet',
+    );
+    const foreign = fsdpErrorOf(() => build({ offload_param: { device: 'nvme' } }));
+    expect(foreign.code).toBe('unknown-option');
+    expect(foreign.message).toContain("offload_param is offload: { parameters: 'disk', directory } here");
+    expect(
+      fsdpErrorOf(() =>
+        new FullyShardedDataParallel(new Model(), { group }).offloadOptimizerState(
+          new AdamW(new Model().parameters()),
+        ),
+      ).code,
+    ).toBe('invalid-option');
+
+    const model = build({ optimizerState: 'memory' });
+    // SGD's momentum starts as a copy of the gradient, so its state cannot start as offloaded zeros.
+    expect(() => model.offloadOptimizerState(new SGD(model.parameters(), { lr: 0.1 }))).toThrow(OptimError);
+    const input = tf.ones([1, 2]);
+    const unattached = fsdpErrorOf(() => backward(model, () => tf.sum(model.forward(input) as tf.Tensor)));
+    expect(unattached.message).toContain('model.offloadOptimizerState(optimizer)');
+    const optimizer = model.offloadOptimizerState(new AdamW(model.parameters()));
+    backward(model, () => tf.sum(model.forward(input) as tf.Tensor));
+    optimizer.step();
+    expect(model.offloadStatistics.bytesWritten).toBeGreaterThan(0);
+    expect(fsdpErrorOf(() => model.offloadOptimizerState(new AdamW(model.parameters()))).code).toBe(
+      'wrong-state',
+    );
+    input.dispose();
   });
 });

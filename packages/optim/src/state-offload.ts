@@ -30,11 +30,14 @@ export interface OffloadedStateEntry {
 export interface OptimizerStateOffload {
   /** Called once by `offloadState`, with every parameter of the optimizer in position order. */
   attach(entries: readonly OffloadedStateEntry[]): void;
+  /** Begins a step (collective): throws on every rank, before anything changes, when the state cannot be read. */
   beginStep(): void;
+  /** One pass: every entry once, in position order, with its buffers resident; `writes`: the pass changes them. */
   forEachResident(
     writes: boolean,
     visit: (index: number, buffers: ReadonlyMap<string, Float32Array>) => void,
   ): void;
+  /** Ends a step (collective): what it wrote becomes the state, or every rank throws (`failure`: this rank's error, if any). */
   endStep(failure: unknown): void;
   /** A copy of one entry's buffer, as the current state holds it (state dicts). */
   read(index: number, name: string): Float32Array;

@@ -10,13 +10,21 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { crc32 } from 'node:zlib';
 import { FsdpError } from '../errors';
+import { ChunkReader, crc32 } from './chunk-reader';
 
 /** What offload I/O cost in the last optimizer step (see FullyShardedDataParallel.offloadStatistics). */
 export interface OffloadStatistics {
-  /** Wall time in read calls (disk) or copies out of the host buffer (memory). */
+  /** Wall time the main thread spent in read calls (disk) or copies out of the host buffer (memory). */
   readMs: number;
+  /** Wall time the main thread waited for the reader thread (prefetched reads not done yet). */
+  waitMs: number;
+  /**
+   * Wall time the reader thread spent reading and checksumming (disk): the whole slot's
+   * verification while backward ran, and each next chunk while the optimizer stepped one.
+   * Overlapped with the main thread except for `waitMs`.
+   */
+  readerMs: number;
   /** Wall time in write calls and fdatasync (disk) or copies into the host buffer (memory). */
   writeMs: number;
   /** Wall time computing CRC-32s of chunks read and written. */
@@ -26,7 +34,7 @@ export interface OffloadStatistics {
 }
 
 export function emptyOffloadStatistics(): OffloadStatistics {
-  return { readMs: 0, writeMs: 0, checksumMs: 0, bytesRead: 0, bytesWritten: 0 };
+  return { readMs: 0, waitMs: 0, readerMs: 0, writeMs: 0, checksumMs: 0, bytesRead: 0, bytesWritten: 0 };
 }
 
 export function resetOffloadStatistics(statistics: OffloadStatistics): void {
@@ -42,6 +50,16 @@ export interface SlotStore {
   read(slot: 0 | 1, chunk: number, into: Float32Array): void;
   /** Writes `from` as chunk `chunk` of `slot` (durable after `flush`). */
   write(slot: 0 | 1, chunk: number, from: Float32Array): void;
+  /** Starts verifying every chunk of `slot` on the reader thread (disk; a no-op otherwise). */
+  prefetchVerify(slot: 0 | 1): void;
+  /** Verifies every chunk of `slot` (the prefetched verification when one is in flight for it). */
+  verify(slot: 0 | 1, scratch: Float32Array): void;
+  /** Starts reading chunk `chunk` of `slot` into `into` (a view of shared memory) on the reader thread. */
+  startRead(slot: 0 | 1, chunk: number, into: Float32Array): void;
+  /** Finishes what startRead began (verifying the chunk). */
+  finishRead(slot: 0 | 1, chunk: number, into: Float32Array): void;
+  /** Waits for anything in flight on the reader thread, ignoring its outcome. */
+  drain(): void;
   /** Makes what was written to `slot` durable. */
   flush(slot: 0 | 1): void;
   /** Frees the slots (files removed). */
@@ -99,6 +117,18 @@ class HostSlotStore implements SlotStore {
     this.statistics.bytesWritten += from.byteLength;
   }
 
+  prefetchVerify(): void {}
+
+  verify(): void {}
+
+  startRead(): void {}
+
+  finishRead(slot: 0 | 1, chunk: number, into: Float32Array): void {
+    this.read(slot, chunk, into);
+  }
+
+  drain(): void {}
+
   flush(): void {}
 
   release(): void {
@@ -113,12 +143,39 @@ class HostSlotStore implements SlotStore {
  * an fdatasync every `syncBytes` ([Note: bounded dirty pages] in @fsdp-ts/checkpoint's
  * rank-file-writer.ts): page cache a write dirties is charged to the rank's memory cgroup.
  */
+/** What a disk store holds open, closed when the store is collected without release(). */
+interface OpenResources {
+  reader: ChunkReader | null;
+  descriptors: [number, number] | null;
+}
+
+/**
+ * A model dropped without releasing its offload (FSDP has no destroy) must not keep its reader
+ * thread and file descriptors: they are closed when the store is garbage collected.
+ */
+const openStores = new FinalizationRegistry<OpenResources>((resources) => {
+  resources.reader?.close();
+  for (const descriptor of resources.descriptors ?? []) {
+    try {
+      if (descriptor >= 0) closeSync(descriptor);
+    } catch {
+      // already closed
+    }
+  }
+});
+
 class DiskSlotStore implements SlotStore {
   readonly kind = 'disk';
   readonly files: readonly [string, string];
   #descriptors: [number, number] | null = null;
   readonly #checksums: [Uint32Array, Uint32Array];
   readonly #unsynced: [number, number] = [0, 0];
+  #reader: ChunkReader | null = null;
+  readonly #resources: OpenResources = { reader: null, descriptors: null };
+  /** The slot whose verification is in flight on the reader, or null. */
+  #verifying: 0 | 1 | null = null;
+  /** The reader's timing already counted in `statistics`. */
+  readonly #counted = [0, 0];
 
   constructor(
     private readonly offsets: readonly number[],
@@ -129,10 +186,13 @@ class DiskSlotStore implements SlotStore {
     this.files = [join(directory, 'optimizer-state-0.bin'), join(directory, 'optimizer-state-1.bin')];
     const chunks = offsets.length - 1;
     this.#checksums = [new Uint32Array(chunks), new Uint32Array(chunks)];
+    openStores.register(this, this.#resources);
   }
 
   allocate(): void {
     this.release();
+    this.#reader = new ChunkReader(this.offsets.length - 1);
+    this.#resources.reader = this.#reader;
     const chunks = this.offsets.length - 1;
     let largest = 0;
     for (let chunk = 0; chunk < chunks; chunk++)
@@ -142,6 +202,7 @@ class DiskSlotStore implements SlotStore {
       mkdirSync(this.directory, { recursive: true });
       const descriptors: [number, number] = [openSync(this.files[0], 'w+'), -1];
       this.#descriptors = descriptors;
+      this.#resources.descriptors = descriptors;
       descriptors[1] = openSync(this.files[1], 'w+');
       for (const slot of [0, 1] as const) {
         for (let chunk = 0; chunk < chunks; chunk++) {
@@ -156,6 +217,7 @@ class DiskSlotStore implements SlotStore {
   }
 
   read(slot: 0 | 1, chunk: number, into: Float32Array): void {
+    this.drain();
     const bytes = new Uint8Array(into.buffer, into.byteOffset, into.byteLength);
     const position = this.offsets[chunk]! * 4;
     const started = performance.now();
@@ -185,6 +247,79 @@ class DiskSlotStore implements SlotStore {
     if (actual !== expected) {
       throw this.#corrupt(slot, chunk, `has CRC-32 ${hex(actual)} where ${hex(expected)} was written`);
     }
+  }
+
+  prefetchVerify(slot: 0 | 1): void {
+    if (this.#reader === null || this.#reader.pending !== 'none') return;
+    const positions: number[] = [];
+    const lengths: number[] = [];
+    for (let chunk = 0; chunk + 1 < this.offsets.length; chunk++) {
+      positions.push(this.offsets[chunk]! * 4);
+      lengths.push((this.offsets[chunk + 1]! - this.offsets[chunk]!) * 4);
+    }
+    this.#reader.startVerify(this.#descriptor(slot), positions, lengths);
+    this.#verifying = slot;
+  }
+
+  verify(slot: 0 | 1, scratch: Float32Array): void {
+    const chunks = this.offsets.length - 1;
+    if (this.#verifying === slot && this.#reader?.pending === 'verify') {
+      this.#verifying = null;
+      const outcome = this.#wait();
+      if (!outcome.ok) throw this.#corrupt(slot, 0, `could not be read: ${outcome.message}`);
+      for (let chunk = 0; chunk < chunks; chunk++) {
+        const expected = this.#checksums[slot][chunk]!;
+        const actual = outcome.checksums[chunk]!;
+        if (actual !== expected) {
+          throw this.#corrupt(slot, chunk, `has CRC-32 ${hex(actual)} where ${hex(expected)} was written`);
+        }
+      }
+      return;
+    }
+    this.drain();
+    for (let chunk = 0; chunk < chunks; chunk++) {
+      this.read(slot, chunk, scratch.subarray(0, this.offsets[chunk + 1]! - this.offsets[chunk]!));
+    }
+  }
+
+  startRead(slot: 0 | 1, chunk: number, into: Float32Array): void {
+    this.drain();
+    this.#reader!.startRead(
+      this.#descriptor(slot),
+      this.offsets[chunk]! * 4,
+      new Uint8Array(into.buffer, into.byteOffset, into.byteLength),
+    );
+  }
+
+  finishRead(slot: 0 | 1, chunk: number, into: Float32Array): void {
+    if (this.#reader?.pending !== 'read' || this.#verifying !== null) {
+      this.read(slot, chunk, into);
+      return;
+    }
+    const outcome = this.#wait();
+    if (!outcome.ok) throw this.#corrupt(slot, chunk, outcome.message);
+    const actual = outcome.checksums[0]!;
+    const expected = this.#checksums[slot][chunk]!;
+    if (actual !== expected) {
+      throw this.#corrupt(slot, chunk, `has CRC-32 ${hex(actual)} where ${hex(expected)} was written`);
+    }
+  }
+
+  drain(): void {
+    if (this.#reader !== null && this.#reader.pending !== 'none') this.#wait();
+    this.#verifying = null;
+  }
+
+  #wait() {
+    const started = performance.now();
+    const outcome = this.#reader!.wait();
+    this.statistics.waitMs += performance.now() - started;
+    const timing = this.#reader!.timing;
+    this.statistics.readerMs += timing[0]! - this.#counted[0]!;
+    this.statistics.bytesRead += timing[1]! - this.#counted[1]!;
+    this.#counted[0] = timing[0]!;
+    this.#counted[1] = timing[1]!;
+    return outcome;
   }
 
   write(slot: 0 | 1, chunk: number, from: Float32Array): void {
@@ -221,6 +356,13 @@ class DiskSlotStore implements SlotStore {
   }
 
   release(): void {
+    this.drain();
+    this.#reader?.close();
+    this.#reader = null;
+    this.#resources.reader = null;
+    this.#resources.descriptors = null;
+    this.#counted[0] = 0;
+    this.#counted[1] = 0;
     if (this.#descriptors !== null) {
       for (const descriptor of this.#descriptors) if (descriptor >= 0) closeSync(descriptor);
       this.#descriptors = null;

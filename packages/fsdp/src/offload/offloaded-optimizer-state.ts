@@ -42,7 +42,12 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   #places: EntryPlace[] = [];
   /** Element offsets of the chunks in a slot: chunk c is [offsets[c], offsets[c + 1]). */
   #offsets: number[] = [0];
-  #resident = new Float32Array(0);
+  /** Two resident chunk buffers (shared memory: the reader thread fills one while the other is stepped). */
+  #resident: [Float32Array, Float32Array] = [new Float32Array(0), new Float32Array(0)];
+  /** Which of the two `#buffersOf` and `#chunkView` use. */
+  #active: 0 | 1 = 0;
+  /** Statistics were reset when backward began (prefetch), so beginStep keeps them. */
+  #statisticsFresh = false;
   /** With 'stepping': whether a pass has written the other slot (later passes read it). */
   #written = false;
   #failure: unknown;
@@ -96,7 +101,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     let largest = 0;
     for (let chunk = 0; chunk + 1 < offsets.length; chunk++)
       largest = Math.max(largest, offsets[chunk + 1]! - offsets[chunk]!);
-    this.#resident = new Float32Array(largest);
+    this.#resident = [sharedFloat32Array(largest), sharedFloat32Array(largest)];
     this.#store = createSlotStore(
       this.settings.optimizerState === 'disk' ? 'disk' : 'memory',
       offsets,
@@ -106,14 +111,28 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     this.#state = 'idle';
   }
 
+  /**
+   * Starts verifying the current slot on the reader thread (disk), so the step's verification
+   * overlaps backward; FSDP calls it when a backward begins. Resets the statistics.
+   */
+  prefetch(): void {
+    if (this.#state !== 'idle' || !this.#allocated) return;
+    resetOffloadStatistics(this.statistics);
+    this.#statisticsFresh = true;
+    this.#cachedChunk = -1;
+    this.#store!.prefetchVerify(this.#current);
+  }
+
   beginStep(): void {
     this.#expect('idle', 'beginStep');
-    resetOffloadStatistics(this.statistics);
+    if (!this.#statisticsFresh) resetOffloadStatistics(this.statistics);
+    this.#statisticsFresh = false;
     this.#cachedChunk = -1;
     this.#agree(this.#tryAllocate(), 'allocating the offloaded optimizer state');
     let failure: unknown;
     try {
-      for (let chunk = 0; chunk < this.#chunkCount; chunk++) this.#readChunk(this.#current, chunk);
+      this.#active = 0;
+      this.#store!.verify(this.#current, this.#resident[0]);
     } catch (error) {
       failure = error;
     }
@@ -130,24 +149,30 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     this.#expect('stepping', 'forEachResident');
     if (this.#failure !== undefined) return;
     const source = this.#written ? this.#other : this.#current;
+    const store = this.#store!;
     let index = 0;
-    for (let chunk = 0; chunk < this.#chunkCount; chunk++) {
-      try {
-        this.#readChunk(source, chunk);
-      } catch (error) {
-        this.#failure = error;
-        return;
+    try {
+      // Chunk c is stepped in buffer c mod 2 while the reader thread reads chunk c + 1 into the other.
+      store.startRead(source, 0, this.#chunkView(0, 0));
+      for (let chunk = 0; chunk < this.#chunkCount; chunk++) {
+        const buffer = (chunk % 2) as 0 | 1;
+        store.finishRead(source, chunk, this.#chunkView(chunk, buffer));
+        if (chunk + 1 < this.#chunkCount) {
+          store.startRead(source, chunk + 1, this.#chunkView(chunk + 1, buffer === 0 ? 1 : 0));
+        }
+        this.#active = buffer;
+        for (; index < this.#places.length && this.#places[index]!.chunk === chunk; index++) {
+          visit(index, this.#buffersOf(index));
+        }
+        if (writes) store.write(this.#other, chunk, this.#chunkView(chunk, buffer));
       }
-      for (; index < this.#places.length && this.#places[index]!.chunk === chunk; index++) {
-        visit(index, this.#buffersOf(index));
-      }
-      if (!writes) continue;
-      try {
-        this.#store!.write(this.#other, chunk, this.#chunkView(chunk));
-      } catch (error) {
-        this.#failure = error;
-        return;
-      }
+    } catch (error) {
+      store.drain();
+      // The store's errors (a chunk that does not verify, a failed write) stop the pass; endStep
+      // reports them on every rank. Anything else is the optimizer's: it propagates.
+      if (!(error instanceof FsdpError)) throw error;
+      this.#failure = error;
+      return;
     }
     if (writes) this.#written = true;
   }
@@ -187,6 +212,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
 
   write(values: readonly { index: number; name: string; values: Float32Array }[]): void {
     this.#expect('idle', 'write');
+    this.#store?.drain();
     this.#cachedChunk = -1;
     const allocation = this.#tryAllocate();
     if (allocation !== undefined) throw allocation;
@@ -239,11 +265,12 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   }
 
   #readChunk(slot: 0 | 1, chunk: number): void {
-    this.#store!.read(slot, chunk, this.#chunkView(chunk));
+    this.#active = 0;
+    this.#store!.read(slot, chunk, this.#chunkView(chunk, 0));
   }
 
-  #chunkView(chunk: number): Float32Array {
-    return this.#resident.subarray(0, this.#offsets[chunk + 1]! - this.#offsets[chunk]!);
+  #chunkView(chunk: number, buffer: 0 | 1 = this.#active): Float32Array {
+    return this.#resident[buffer].subarray(0, this.#offsets[chunk + 1]! - this.#offsets[chunk]!);
   }
 
   #buffersOf(index: number): Map<string, Float32Array> {
@@ -251,7 +278,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     const buffers = new Map<string, Float32Array>();
     names.forEach((name, position) => {
       const first = start + position * numel;
-      buffers.set(name, this.#resident.subarray(first, first + numel));
+      buffers.set(name, this.#resident[this.#active].subarray(first, first + numel));
     });
     return buffers;
   }
@@ -286,4 +313,8 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
       });
     }
   }
+}
+
+function sharedFloat32Array(length: number): Float32Array {
+  return new Float32Array(new SharedArrayBuffer(Math.max(1, length) * 4), 0, length);
 }
