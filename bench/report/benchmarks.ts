@@ -688,6 +688,7 @@ interface ScaleOffloadResults {
     communicationMs: number;
     optimizerMs: number;
     offloadIoMs: number;
+    offloadOverlappedMs?: number;
     offloadTransferMs: number;
     offloadReadBytes: number;
     offloadWrittenBytes: number;
@@ -787,7 +788,7 @@ function renderScaleOffload(results: ScaleOffloadResults): Rendered {
               seconds(figures.computeMs),
               seconds(figures.communicationMs),
               seconds(figures.optimizerMs),
-              seconds(figures.offloadIoMs),
+              `${seconds(figures.offloadIoMs)} (${seconds(figures.offloadOverlappedMs ?? 0)})`,
             ],
             peer: typeof peer === 'number' ? `${seconds(peer)}; ${ratio(figures.stepMs, peer)}` : peer,
           };

@@ -72,10 +72,10 @@ export interface OffloadPlacement {
 /** Bytes of optimizer state per chunk the offload streams (the engine's FSDP_OFFLOAD_CHUNK_BYTES default). */
 export const OFFLOAD_CHUNK_BYTES = 64 * 2 ** 20;
 /**
- * Chunks resident at once while streaming: the engine reads a chunk into one buffer, steps it
- * there and writes it from there (src/offload/offloaded-optimizer-state.ts).
+ * Chunks resident at once while streaming: two shared buffers, the reader thread filling one with
+ * the next chunk while the optimizer steps the other (src/offload/offloaded-optimizer-state.ts).
  */
-export const OFFLOAD_STAGED_CHUNKS = 1;
+export const OFFLOAD_STAGED_CHUNKS = 2;
 /**
  * Copies of the offloaded state the store keeps: a step reads one slot and writes the other, which
  * becomes current once every rank's writes succeeded (so a failed step changes nothing).

@@ -106,7 +106,7 @@ describe('memory estimate with offload', () => {
 
   it('smallestFittingWorldSize counts the offload', () => {
     // 4000 MiB: 16·810M/8 + 8·210M fits first without offload (W = 4 needs 4692 MiB); with the
-    // state on disk 8·810M/4 + 8·210M + 64 MiB staged + 64 MiB dirty ≈ 3275 MiB fits at W = 4.
+    // state on disk 8·810M/4 + 8·210M + 128 MiB staged + 64 MiB dirty ≈ 3339 MiB fits at W = 4.
     expect(smallestFittingWorldSize(units, 4000 * MiB)).toBe(8);
     expect(smallestFittingWorldSize(units, 4000 * MiB, 8, { optimizerState: 'disk' })).toBe(4);
   });
@@ -114,14 +114,14 @@ describe('memory estimate with offload', () => {
 
 describe('memory warning with offload', () => {
   // W = 4: parameters 772.5 + gradients 772.5 + Adam 1545.0 + gathered 1602.2 ≈ 4692 MiB; the
-  // state on disk ≈ 3275 MiB; the parameters too ≈ 2830 MiB.
+  // state on disk ≈ 3339 MiB; the parameters too ≈ 2926 MiB.
   const limit = { bytes: 4000 * MiB, source: 'a test budget' };
 
   it('names the offload setting that fits at this world size', () => {
     const warning = memoryWarning(estimate(), limit, 'full-shard', 4, units);
     expect(warning).toContain('FSDP estimates 4692.');
     expect(warning).toContain('Adam state 1545.0 MiB');
-    expect(warning).toContain("offload: { optimizerState: 'disk' } fits at this world size (estimated 3275.");
+    expect(warning).toContain("offload: { optimizerState: 'disk' } fits at this world size (estimated 3339.");
     expect(warning).toContain("'full-shard' at a world size of 8 or more fits");
   });
 
@@ -130,7 +130,7 @@ describe('memory warning with offload', () => {
     const disk = estimate({ optimizerState: 'disk' });
     const warning = memoryWarning(disk, tight, 'full-shard', 4, units, { optimizerState: 'disk' });
     expect(warning).toContain('Adam state on disk');
-    expect(warning).toContain('offload chunks 64.0 MiB, dirty page cache 64.0 MiB');
+    expect(warning).toContain('offload chunks 128.0 MiB, dirty page cache 64.0 MiB');
     expect(warning).toContain("offload: { optimizerState: 'disk', parameters: 'disk' } fits");
     // Host memory counts: 'memory' makes a capped rank need more, and the warning says so.
     const memory = estimate({ optimizerState: 'memory' });
