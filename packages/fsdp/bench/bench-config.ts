@@ -76,6 +76,8 @@ export interface RunResult {
    */
   storagePool?: { reused: number; fresh: number };
   losses: number[];
+  /** With BENCH_WIRE_COUNTER (bench/cluster): bytes rank 0's host sent during each measured step. */
+  wireBytesSamples?: number[];
   /** When profiled: rank 0's per-step CPU by phase and thread (see [Note: phase profile]). */
   phases?: PhaseSamples;
 }

@@ -5,7 +5,7 @@
  * row A, of row B, ..., then step 2 of each, starting one row later: ABAB, rotated), so a noisy
  * moment hits every row alike.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
@@ -24,6 +24,13 @@ const { value: group, threads: communicationThreads } = await threadsStartedBy(
     requests.every((request) => request.kind === 'single') ? null : await initProcessGroup(),
 );
 const worldSize = group?.size ?? 1;
+/**
+ * BENCH_WIRE_COUNTER (bench/cluster): a file holding a byte count, the veth's
+ * /sys/class/net/<link>/statistics/tx_bytes inside this rank's network namespace; each measured
+ * step records what this rank's host sent during it (wireBytesSamples).
+ */
+const wireCounter = process.env.BENCH_WIRE_COUNTER;
+const sentBytes = () => (wireCounter === undefined ? 0 : Number(readFileSync(wireCounter, 'utf8')));
 interface Row {
   readonly request: RunRequest;
   readonly steps: number;
@@ -163,12 +170,14 @@ function prepare(request: RunRequest): Row {
   const allGatherWaits: number[] = [];
   const reductionWaits: number[] = [];
   const losses: number[] = [];
+  const wireSamples: number[] = [];
   let poolAtStart = storagePool.statistics;
   const phases = new PhaseProfile(request.profilePhases === true, communicationThreads);
   function step(index: number): void {
     sampling = index >= request.warmupSteps;
     if (index === request.warmupSteps) poolAtStart = storagePool.statistics;
     group?.barrier().wait(); // every rank starts the step together
+    const wireStart = sentBytes();
     const start = performance.now();
     const cpuStart = process.cpuUsage();
     phases.begin();
@@ -201,6 +210,7 @@ function prepare(request: RunRequest): Row {
     if (index >= request.warmupSteps) {
       stepTimes.push(elapsed);
       cpuTimes.push((cpu.user + cpu.system) / 1000);
+      if (wireCounter !== undefined) wireSamples.push(sentBytes() - wireStart);
       allGatherWaits.push(wrapped?.statistics.allGatherWaitMs ?? 0);
       reductionWaits.push(wrapped?.statistics.reductionWaitMs ?? 0);
     }
@@ -233,6 +243,7 @@ function prepare(request: RunRequest): Row {
         fresh: storagePool.statistics.fresh - poolAtStart.fresh,
       },
       losses,
+      ...(wireCounter === undefined ? {} : { wireBytesSamples: wireSamples }),
       ...(phases.enabled ? { phases: phases.samples } : {}),
     };
   }

@@ -1,0 +1,263 @@
+/**
+ * What bench/cluster weighs its rows against: the bytes each row's algorithm must put on the
+ * link per step (the model), each row's bound, the issue's targets (issue 34) and, for each row
+ * and target, the machine bound that stops it. Pure functions of the measured figures, tested in
+ * cluster-model.test.ts.
+ *
+ * [Note: cluster wire model]
+ * Two hosts, one rank each (W = 2), a ring: each pass over a buffer of B bytes sends
+ * B·(W−1)/W from each rank, one direction of the link each. Per step and direction, for P
+ * parameters of which R are in the root unit (embeddings and the final norm, never resharded
+ * after forward: fsdp-ts's step-lifecycle.ts and PyTorch 1.13 alike):
+ *   no-shard, PyTorch DDP   one all-reduce of the gradients = a reduce-scatter and an all-gather:
+ *                           2 passes of P·r bytes (r = 4 float32, 2 bfloat16 on the wire)
+ *   full-shard              all-gather in forward (P), again in backward (P − R), reduce-scatter
+ *                           of the gradients (P): ((2P − R)·g + P·r)·(W−1)/W
+ *   PyTorch FSDP (gloo)     the same gathers in float32, but its CPU shim reduce-scatters with an
+ *                           all-reduce (torch-fsdp-training.py): ((2P − R)·4 + 2·P·4)·(W−1)/W
+ * The bound of a row is max(compute time, model bytes per direction / the raw link rate per
+ * direction with both directions busy): a step that overlaps all of its communication with its
+ * compute and sends nothing it does not need.
+ */
+import type { GPTConfig } from '@fsdp-ts/nn';
+
+export type RowName =
+  | 'fsdp-ts full-shard'
+  | 'fsdp-ts full-shard, bfloat16 wire'
+  | 'fsdp-ts no-shard'
+  | 'fsdp-ts no-shard, bfloat16 wire'
+  | 'PyTorch FSDP (gloo)'
+  | 'PyTorch DDP (gloo)';
+
+export const ourRowNames = [
+  'fsdp-ts full-shard',
+  'fsdp-ts full-shard, bfloat16 wire',
+  'fsdp-ts no-shard',
+  'fsdp-ts no-shard, bfloat16 wire',
+] as const satisfies readonly RowName[];
+
+/** Each row's PyTorch peer on the same link: FSDP for full-shard, DDP for no-shard. */
+export const torchPeerOf = (row: string): RowName =>
+  row.includes('full-shard') ? 'PyTorch FSDP (gloo)' : 'PyTorch DDP (gloo)';
+
+export function parameterCounts(config: GPTConfig): { total: number; root: number } {
+  const d = config.dModel;
+  const root = config.vocabSize * d + config.seqLen * d + 2 * d; // lmHead is tied to the embedding
+  const block = 12 * d * d + 13 * d; // qkv, out, up, down with biases, two layer norms
+  return { total: root + config.nLayers * block, root };
+}
+
+/** The model's bytes per step in one direction (one rank's sends), W = 2 (see [Note: cluster wire model]). */
+export function modelWireBytes(row: RowName, parameters: number, rootParameters: number): number {
+  const pass = (elements: number, bytesPerElement: number) => (elements * bytesPerElement * (2 - 1)) / 2;
+  const width = row.includes('bfloat16') ? 2 : 4;
+  const gathers = pass(2 * parameters - rootParameters, width);
+  switch (row) {
+    case 'PyTorch DDP (gloo)':
+    case 'fsdp-ts no-shard':
+    case 'fsdp-ts no-shard, bfloat16 wire':
+      return 2 * pass(parameters, width);
+    case 'fsdp-ts full-shard':
+    case 'fsdp-ts full-shard, bfloat16 wire':
+      return gathers + pass(parameters, width);
+    case 'PyTorch FSDP (gloo)':
+      return gathers + 2 * pass(parameters, 4);
+  }
+}
+
+/** What stops a row: the link, the compute, the CPU its communication costs, the busy process, or nothing of the machine's. */
+export type Limit = 'link' | 'compute' | 'CPU contention' | 'own overhead';
+
+export interface RowFigures {
+  stepMs: number;
+  /** Rank 0's process CPU time per step (all threads). */
+  cpuMs: number;
+  /** Bytes rank 0's host sent per step, counted by its veth. */
+  countedWireBytes: number;
+}
+
+export interface RowVerdict {
+  boundMs: number;
+  /** bound / step: 1 when the row runs at its bound. */
+  ofBound: number;
+  exposedCommunicationMs: number;
+  limit: Limit;
+  /** One sentence: how far the row is from its bound and what stops it. */
+  why: string;
+}
+
+/** A row at ≥ this fraction of its bound is stopped by the machine (the issue's "every row ≥ 0.85 of its own bound"). */
+export const atBound = 0.85;
+
+/**
+ * [Note: which bound stops a row]
+ * At ≥ 0.85 of its bound a row is stopped by the larger term of its bound: the link, or the
+ * compute (under the busy process: CPU contention). Below it, the step spends time the bound does
+ * not: when its CPU time per step exceeds the compute time by more than its wall time exceeds
+ * the bound, the cores are busy with the communication's own work (copies, bfloat16
+ * conversion, the kernel's TCP and shaping, both hosts on one machine's cores): CPU contention;
+ * otherwise the row waits on something neither the link nor the cores force (issue order,
+ * exposed latency): its own overhead.
+ */
+export function judgeRow(
+  figures: RowFigures,
+  computeMs: number,
+  wireModelBytes: number,
+  linkBytesPerSecond: number,
+  busy: boolean,
+): RowVerdict {
+  const wireMs = (wireModelBytes / linkBytesPerSecond) * 1000;
+  const boundMs = Math.max(computeMs, wireMs);
+  const ofBound = boundMs / figures.stepMs;
+  const exposedCommunicationMs = figures.stepMs - computeMs;
+  const terms = `compute ${computeMs.toFixed(0)} ms, wire ${wireMs.toFixed(0)} ms`;
+  let limit: Limit;
+  let why: string;
+  if (ofBound >= atBound) {
+    limit = wireMs > computeMs ? 'link' : busy ? 'CPU contention' : 'compute';
+    why = `at ${percent(ofBound)} of its bound (${terms}): the ${limit === 'link' ? 'link' : limit === 'compute' ? 'compute' : 'busy process sharing the cores'} stops it`;
+  } else {
+    const extraCpuMs = figures.cpuMs - computeMs;
+    const extraWallMs = figures.stepMs - boundMs;
+    limit = busy || extraCpuMs >= extraWallMs ? 'CPU contention' : 'own overhead';
+    why =
+      limit === 'CPU contention'
+        ? `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it, its CPU time ${figures.cpuMs.toFixed(0)} ms exceeds the compute by ${extraCpuMs.toFixed(0)} ms${busy ? ' with the busy process beside it' : ' (communication work on the shared cores)'}`
+        : `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it that neither the link nor the cores force (CPU ${figures.cpuMs.toFixed(0)} ms/step): the row's own waiting`;
+  }
+  return { boundMs, ofBound, exposedCommunicationMs, limit, why };
+}
+
+const percent = (value: number) => `${(100 * value).toFixed(0)}%`;
+
+export interface JudgedRow extends RowVerdict {
+  name: RowName;
+  tokensPerSecond: number;
+  stepMs: number;
+}
+
+export interface JudgedCase {
+  rate: string;
+  setting: 'compute' | 'communication';
+  busy: boolean;
+  rows: JudgedRow[];
+}
+
+export interface TargetResult {
+  name: string;
+  /** undefined: the case it needs was not run. */
+  met: boolean | undefined;
+  figure: string;
+  /** When missed: what stops the row(s) it is about (from their verdicts). */
+  stoppedBy?: string;
+}
+
+/** The issue's targets for the shaped links (issue 34, "Benchmark targets"), from the judged cases. */
+export function clusterTargets(cases: readonly JudgedCase[]): TargetResult[] {
+  const targets: TargetResult[] = [];
+  const find = (rate: string, setting: string, busy: boolean) =>
+    cases.find((item) => item.rate === rate && item.setting === setting && item.busy === busy);
+  const row = (item: JudgedCase | undefined, name: RowName) =>
+    item?.rows.find((entry) => entry.name === name);
+  const stop = (...rows: (JudgedRow | undefined)[]) =>
+    rows
+      .filter((entry): entry is JudgedRow => entry !== undefined)
+      .map((entry) => `${entry.name}: ${entry.why}`)
+      .join('; ');
+  const ratioTarget = (
+    name: string,
+    wanted: number,
+    ours: JudgedRow | undefined,
+    peer: JudgedRow | undefined,
+  ) => {
+    if (ours === undefined || peer === undefined) {
+      targets.push({ name, met: undefined, figure: 'not run' });
+      return;
+    }
+    const value = ours.tokensPerSecond / peer.tokensPerSecond;
+    const met = value >= wanted;
+    targets.push({
+      name,
+      met,
+      figure: `${ours.name} ${value.toFixed(2)}× ${peer.name}`,
+      ...(met ? {} : { stoppedBy: stop(ours) }),
+    });
+  };
+  const best = (item: JudgedCase | undefined) =>
+    item?.rows
+      .filter((entry) => entry.name.startsWith('fsdp-ts'))
+      .reduce<JudgedRow | undefined>(
+        (a, b) => (a === undefined || b.tokensPerSecond > a.tokensPerSecond ? b : a),
+        undefined,
+      );
+  for (const [rate, wanted] of [
+    ['200mbit', 1.3],
+    ['1gbit', 1.05],
+  ] as const) {
+    const item = find(rate, 'compute', false);
+    ratioTarget(
+      `${rate}, 8 × 128: best fsdp-ts row ≥ ${wanted}× PyTorch DDP tokens/s`,
+      wanted,
+      best(item),
+      row(item, 'PyTorch DDP (gloo)'),
+    );
+    ratioTarget(
+      `${rate}, 8 × 128: full-shard ≥ 1.5× PyTorch FSDP tokens/s`,
+      1.5,
+      row(item, 'fsdp-ts full-shard'),
+      row(item, 'PyTorch FSDP (gloo)'),
+    );
+  }
+  const slow = find('200mbit', 'compute', false);
+  for (const strategy of ['full-shard', 'no-shard'] as const)
+    ratioTarget(
+      `200mbit, 8 × 128: ${strategy} bfloat16 wire ≥ 1.5× float32`,
+      1.5,
+      row(slow, `fsdp-ts ${strategy}, bfloat16 wire`),
+      row(slow, `fsdp-ts ${strategy}`),
+    );
+  const fast = find('1gbit', 'compute', false);
+  if (fast === undefined)
+    targets.push({
+      name: '1gbit, 8 × 128: exposed communication ≤ 25% of the step',
+      met: undefined,
+      figure: 'not run',
+    });
+  else
+    for (const entry of fast.rows.filter((item) => item.name.startsWith('fsdp-ts'))) {
+      const share = entry.exposedCommunicationMs / entry.stepMs;
+      const met = share <= 0.25;
+      targets.push({
+        name: `1gbit, 8 × 128: ${entry.name} exposed communication ≤ 25% of the step`,
+        met,
+        figure: percent(Math.max(0, share)),
+        ...(met ? {} : { stoppedBy: stop(entry) }),
+      });
+    }
+  const small = find('1gbit', 'communication', false);
+  ratioTarget(
+    '1gbit, 1 × 16: no-shard ≥ 1.0× PyTorch DDP tokens/s',
+    1.0,
+    row(small, 'fsdp-ts no-shard'),
+    row(small, 'PyTorch DDP (gloo)'),
+  );
+  const below = cases
+    .filter((item) => !item.busy)
+    .flatMap((item) =>
+      item.rows.filter((entry) => entry.ofBound < atBound).map((entry) => ({ item, entry })),
+    );
+  const judged = cases.filter((item) => !item.busy).flatMap((item) => item.rows).length;
+  targets.push({
+    name: `every row ≥ ${atBound} of its own bound (quiet cases)`,
+    met: judged === 0 ? undefined : below.length === 0,
+    figure: `${judged - below.length} of ${judged} rows`,
+    ...(below.length === 0
+      ? {}
+      : {
+          stoppedBy: below
+            .map(({ item, entry }) => `${item.rate} ${item.setting} ${entry.name}: ${entry.limit}`)
+            .join('; '),
+        }),
+  });
+  return targets;
+}
