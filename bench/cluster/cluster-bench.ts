@@ -10,10 +10,11 @@
  * Beside them, in the same case: the raw TCP rate of the shaped link (raw-probe.ts). Each row
  * reports tokens/s, its compute and exposed communication per step, the bytes its host's veth
  * counted per step against the model's (cluster-model.ts), its bound and what stops it.
- *   --links a,b  (LINKS=)   tc rates to run, default 200mbit,1gbit,10gbit
- *   --rounds n   (ROUNDS=)  interleaved rounds, default 2
+ *   --links a,b  (BENCH_LINKS=)  tc rates to run, default 200mbit,1gbit,10gbit
+ *   --rounds n   (BENCH_ROUNDS=)  interleaved rounds, default 2
  *   --quick                 1gbit only, one round, fewer steps (checks that it all works)
  *   --no-busy               without the cases with a busy process beside the job
+ *   --estimate              print the plan and its estimated duration, and exit
  * Writes bench-results/cluster.json (`npm run bench:report -- --collect` takes it into
  * bench/results/); without root, `ip netns`, `tc` or PyTorch it says why and writes the reason.
  */
@@ -49,10 +50,12 @@ const argument = (name: string) => {
   return index < 0 ? undefined : process.argv[index + 1];
 };
 const quick = process.argv.includes('--quick');
-const links = (argument('--links') ?? process.env.LINKS ?? (quick ? '1gbit' : '200mbit,1gbit,10gbit')).split(
-  ',',
-);
-const rounds = Number(argument('--rounds') ?? process.env.ROUNDS ?? (quick ? 1 : 2));
+const links = (
+  argument('--links') ??
+  process.env.BENCH_LINKS ??
+  (quick ? '1gbit' : '200mbit,1gbit,10gbit')
+).split(',');
+const rounds = Number(argument('--rounds') ?? process.env.BENCH_ROUNDS ?? (quick ? 1 : 2));
 for (const rate of links) bitsPerSecond(rate); // a typo fails here, before anything is built
 if (!(Number.isInteger(rounds) && rounds >= 1))
   throw new Error(`--rounds (ROUNDS) is a whole number ≥ 1; got ${rounds}`);
@@ -102,12 +105,18 @@ function estimateSeconds(): number {
     const steps = settings[item.setting].warmupSteps + settings[item.setting].measuredSteps;
     const compute = idleComputeMs[item.setting];
     const counts = countsOf(item.setting);
-    const wire = (row: RowName) => (modelWireBytes(row, counts.total, counts.root) / bytesPerSecond) * 1000;
+    const wire = (row: RowName) => (modelWireBytes(row, counts) / bytesPerSecond) * 1000;
     const oursMs = compute.ours + ourRowNames.reduce((sum, row) => sum + compute.ours + wire(row), 0);
     const torchMs = 3 * compute.torch + wire('PyTorch FSDP (gloo)') + wire('PyTorch DDP (gloo)');
     total += 12 + 3 * 6 + 3 + (steps * (oursMs + torchMs)) / 1000;
   }
   return total * rounds;
+}
+
+const plan = `bench:cluster: links ${links.join(', ')}, ${rounds} round(s), ${cases.length} cases; estimated ${Math.ceil(estimateSeconds() / 60)} min on an idle 2-core machine (more under load)`;
+if (process.argv.includes('--estimate')) {
+  process.stdout.write(`${plan}\n`);
+  process.exit(0);
 }
 
 function skip(why: string): never {
@@ -125,9 +134,7 @@ if (why !== undefined) skip(why);
 /** Hybrid sharding needs two ranks per host, each with a core of its own, beside the other host's two. */
 const cores = availableParallelism();
 const hybridSkipped = `hybrid-shard (2 hosts × 2 ranks) not run: it needs 4 processes with a core each and this machine has ${cores}; 4 ranks on ${cores} cores would measure the scheduler, not the link`;
-process.stderr.write(
-  `bench:cluster: links ${links.join(', ')}, ${rounds} round(s), ${cases.length} cases; estimated ${Math.ceil(estimateSeconds() / 60)} min on an idle 2-core machine (more under load)\n`,
-);
+process.stderr.write(`${plan}\n`);
 if (cores >= 4)
   process.stderr.write(
     'bench:cluster: hybrid-shard rows are not part of this bench yet (one rank per host)\n',
@@ -269,9 +276,9 @@ function summarise(item: CaseSamples) {
   const { batch, seqLen } = settings[item.setting];
   const tokensPerStep = 2 * batch * seqLen;
   const linkRate = spread(item.linkBytesPerSecond).median;
-  const { total: parameters, root: rootParameters } = countsOf(item.setting);
+  const counts = countsOf(item.setting);
   const computeOf = (name: string) =>
-    spread(item.rows.get(name.startsWith('PyTorch') ? 'PyTorch compute' : 'compute')!.stepMs).median;
+    item.rows.get(name.startsWith('PyTorch') ? 'PyTorch compute' : 'compute')!;
   const rows = [...ourRowNames, 'PyTorch FSDP (gloo)', 'PyTorch DDP (gloo)']
     .filter((name) => item.rows.has(name))
     .map((name) => {
@@ -279,10 +286,11 @@ function summarise(item: CaseSamples) {
       const step: Spread = spread(samples.stepMs);
       const cpu = spread(samples.cpuMs);
       const counted = spread(samples.wireBytes);
-      const model = modelWireBytes(name as RowName, parameters, rootParameters);
-      const computeMs = computeOf(name);
+      const model = modelWireBytes(name as RowName, counts);
+      const computeMs = spread(computeOf(name).stepMs).median;
+      const computeCpuMs = spread(computeOf(name).cpuMs).median;
       const verdict = judgeRow(
-        { stepMs: step.median, cpuMs: cpu.median, countedWireBytes: counted.median },
+        { stepMs: step.median, cpuMs: cpu.median, computeCpuMs, countedWireBytes: counted.median },
         computeMs,
         model,
         linkRate,
@@ -298,6 +306,7 @@ function summarise(item: CaseSamples) {
         stepMs: step,
         cpuMs: cpu,
         computeStepMs: computeMs,
+        computeCpuMs,
         modelWireBytesPerStep: model,
         countedWireBytesPerStep: counted,
         ...verdict,
@@ -309,11 +318,12 @@ function summarise(item: CaseSamples) {
     busy: item.busy,
     batch,
     seqLen,
-    parameters,
-    rootParameters,
+    parameters: counts,
     linkBytesPerSecond: spread(item.linkBytesPerSecond),
     computeStepMs: spread(item.rows.get('compute')!.stepMs),
+    computeCpuMs: spread(item.rows.get('compute')!.cpuMs),
     torchComputeStepMs: spread(item.rows.get('PyTorch compute')!.stepMs),
+    torchComputeCpuMs: spread(item.rows.get('PyTorch compute')!.cpuMs),
     rows,
   };
 }
@@ -332,7 +342,7 @@ const targets = clusterTargets(judged);
 const megabytes = (bytes: number) => (bytes / 1e6).toFixed(1);
 for (const summary of summaries) {
   console.log(
-    `\n${summary.rate}, batch ${summary.batch} × ${summary.seqLen} per rank${summary.busy ? ', one busy process beside the job' : ''}: link ${megabytes(summary.linkBytesPerSecond.median)} MB/s per direction (raw TCP, both ways at once; tbf ${megabytes(bitsPerSecond(summary.rate) / 8)}), compute ${summary.computeStepMs.median.toFixed(0)} ms/step (PyTorch ${summary.torchComputeStepMs.median.toFixed(0)})`,
+    `\n${summary.rate}, batch ${summary.batch} × ${summary.seqLen} per rank${summary.busy ? ', one busy process beside the job' : ''}: link ${megabytes(summary.linkBytesPerSecond.median)} MB/s per direction (raw TCP, both ways at once; tbf ${megabytes(bitsPerSecond(summary.rate) / 8)}), compute ${summary.computeStepMs.median.toFixed(0)} ms/step, CPU ${summary.computeCpuMs.median.toFixed(0)} (PyTorch ${summary.torchComputeStepMs.median.toFixed(0)}, CPU ${summary.torchComputeCpuMs.median.toFixed(0)})`,
   );
   console.log(
     '| row | tokens/s | step ms | CPU ms | compute ms | exposed comm ms | wire MB/step per direction: model / counted | of bound | vs PyTorch peer |',

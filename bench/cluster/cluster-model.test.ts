@@ -15,19 +15,27 @@ describe('the cluster wire model', () => {
         .flatMap((module) => module.parameters())
         .reduce((sum, parameter) => sum + parameter.data.numel, 0);
       expect(parameterCounts(config).root).toBe(rootCounted);
+      const blockCounted = model.blocks
+        .children()[3]!
+        .parameters()
+        .reduce((sum, parameter) => sum + parameter.data.numel, 0);
+      expect(parameterCounts(config).lastUnit).toBe(blockCounted);
     }
   });
 
   it('puts 2·P·(W−1)/W per all-reduce and three passes for full-shard on the wire, bfloat16 halving it', () => {
     const P = 1000;
     const R = 100;
-    expect(modelWireBytes('fsdp-ts no-shard', P, R)).toBe(4 * P); // 2 passes × 4 B × P/2
-    expect(modelWireBytes('PyTorch DDP (gloo)', P, R)).toBe(4 * P);
-    expect(modelWireBytes('fsdp-ts no-shard, bfloat16 wire', P, R)).toBe(2 * P);
-    expect(modelWireBytes('fsdp-ts full-shard', P, R)).toBe(2 * (2 * P - R) + 2 * P);
-    expect(modelWireBytes('fsdp-ts full-shard, bfloat16 wire', P, R)).toBe(2 * P - R + P);
-    // PyTorch 1.13's CPU shim reduce-scatters with an all-reduce: twice the reduction bytes.
-    expect(modelWireBytes('PyTorch FSDP (gloo)', P, R)).toBe(2 * (2 * P - R) + 4 * P);
+    const L = 200;
+    const counts = { total: P, root: R, lastUnit: L };
+    expect(modelWireBytes('fsdp-ts no-shard', counts)).toBe(4 * P); // 2 passes × 4 B × P/2
+    expect(modelWireBytes('PyTorch DDP (gloo)', counts)).toBe(4 * P);
+    expect(modelWireBytes('fsdp-ts no-shard, bfloat16 wire', counts)).toBe(2 * P);
+    // Forward gathers P, backward all but the root and the last unit, the reduce-scatter P.
+    expect(modelWireBytes('fsdp-ts full-shard', counts)).toBe(2 * (2 * P - R - L) + 2 * P);
+    expect(modelWireBytes('fsdp-ts full-shard, bfloat16 wire', counts)).toBe(2 * P - R - L + P);
+    // PyTorch 1.13 gathers the last unit again, and its CPU shim reduce-scatters with an all-reduce.
+    expect(modelWireBytes('PyTorch FSDP (gloo)', counts)).toBe(2 * (2 * P - R) + 4 * P);
   });
 });
 
@@ -35,24 +43,38 @@ describe('judgeRow', () => {
   const link = 25e6; // bytes/s
   it('names the larger term of the bound when the row runs near it', () => {
     // 13 MB per direction over 25 MB/s = 520 ms > 370 ms compute.
-    const verdict = judgeRow({ stepMs: 560, cpuMs: 380, countedWireBytes: 13e6 }, 370, 13e6, link, false);
+    const verdict = judgeRow(
+      { stepMs: 560, cpuMs: 380, computeCpuMs: 370, countedWireBytes: 13e6 },
+      370,
+      13e6,
+      link,
+      false,
+    );
     expect(verdict.boundMs).toBeCloseTo(520);
     expect(verdict.ofBound).toBeCloseTo(520 / 560);
     expect(verdict.exposedCommunicationMs).toBe(190);
     expect(verdict.limit).toBe('link');
-    const computeBound = judgeRow({ stepMs: 400, cpuMs: 390, countedWireBytes: 1e6 }, 370, 1e6, link, false);
-    expect(computeBound.limit).toBe('compute');
-    expect(judgeRow({ stepMs: 400, cpuMs: 390, countedWireBytes: 1e6 }, 370, 1e6, link, true).limit).toBe(
-      'CPU contention',
+    const computeBound = judgeRow(
+      { stepMs: 400, cpuMs: 390, computeCpuMs: 370, countedWireBytes: 1e6 },
+      370,
+      1e6,
+      link,
+      false,
     );
+    expect(computeBound.limit).toBe('compute');
+    expect(
+      judgeRow({ stepMs: 400, cpuMs: 390, computeCpuMs: 370, countedWireBytes: 1e6 }, 370, 1e6, link, true)
+        .limit,
+    ).toBe('CPU contention');
   });
 
   it('tells CPU spent on communication from waiting when the row is far from its bound', () => {
     // 1000 ms step against a 520 ms bound: 480 ms above it.
-    const busyCores = judgeRow({ stepMs: 1000, cpuMs: 900, countedWireBytes: 13e6 }, 370, 13e6, link, false);
+    const figures = { stepMs: 1000, computeCpuMs: 360, countedWireBytes: 13e6 };
+    const busyCores = judgeRow({ ...figures, cpuMs: 900 }, 370, 13e6, link, false);
     expect(busyCores.limit).toBe('CPU contention');
-    expect(busyCores.why).toMatch(/exceeds the compute by 530 ms/);
-    const waiting = judgeRow({ stepMs: 1000, cpuMs: 420, countedWireBytes: 13e6 }, 370, 13e6, link, false);
+    expect(busyCores.why).toMatch(/480 ms\/step above it, its CPU 900 ms\/step, 540 more than the compute's/);
+    const waiting = judgeRow({ ...figures, cpuMs: 420 }, 370, 13e6, link, false);
     expect(waiting.limit).toBe('own overhead');
   });
 });

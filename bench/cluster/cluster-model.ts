@@ -8,13 +8,16 @@
  * Two hosts, one rank each (W = 2), a ring: each pass over a buffer of B bytes sends
  * B·(W−1)/W from each rank, one direction of the link each. Per step and direction, for P
  * parameters of which R are in the root unit (embeddings and the final norm, never resharded
- * after forward: fsdp-ts's step-lifecycle.ts and PyTorch 1.13 alike):
+ * after forward: fsdp-ts's step-lifecycle.ts and PyTorch 1.13 alike) and L in the last unit
+ * of forward (one transformer block):
  *   no-shard, PyTorch DDP   one all-reduce of the gradients = a reduce-scatter and an all-gather:
  *                           2 passes of P·r bytes (r = 4 float32, 2 bfloat16 on the wire)
- *   full-shard              all-gather in forward (P), again in backward (P − R), reduce-scatter
- *                           of the gradients (P): ((2P − R)·g + P·r)·(W−1)/W
- *   PyTorch FSDP (gloo)     the same gathers in float32, but its CPU shim reduce-scatters with an
- *                           all-reduce (torch-fsdp-training.py): ((2P − R)·4 + 2·P·4)·(W−1)/W
+ *   fsdp-ts full-shard      all-gather in forward (P), again in backward for all but the root and
+ *                           the last unit, which stays gathered from its forward into its backward
+ *                           ([Note: last unit stays gathered] in packages/fsdp) (P − R − L),
+ *                           reduce-scatter of the gradients (P): ((2P − R − L)·g + P·r)·(W−1)/W
+ *   PyTorch FSDP (gloo)     1.13 gathers the last unit again ((2P − R)·4), and its CPU shim
+ *                           reduce-scatters with an all-reduce (torch-fsdp-training.py): 2·P·4
  * The bound of a row is max(compute time, model bytes per direction / the raw link rate per
  * direction with both directions busy): a step that overlaps all of its communication with its
  * compute and sends nothing it does not need.
@@ -40,18 +43,28 @@ export const ourRowNames = [
 export const torchPeerOf = (row: string): RowName =>
   row.includes('full-shard') ? 'PyTorch FSDP (gloo)' : 'PyTorch DDP (gloo)';
 
-export function parameterCounts(config: GPTConfig): { total: number; root: number } {
+export interface ParameterCounts {
+  /** P: every parameter once (the lmHead is tied to the token embedding). */
+  total: number;
+  /** R: the root unit's (embeddings, final norm). */
+  root: number;
+  /** L: the last unit of forward's (one transformer block). */
+  lastUnit: number;
+}
+
+export function parameterCounts(config: GPTConfig): ParameterCounts {
   const d = config.dModel;
-  const root = config.vocabSize * d + config.seqLen * d + 2 * d; // lmHead is tied to the embedding
+  const root = config.vocabSize * d + config.seqLen * d + 2 * d;
   const block = 12 * d * d + 13 * d; // qkv, out, up, down with biases, two layer norms
-  return { total: root + config.nLayers * block, root };
+  return { total: root + config.nLayers * block, root, lastUnit: block };
 }
 
 /** The model's bytes per step in one direction (one rank's sends), W = 2 (see [Note: cluster wire model]). */
-export function modelWireBytes(row: RowName, parameters: number, rootParameters: number): number {
+export function modelWireBytes(row: RowName, counts: ParameterCounts): number {
   const pass = (elements: number, bytesPerElement: number) => (elements * bytesPerElement * (2 - 1)) / 2;
   const width = row.includes('bfloat16') ? 2 : 4;
-  const gathers = pass(2 * parameters - rootParameters, width);
+  const parameters = counts.total;
+  const gathers = pass(2 * parameters - counts.root - counts.lastUnit, width);
   switch (row) {
     case 'PyTorch DDP (gloo)':
     case 'fsdp-ts no-shard':
@@ -61,7 +74,7 @@ export function modelWireBytes(row: RowName, parameters: number, rootParameters:
     case 'fsdp-ts full-shard, bfloat16 wire':
       return gathers + pass(parameters, width);
     case 'PyTorch FSDP (gloo)':
-      return gathers + 2 * pass(parameters, 4);
+      return pass(2 * parameters - counts.root, 4) + 2 * pass(parameters, 4);
   }
 }
 
@@ -72,6 +85,8 @@ export interface RowFigures {
   stepMs: number;
   /** Rank 0's process CPU time per step (all threads). */
   cpuMs: number;
+  /** Rank 0's CPU time per step of the same step without communication (the compute row). */
+  computeCpuMs: number;
   /** Bytes rank 0's host sent per step, counted by its veth. */
   countedWireBytes: number;
 }
@@ -93,8 +108,9 @@ export const atBound = 0.85;
  * [Note: which bound stops a row]
  * At ≥ 0.85 of its bound a row is stopped by the larger term of its bound: the link, or the
  * compute (under the busy process: CPU contention). Below it, the step spends time the bound does
- * not: when its CPU time per step exceeds the compute time by more than its wall time exceeds
- * the bound, the cores are busy with the communication's own work (copies, bfloat16
+ * not: when its CPU time per step exceeds the compute row's (the same step without
+ * communication) by as much as its wall time exceeds the bound, the cores are busy with the
+ * communication's own work (copies, bfloat16
  * conversion, the kernel's TCP and shaping, both hosts on one machine's cores): CPU contention;
  * otherwise the row waits on something neither the link nor the cores force (issue order,
  * exposed latency): its own overhead.
@@ -117,13 +133,13 @@ export function judgeRow(
     limit = wireMs > computeMs ? 'link' : busy ? 'CPU contention' : 'compute';
     why = `at ${percent(ofBound)} of its bound (${terms}): the ${limit === 'link' ? 'link' : limit === 'compute' ? 'compute' : 'busy process sharing the cores'} stops it`;
   } else {
-    const extraCpuMs = figures.cpuMs - computeMs;
+    const extraCpuMs = figures.cpuMs - figures.computeCpuMs;
     const extraWallMs = figures.stepMs - boundMs;
     limit = busy || extraCpuMs >= extraWallMs ? 'CPU contention' : 'own overhead';
     why =
       limit === 'CPU contention'
-        ? `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it, its CPU time ${figures.cpuMs.toFixed(0)} ms exceeds the compute by ${extraCpuMs.toFixed(0)} ms${busy ? ' with the busy process beside it' : ' (communication work on the shared cores)'}`
-        : `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it that neither the link nor the cores force (CPU ${figures.cpuMs.toFixed(0)} ms/step): the row's own waiting`;
+        ? `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it, ${busy ? `with the busy process beside it (its CPU ${figures.cpuMs.toFixed(0)} ms/step, the compute's ${figures.computeCpuMs.toFixed(0)})` : `its CPU ${figures.cpuMs.toFixed(0)} ms/step, ${extraCpuMs.toFixed(0)} more than the compute's: communication work on the shared cores`}`
+        : `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it that neither the link nor the cores force (its CPU ${figures.cpuMs.toFixed(0)} ms/step, the compute's ${figures.computeCpuMs.toFixed(0)}): the row's own waiting`;
   }
   return { boundMs, ofBound, exposedCommunicationMs, limit, why };
 }
