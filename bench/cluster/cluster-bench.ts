@@ -15,6 +15,7 @@
  *   --quick                 1gbit only, one round, fewer steps (checks that it all works)
  *   --no-busy               without the cases with a busy process beside the job
  *   --estimate              print the plan and its estimated duration, and exit
+ *   --hybrid                the 2 hosts × 2 ranks rows even on fewer than 4 cores (checks they work)
  * Writes bench-results/cluster.json (`npm run bench:report -- --collect` takes it into
  * bench/results/); without root, `ip netns`, `tc` or PyTorch it says why and writes the reason.
  */
@@ -32,13 +33,14 @@ import { torchUnavailableReason } from '../../packages/fsdp/bench/torch-peer';
 import { startRun } from '../internal/run-context';
 import {
   clusterTargets,
+  hybridRowNames,
   type JudgedCase,
   judgeRow,
   modelWireBytes,
   ourRowNames,
   parameterCounts,
+  peerOf,
   type RowName,
-  torchPeerOf,
 } from './cluster-model';
 import { bitsPerSecond, type Host, linkUnavailableReason, ShapedLink } from './shaped-link';
 
@@ -58,7 +60,7 @@ const links = (
 const rounds = Number(argument('--rounds') ?? process.env.BENCH_ROUNDS ?? (quick ? 1 : 2));
 for (const rate of links) bitsPerSecond(rate); // a typo fails here, before anything is built
 if (!(Number.isInteger(rounds) && rounds >= 1))
-  throw new Error(`--rounds (ROUNDS) is a whole number ≥ 1; got ${rounds}`);
+  throw new Error(`--rounds (BENCH_ROUNDS) is a whole number ≥ 1; got ${rounds}`);
 
 const config: GPTConfig = {
   vocabSize: 256,
@@ -88,6 +90,18 @@ const cases: Case[] = [
     ? []
     : (['compute', 'communication'] as const).map((setting) => ({ rate: busyRate, setting, busy: true }))),
 ];
+/**
+ * Hybrid sharding needs two ranks per host, each with a core of its own beside the other host's
+ * two: on 4 cores or more (or with --hybrid, to check the rows work) each case also runs
+ * hybrid-shard and full-shard over 2 hosts × 2 ranks in one more launch.
+ */
+const cores = availableParallelism();
+const withHybrid = cores >= 4 || process.argv.includes('--hybrid');
+const hybridNote = withHybrid
+  ? cores >= 4
+    ? 'run: 2 hosts × 2 ranks'
+    : `run because of --hybrid: 4 ranks on ${cores} cores measure the scheduler, not the link`
+  : `not run: 2 hosts × 2 ranks need 4 processes with a core each and this machine has ${cores} (4 ranks on ${cores} cores would measure the scheduler, not the link)`;
 /** P and R of [Note: cluster wire model] at a setting (the position embedding has seqLen rows). */
 const countsOf = (setting: SettingName) => parameterCounts({ ...config, seqLen: settings[setting].seqLen });
 
@@ -108,7 +122,10 @@ function estimateSeconds(): number {
     const wire = (row: RowName) => (modelWireBytes(row, counts) / bytesPerSecond) * 1000;
     const oursMs = compute.ours + ourRowNames.reduce((sum, row) => sum + compute.ours + wire(row), 0);
     const torchMs = 3 * compute.torch + wire('PyTorch FSDP (gloo)') + wire('PyTorch DDP (gloo)');
-    total += 12 + 3 * 6 + 3 + (steps * (oursMs + torchMs)) / 1000;
+    const hybridMs = withHybrid
+      ? compute.ours + hybridRowNames.reduce((sum, row) => sum + compute.ours + wire(row), 0)
+      : 0;
+    total += 12 + 3 * 6 + 3 + (withHybrid ? 15 : 0) + (steps * (oursMs + torchMs + hybridMs)) / 1000;
   }
   return total * rounds;
 }
@@ -131,15 +148,7 @@ function skip(why: string): never {
 const why = linkUnavailableReason() ?? torchUnavailableReason() ?? undefined;
 if (why !== undefined) skip(why);
 
-/** Hybrid sharding needs two ranks per host, each with a core of its own, beside the other host's two. */
-const cores = availableParallelism();
-const hybridSkipped = `hybrid-shard (2 hosts × 2 ranks) not run: it needs 4 processes with a core each and this machine has ${cores}; 4 ranks on ${cores} cores would measure the scheduler, not the link`;
-process.stderr.write(`${plan}\n`);
-if (cores >= 4)
-  process.stderr.write(
-    'bench:cluster: hybrid-shard rows are not part of this bench yet (one rank per host)\n',
-  );
-else process.stderr.write(`bench:cluster: ${hybridSkipped}\n`);
+process.stderr.write(`${plan}\nbench:cluster: hybrid-shard ${hybridNote}\n`);
 
 const launcher = join(
   dirname(
@@ -162,10 +171,23 @@ interface Samples {
 }
 const emptySamples = (): Samples => ({ stepMs: [], cpuMs: [], wireBytes: [] });
 
-async function runOurs(setting: SettingName): Promise<Map<string, Samples>> {
-  const names = ['compute', ...ourRowNames] as const;
+/**
+ * One fsdp-run launch per host whose rows step interleaved: one rank per host (our rows and
+ * 'compute'), or two (the hybrid rows and 'compute, 2 × 2').
+ */
+async function runOurs(setting: SettingName, ranksPerHost: 1 | 2): Promise<Map<string, Samples>> {
+  const names =
+    ranksPerHost === 1
+      ? (['compute', ...ourRowNames] as const)
+      : (['compute, 2 × 2', ...hybridRowNames] as const);
   const requests: RunRequest[] = names.map((name, index) => ({
-    kind: name === 'compute' ? 'two-singles' : name.includes('full-shard') ? 'full-shard' : 'no-shard',
+    kind: name.startsWith('compute')
+      ? 'two-singles'
+      : name.includes('hybrid-shard')
+        ? 'hybrid-shard'
+        : name.includes('full-shard')
+          ? 'full-shard'
+          : 'no-shard',
     config: { ...config, seqLen: settings[setting].seqLen },
     ...settings[setting],
     ...(name.includes('bfloat16')
@@ -175,7 +197,7 @@ async function runOurs(setting: SettingName): Promise<Map<string, Samples>> {
   }));
   const port = String(link.nextPort());
   const flags = (host: Host) => [
-    ...['--nnodes', '2', '--node-rank', String(host), '--nproc-per-node', '1'],
+    ...['--nnodes', '2', '--node-rank', String(host), '--nproc-per-node', String(ranksPerHost)],
     ...['--master-addr', link.pair.addresses[0], '--master-port', port, '--timeout', '600'],
   ];
   const node = [process.execPath, '--conditions=@fsdp-ts/source', '--import', 'tsx', launcher];
@@ -185,7 +207,7 @@ async function runOurs(setting: SettingName): Promise<Map<string, Samples>> {
       link.launch(0, [...node, ...flags(0), rankScript, JSON.stringify(requests)], env(0)),
       link.launch(1, [...node, ...flags(1), rankScript, JSON.stringify(requests)], env(1)),
     ],
-    `fsdp-ts rows (${setting})`,
+    `fsdp-ts rows (${setting}, ${ranksPerHost} rank(s) per host)`,
   );
   return new Map(
     requests.map((request, index) => {
@@ -250,8 +272,15 @@ try {
       // Rotated each round and case: ours, PyTorch FSDP, PyTorch DDP, PyTorch's singles; then FSDP, ...
       const launches = [
         async () => {
-          for (const [name, samples] of await runOurs(item.setting)) append(item, name, samples);
+          for (const [name, samples] of await runOurs(item.setting, 1)) append(item, name, samples);
         },
+        ...(withHybrid
+          ? [
+              async () => {
+                for (const [name, samples] of await runOurs(item.setting, 2)) append(item, name, samples);
+              },
+            ]
+          : []),
         async () => append(item, 'PyTorch FSDP (gloo)', await runTorch('fsdp', item.setting)),
         async () => append(item, 'PyTorch DDP (gloo)', await runTorch('ddp', item.setting)),
         async () => append(item, 'PyTorch compute', await runTorch('single', item.setting)),
@@ -274,12 +303,14 @@ try {
 /** A case's rows as bench:report and the console show them. */
 function summarise(item: CaseSamples) {
   const { batch, seqLen } = settings[item.setting];
-  const tokensPerStep = 2 * batch * seqLen;
+  const tokensPerStep = (name: string) => (name.includes('2 × 2') ? 4 : 2) * batch * seqLen;
   const linkRate = spread(item.linkBytesPerSecond).median;
   const counts = countsOf(item.setting);
   const computeOf = (name: string) =>
-    item.rows.get(name.startsWith('PyTorch') ? 'PyTorch compute' : 'compute')!;
-  const rows = [...ourRowNames, 'PyTorch FSDP (gloo)', 'PyTorch DDP (gloo)']
+    item.rows.get(
+      name.startsWith('PyTorch') ? 'PyTorch compute' : name.includes('2 × 2') ? 'compute, 2 × 2' : 'compute',
+    )!;
+  const rows = [...ourRowNames, 'PyTorch FSDP (gloo)', 'PyTorch DDP (gloo)', ...hybridRowNames]
     .filter((name) => item.rows.has(name))
     .map((name) => {
       const samples = item.rows.get(name)!;
@@ -299,9 +330,9 @@ function summarise(item: CaseSamples) {
       return {
         name: name as RowName,
         tokensPerSecond: {
-          min: tokensPerStep / (step.max / 1000),
-          median: tokensPerStep / (step.median / 1000),
-          max: tokensPerStep / (step.min / 1000),
+          min: tokensPerStep(name) / (step.max / 1000),
+          median: tokensPerStep(name) / (step.median / 1000),
+          max: tokensPerStep(name) / (step.min / 1000),
         },
         stepMs: step,
         cpuMs: cpu,
@@ -345,13 +376,13 @@ for (const summary of summaries) {
     `\n${summary.rate}, batch ${summary.batch} × ${summary.seqLen} per rank${summary.busy ? ', one busy process beside the job' : ''}: link ${megabytes(summary.linkBytesPerSecond.median)} MB/s per direction (raw TCP, both ways at once; tbf ${megabytes(bitsPerSecond(summary.rate) / 8)}), compute ${summary.computeStepMs.median.toFixed(0)} ms/step, CPU ${summary.computeCpuMs.median.toFixed(0)} (PyTorch ${summary.torchComputeStepMs.median.toFixed(0)}, CPU ${summary.torchComputeCpuMs.median.toFixed(0)})`,
   );
   console.log(
-    '| row | tokens/s | step ms | CPU ms | compute ms | exposed comm ms | wire MB/step per direction: model / counted | of bound | vs PyTorch peer |',
+    '| row | tokens/s | step ms | CPU ms | compute ms | exposed comm ms | wire MB/step per direction: model / counted | of bound | vs peer |',
   );
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const row of summary.rows) {
-    const peer = summary.rows.find((other) => other.name === torchPeerOf(row.name));
+    const peer = summary.rows.find((other) => other.name === peerOf(row.name));
     const versus =
-      row.name.startsWith('fsdp-ts') && peer !== undefined
+      row.name.startsWith('fsdp-ts') && peer !== undefined && peer !== row
         ? `${(row.tokensPerSecond.median / peer.tokensPerSecond.median).toFixed(2)}×`
         : '';
     console.log(
@@ -365,7 +396,7 @@ for (const target of targets)
   console.log(
     `- ${target.met === undefined ? 'n/a' : target.met ? 'met' : 'NOT met'}: ${target.name}: ${target.figure}${target.stoppedBy === undefined ? '' : ` — stopped by: ${target.stoppedBy}`}`,
   );
-console.log(`- n/a: ${hybridSkipped}`);
+console.log(`- hybrid-shard: ${hybridNote}`);
 mkdirSync(dirname(output), { recursive: true });
 writeFileSync(
   output,
@@ -378,7 +409,7 @@ writeFileSync(
       settings,
       config,
       minutes: (performance.now() - started) / 60_000,
-      hybridShard: cores >= 4 ? 'not part of this bench yet' : hybridSkipped,
+      hybridShard: hybridNote,
       cases: summaries,
       targets,
     },

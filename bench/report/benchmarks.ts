@@ -4,6 +4,7 @@
  * shapes are the ones the benchmarks write (see each bench's writeFileSync); a new benchmark is one
  * entry here.
  */
+import { peerOf } from '../cluster/cluster-model';
 import type { Benchmark, HeadlineRow, Rendered, Row, Target } from './render-results';
 
 interface Spread {
@@ -706,9 +707,6 @@ interface ClusterResults {
   targets?: { name: string; met: boolean | undefined; figure: string; stoppedBy?: string }[];
 }
 
-/** Each fsdp-ts row's PyTorch peer on the same shaped link: FSDP for full-shard, DDP for no-shard. */
-const clusterPeer = (row: string) =>
-  row.includes('full-shard') ? 'PyTorch FSDP (gloo)' : 'PyTorch DDP (gloo)';
 const clusterLabel = (item: NonNullable<ClusterResults['cases']>[number]) =>
   `${item.rate.replace('mbit', ' Mbit/s').replace('gbit', ' Gbit/s')}, batch ${item.batch} × ${item.seqLen} per rank${item.busy ? ', one busy process beside the job' : ''}`;
 
@@ -718,7 +716,7 @@ function headlineCluster(results: ClusterResults): HeadlineRow[] {
     .filter((item) => !item.busy && item.setting === 'compute' && item.rate !== '10gbit')
     .flatMap((item) => {
       const find = (name: string) => item.rows.find((row) => row.name === name);
-      const ours = item.rows.filter((row) => row.name.startsWith('fsdp-ts'));
+      const ours = item.rows.filter((row) => row.name.startsWith('fsdp-ts') && !row.name.includes('2 × 2'));
       const best = ours.reduce<ClusterRow | undefined>(
         (a, b) => (a === undefined || b.tokensPerSecond.median > a.tokensPerSecond.median ? b : a),
         undefined,
@@ -759,9 +757,11 @@ function renderCluster(results: ClusterResults): Rendered {
         'of its bound',
         'stopped by',
       ],
-      peerColumn: 'PyTorch peer tokens/s; row / peer',
+      peerColumn: 'peer tokens/s (PyTorch; hybrid: full-shard 2 × 2); row / peer',
       rows: item.rows.map((row) => {
-        const peer = row.name.startsWith('PyTorch') ? undefined : find(clusterPeer(row.name));
+        // PyTorch's rows and full-shard over 2 × 2 are the peers; they stand in the table with their own bound.
+        const isPeer = row.name.startsWith('PyTorch') || row.name === 'fsdp-ts full-shard, 2 × 2';
+        const peer = isPeer ? undefined : find(peerOf(row.name));
         return {
           cells: [
             row.name,
@@ -772,8 +772,7 @@ function renderCluster(results: ClusterResults): Rendered {
             percent(row.ofBound),
             row.limit,
           ],
-          // PyTorch's rows are the peers; they stand in the table with their own bound.
-          peer: row.name.startsWith('PyTorch')
+          peer: isPeer
             ? '(peer)'
             : peer === undefined
               ? undefined

@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
-import { FullyShardedDataParallel } from '@fsdp-ts/fsdp';
+import { FullyShardedDataParallel, type ShardingStrategy } from '@fsdp-ts/fsdp';
 import { backward, crossEntropy, GPT, type Module, TransformerBlock } from '@fsdp-ts/nn';
 import { AdamW } from '@fsdp-ts/optim';
 import { initBackend, Parameter, storagePool } from '@fsdp-ts/tensor';
@@ -39,7 +39,7 @@ interface Row {
 }
 
 /** Builds one row; every rank builds the same rows in the same order. */
-function prepare(request: RunRequest): Row {
+async function prepare(request: RunRequest): Promise<Row> {
   const inner = new GPT(request.config);
   const parameterCount = inner
     .parameters()
@@ -49,19 +49,29 @@ function prepare(request: RunRequest): Row {
   let forward = (input: tf.Tensor) => inner.forward(input);
   let wrapped: FullyShardedDataParallel<GPT> | null = null;
   if (group !== null && request.kind !== 'two-singles') {
-    const strategy = request.kind.startsWith('no-shard')
+    const strategy: ShardingStrategy = request.kind.startsWith('no-shard')
       ? 'no-shard'
       : request.kind.startsWith('shard-grad-op')
         ? 'shard-grad-op'
-        : 'full-shard';
-    wrapped = new FullyShardedDataParallel(inner, {
+        : request.kind === 'hybrid-shard'
+          ? 'hybrid-shard'
+          : 'full-shard';
+    const options = {
       group,
       shardingStrategy: strategy,
       autoWrapPolicy: [TransformerBlock],
       activationCheckpointing: request.kind === 'full-shard-recompute',
       flattenParameters: !request.kind.endsWith('-unflat'),
       ...(request.mixedPrecision === undefined ? {} : { mixedPrecision: request.mixedPrecision }),
-    });
+    };
+    // hybrid-shard: a shard group per host (fsdp-run's ranks per node), replicated across hosts.
+    wrapped =
+      strategy === 'hybrid-shard'
+        ? await FullyShardedDataParallel.create(inner, {
+            ...options,
+            shardGroupSize: Number(process.env.LOCAL_WORLD_SIZE ?? group.size),
+          })
+        : new FullyShardedDataParallel(inner, options);
     model = wrapped;
     const fsdp = wrapped;
     forward = (input: tf.Tensor) => fsdp.forward(input);
@@ -256,7 +266,8 @@ const session = profileDirectory === undefined ? null : new Session();
 session?.connect();
 await session?.post('Profiler.enable');
 await session?.post('Profiler.start');
-const rows = requests.map(prepare);
+const rows: Row[] = [];
+for (const request of requests) rows.push(await prepare(request));
 const longest = Math.max(...rows.map((row) => row.steps));
 // Step `index` starts at row `index mod rows`: no row always runs right after the same other row
 // (what one row leaves behind, garbage or a communication worker still busy, lands on each alike).
