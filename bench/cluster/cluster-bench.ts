@@ -382,7 +382,7 @@ for (const summary of summaries) {
   for (const row of summary.rows) {
     const peer = summary.rows.find((other) => other.name === peerOf(row.name));
     const versus =
-      row.name.startsWith('fsdp-ts') && peer !== undefined && peer !== row
+      row.name.startsWith('fsdp-ts') && row.name !== 'fsdp-ts full-shard, 2 × 2' && peer !== undefined
         ? `${(row.tokensPerSecond.median / peer.tokensPerSecond.median).toFixed(2)}×`
         : '';
     console.log(
