@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { benchmarks } from './benchmarks';
 import {
   readmePage,
   renderCommittedHeadline,
@@ -73,5 +74,71 @@ describe('renderResults', () => {
     expect(table).toContain('| step vs peer | 2× | commit not recorded |');
     expect(renderHeadline([headlined], () => undefined)).not.toContain('step vs peer');
     expect(() => withHeadline('# no table here', table)).toThrow(/no generated performance table/);
+  });
+});
+
+describe('the cluster benchmark (bench/cluster)', () => {
+  const cluster = benchmarks.find((entry) => entry.file === 'cluster.json')!;
+  const spreadOf = (median: number) => ({ min: median * 0.9, median, max: median * 1.1 });
+  const row = (name: string, tokensPerSecond: number) => ({
+    name,
+    tokensPerSecond: spreadOf(tokensPerSecond),
+    stepMs: spreadOf(2048_000 / tokensPerSecond),
+    computeStepMs: 370,
+    exposedCommunicationMs: 2048_000 / tokensPerSecond - 370,
+    modelWireBytesPerStep: 9.6e6,
+    countedWireBytesPerStep: spreadOf(9.9e6),
+    boundStepMs: 390,
+    ofBound: 0.8,
+    limit: 'own overhead',
+  });
+  // The shape cluster-bench.ts writes (one case, trimmed to what the renderer reads).
+  const results = {
+    date: '2026-12-02T00:00:00Z',
+    hybridShard: 'not run: 2 cores',
+    cases: [
+      {
+        rate: '200mbit',
+        setting: 'compute',
+        busy: false,
+        batch: 8,
+        seqLen: 128,
+        linkBytesPerSecond: spreadOf(24.1e6),
+        computeStepMs: spreadOf(370),
+        torchComputeStepMs: spreadOf(360),
+        rows: [
+          row('fsdp-ts full-shard', 2600),
+          row('fsdp-ts no-shard, bfloat16 wire', 4100),
+          row('PyTorch FSDP (gloo)', 1500),
+          row('PyTorch DDP (gloo)', 2600),
+        ],
+      },
+    ],
+    targets: [
+      { name: 'best ≥ 1.3× DDP', met: true, figure: '1.58×' },
+      { name: 'every row ≥ 0.85 of its bound', met: false, figure: '0 of 4', stoppedBy: 'own overhead' },
+    ],
+  };
+
+  it('renders every row with its PyTorch peer from the same case, and the targets with what stops them', () => {
+    const { markdown, missingPeers } = renderResults([cluster], () => results);
+    expect(missingPeers).toEqual([]);
+    expect(markdown).toContain('200 Mbit/s, batch 8 × 128 per rank: link 24.1 MB/s per direction');
+    expect(markdown).toMatch(
+      /\| fsdp-ts full-shard \| 2600 \(.*\) \| .* \| 9\.6 \/ 9\.9 \| 80% \| own overhead \| 1500 \(.*\); 1\.73× \|/,
+    );
+    expect(markdown).toContain(
+      '- **NOT met**: every row ≥ 0.85 of its bound: 0 of 4 (stopped by: own overhead)',
+    );
+    expect(markdown).toContain('hybrid-shard: not run: 2 cores.');
+  });
+
+  it('gives the README the best row against DDP and full-shard against PyTorch FSDP', () => {
+    const table = renderHeadline([cluster], () => results);
+    expect(table).toContain(
+      '| 2 hosts on a 200 Mbit/s, batch 8 × 128 per rank: best fsdp-ts row (no-shard, bfloat16 wire) tokens/s vs PyTorch DDP | 1.58× (faster) |',
+    );
+    expect(table).toContain('full-shard tokens/s vs PyTorch FSDP | 1.73× (faster) |');
+    expect(renderHeadline([cluster], () => ({ skipped: 'needs root' }))).not.toContain('2 hosts');
   });
 });

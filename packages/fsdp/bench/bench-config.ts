@@ -15,6 +15,7 @@ export type RunKind =
   | 'full-shard-unflat'
   | 'full-shard-flat-optimizer' // AdamW over each unit's flat shard (one Parameter per flat buffer)
   | 'full-shard-submodule-optimizer' // AdamW with one param group per submodule, from model.module.<sub>.parameters()
+  | 'hybrid-shard' // full-shard within each host (LOCAL_WORLD_SIZE ranks), replicated across hosts (bench/cluster)
   // PyTorch 1.13 peers (torch-fsdp-training.py; not run by training-rank.ts):
   | 'torch-single'
   | 'torch-ddp'
@@ -76,6 +77,8 @@ export interface RunResult {
    */
   storagePool?: { reused: number; fresh: number };
   losses: number[];
+  /** With BENCH_WIRE_COUNTER (bench/cluster): bytes rank 0's host sent during each measured step. */
+  wireBytesSamples?: number[];
   /** When profiled: rank 0's per-step CPU by phase and thread (see [Note: phase profile]). */
   phases?: PhaseSamples;
 }

@@ -10,7 +10,8 @@ With BENCH_TORCH_RANK, MASTER_ADDR and MASTER_PORT in the environment it runs th
 job spread over hosts (bench/cluster) instead of spawning every rank here.
 
 Prints one JSON line from rank 0: {"stepMs": [...], "cpuMs": [...], "torch": version}. stepMs is
-wall time between barriers; cpuMs is rank 0's process CPU time (all its threads).
+wall time between barriers; cpuMs is rank 0's process CPU time (all its threads). With
+BENCH_WIRE_COUNTER (a tx_bytes file) also "wireBytes": what rank 0's host sent in each step.
 
 [Note: FSDP on CPU in PyTorch 1.13]
 PyTorch 1.13's FSDP refuses CPU-only execution in `_lazy_init` ("FSDP does not support CPU only
@@ -230,10 +231,20 @@ def rank_main(rank, c, port, queue):
     # The TypeScript ranks' tokens: (index * 7919 + rank * 31) % vocab.
     tokens = ((torch.arange(count) * 7919 + rank * 31) % c['vocabSize']).view(c['batch'], c['seqLen'])
     targets = (tokens + 1) % c['vocabSize']
-    step_ms, cpu_ms = [], []
+    step_ms, cpu_ms, wire_bytes = [], [], []
+    # BENCH_WIRE_COUNTER (bench/cluster): the veth's tx_bytes file in this rank's namespace.
+    counter = os.environ.get('BENCH_WIRE_COUNTER')
+
+    def sent_bytes():
+        if counter is None:
+            return 0
+        with open(counter) as file:
+            return int(file.read())
+
     for step in range(c['warmupSteps'] + c['measuredSteps']):
         if mode != 'single':
             dist.barrier()
+        wire_start = sent_bytes()
         start, cpu_start = time.perf_counter(), time.process_time()
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(tokens).view(-1, c['vocabSize']), targets.view(-1))
@@ -242,10 +253,15 @@ def rank_main(rank, c, port, queue):
         if step >= c['warmupSteps']:
             step_ms.append((time.perf_counter() - start) * 1000)
             cpu_ms.append((time.process_time() - cpu_start) * 1000)
+            if counter is not None:
+                wire_bytes.append(sent_bytes() - wire_start)
+    result = {'stepMs': step_ms, 'cpuMs': cpu_ms, 'torch': torch.__version__, 'loss': float(loss)}
+    if counter is not None:
+        result['wireBytes'] = wire_bytes
     if rank == 0 and queue is None:
-        print(json.dumps({'stepMs': step_ms, 'cpuMs': cpu_ms, 'torch': torch.__version__, 'loss': float(loss)}))
+        print(json.dumps(result))
     elif rank == 0:
-        queue.put({'stepMs': step_ms, 'cpuMs': cpu_ms, 'torch': torch.__version__, 'loss': float(loss)})
+        queue.put(result)
     if mode != 'single':
         dist.barrier()
         dist.destroy_process_group()

@@ -5,11 +5,11 @@
  * row A, of row B, ..., then step 2 of each, starting one row later: ABAB, rotated), so a noisy
  * moment hits every row alike.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
-import { FullyShardedDataParallel } from '@fsdp-ts/fsdp';
+import { FullyShardedDataParallel, type ShardingStrategy } from '@fsdp-ts/fsdp';
 import { backward, crossEntropy, GPT, type Module, TransformerBlock } from '@fsdp-ts/nn';
 import { AdamW } from '@fsdp-ts/optim';
 import { initBackend, Parameter, storagePool } from '@fsdp-ts/tensor';
@@ -24,6 +24,13 @@ const { value: group, threads: communicationThreads } = await threadsStartedBy(
     requests.every((request) => request.kind === 'single') ? null : await initProcessGroup(),
 );
 const worldSize = group?.size ?? 1;
+/**
+ * BENCH_WIRE_COUNTER (bench/cluster): a file holding a byte count, the veth's
+ * /sys/class/net/<link>/statistics/tx_bytes inside this rank's network namespace; each measured
+ * step records what this rank's host sent during it (wireBytesSamples).
+ */
+const wireCounter = process.env.BENCH_WIRE_COUNTER;
+const sentBytes = () => (wireCounter === undefined ? 0 : Number(readFileSync(wireCounter, 'utf8')));
 interface Row {
   readonly request: RunRequest;
   readonly steps: number;
@@ -32,7 +39,7 @@ interface Row {
 }
 
 /** Builds one row; every rank builds the same rows in the same order. */
-function prepare(request: RunRequest): Row {
+async function prepare(request: RunRequest): Promise<Row> {
   const inner = new GPT(request.config);
   const parameterCount = inner
     .parameters()
@@ -42,19 +49,29 @@ function prepare(request: RunRequest): Row {
   let forward = (input: tf.Tensor) => inner.forward(input);
   let wrapped: FullyShardedDataParallel<GPT> | null = null;
   if (group !== null && request.kind !== 'two-singles') {
-    const strategy = request.kind.startsWith('no-shard')
+    const strategy: ShardingStrategy = request.kind.startsWith('no-shard')
       ? 'no-shard'
       : request.kind.startsWith('shard-grad-op')
         ? 'shard-grad-op'
-        : 'full-shard';
-    wrapped = new FullyShardedDataParallel(inner, {
+        : request.kind === 'hybrid-shard'
+          ? 'hybrid-shard'
+          : 'full-shard';
+    const options = {
       group,
       shardingStrategy: strategy,
       autoWrapPolicy: [TransformerBlock],
       activationCheckpointing: request.kind === 'full-shard-recompute',
       flattenParameters: !request.kind.endsWith('-unflat'),
       ...(request.mixedPrecision === undefined ? {} : { mixedPrecision: request.mixedPrecision }),
-    });
+    };
+    // hybrid-shard: a shard group per host (fsdp-run's ranks per node), replicated across hosts.
+    wrapped =
+      strategy === 'hybrid-shard'
+        ? await FullyShardedDataParallel.create(inner, {
+            ...options,
+            shardGroupSize: Number(process.env.LOCAL_WORLD_SIZE ?? group.size),
+          })
+        : new FullyShardedDataParallel(inner, options);
     model = wrapped;
     const fsdp = wrapped;
     forward = (input: tf.Tensor) => fsdp.forward(input);
@@ -163,12 +180,14 @@ function prepare(request: RunRequest): Row {
   const allGatherWaits: number[] = [];
   const reductionWaits: number[] = [];
   const losses: number[] = [];
+  const wireSamples: number[] = [];
   let poolAtStart = storagePool.statistics;
   const phases = new PhaseProfile(request.profilePhases === true, communicationThreads);
   function step(index: number): void {
     sampling = index >= request.warmupSteps;
     if (index === request.warmupSteps) poolAtStart = storagePool.statistics;
     group?.barrier().wait(); // every rank starts the step together
+    const wireStart = sentBytes();
     const start = performance.now();
     const cpuStart = process.cpuUsage();
     phases.begin();
@@ -201,6 +220,7 @@ function prepare(request: RunRequest): Row {
     if (index >= request.warmupSteps) {
       stepTimes.push(elapsed);
       cpuTimes.push((cpu.user + cpu.system) / 1000);
+      if (wireCounter !== undefined) wireSamples.push(sentBytes() - wireStart);
       allGatherWaits.push(wrapped?.statistics.allGatherWaitMs ?? 0);
       reductionWaits.push(wrapped?.statistics.reductionWaitMs ?? 0);
     }
@@ -233,6 +253,7 @@ function prepare(request: RunRequest): Row {
         fresh: storagePool.statistics.fresh - poolAtStart.fresh,
       },
       losses,
+      ...(wireCounter === undefined ? {} : { wireBytesSamples: wireSamples }),
       ...(phases.enabled ? { phases: phases.samples } : {}),
     };
   }
@@ -245,7 +266,8 @@ const session = profileDirectory === undefined ? null : new Session();
 session?.connect();
 await session?.post('Profiler.enable');
 await session?.post('Profiler.start');
-const rows = requests.map(prepare);
+const rows: Row[] = [];
+for (const request of requests) rows.push(await prepare(request));
 const longest = Math.max(...rows.map((row) => row.steps));
 // Step `index` starts at row `index mod rows`: no row always runs right after the same other row
 // (what one row leaves behind, garbage or a communication worker still busy, lands on each alike).
