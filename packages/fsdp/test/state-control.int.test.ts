@@ -154,7 +154,20 @@ const worldOne = once(async () => {
   ]);
 });
 const hybridArgs = base(4, { strategy: 'hybrid-shard', shardGroupSize: 2, steps: 3 });
-const worldFour = once(() => run(4, [{ kind: 'train', args: hybridArgs }]));
+// Hybrid with a bfloat16 reduce: both the shard group's reduce-scatter and the replicas'
+// all-reduce move bfloat16, so every reduced gradient element is a bfloat16 value.
+const hybridReduce16 = base(4, {
+  strategy: 'hybrid-shard',
+  shardGroupSize: 2,
+  steps: 3,
+  mixedPrecision: { paramDtype: 'float32', reduceDtype: 'bfloat16' },
+});
+const worldFour = once(() =>
+  run(4, [
+    { kind: 'train', args: hybridArgs },
+    { kind: 'train', args: hybridReduce16 },
+  ]),
+);
 
 async function checkAccumulation(args: StateArguments, results: AccumulateResult[]): Promise<void> {
   // Tolerances: gradients 1e-5 of the tensor's largest |gradient| (summation order differs);
@@ -301,6 +314,20 @@ describe('mixed precision and hybrid sharding against the unwrapped float32 run'
     const results = (await worldFour())[0] as TrainResult[];
     await checkTraining(hybridArgs, results, { loss: 1e-5, parameter: 1e-5 });
     // Replicas (ranks r and r + 2) hold identical shards.
+    for (const [name, piece] of Object.entries(results[0]!.pieces))
+      expect(results[2]!.pieces[name]).toEqual(piece);
+    // float32 reductions: averaged gradients are not bfloat16 values.
+    for (const result of results) expect(result.gradientFloat32Fraction).toBeGreaterThan(0.5);
+  });
+
+  it('hybrid-shard 2 x 2, W=4, reduce bfloat16: the replicas all-reduce in bfloat16 too', {
+    timeout: timeoutMs,
+  }, async () => {
+    const results = (await worldFour())[1] as TrainResult[];
+    await checkTraining(hybridReduce16, results, tolerance);
+    // A float32 all-reduce across replicas would average two bfloat16 values into one that
+    // needs more mantissa bits: most elements would then not be bfloat16 values.
+    for (const result of results) expect(result.gradientFloat32Fraction).toBe(0);
     for (const [name, piece] of Object.entries(results[0]!.pieces))
       expect(results[2]!.pieces[name]).toEqual(piece);
   });

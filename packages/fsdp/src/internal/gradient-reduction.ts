@@ -155,13 +155,23 @@ export class UnitReduction {
     if (sharding.shardParameters && this.#received) {
       const replicateGroup = sharding.replicateGroup;
       if (replicateGroup !== null && replicateGroup.size > 1) {
+        // The replicas' all-reduce moves the reduce dtype too: with 'bfloat16' each shard's
+        // (already bfloat16-valued) gradient crosses the replicate group as 16-bit values.
         const replicaWorks: Work[] = [];
+        const widening: { output: Uint16Array; target: Float32Array }[] = [];
         for (const handle of this.#handles) {
           const output = this.#reducedOutputs.get(handle);
           if (!handle.hasUnshardedGrad || output === undefined) continue;
-          replicaWorks.push(replicateGroup.allReduce(output, { op: 'avg' }));
+          if (this.#settings.reduceDtype === 'float32') {
+            replicaWorks.push(replicateGroup.allReduce(output, { op: 'avg' }));
+            continue;
+          }
+          const output16 = float32ToBfloat16(output, allocateShared(Uint16Array, output.length));
+          widening.push({ output: output16, target: output });
+          replicaWorks.push(replicateGroup.allReduce(output16, { op: 'avg', dtype: 'bfloat16' }));
         }
         for (const work of replicaWorks) work.wait();
+        for (const { output, target } of widening) bfloat16ToFloat32(output, target);
       }
       for (const handle of this.#handles) {
         if (!handle.hasUnshardedGrad) continue;
