@@ -170,20 +170,12 @@ function moduleUrl(): string {
 
 /**
  * [Note: local send buffers]
- * A Unix-domain stream socket's send buffer bounds how many bytes a rank can hand the kernel
- * before its peer reads them: 212 992 bytes by default (net.core.wmem_default). A ring step
- * moves a whole segment (FSDP's all-gathers and reduce-scatters of one GPT block move 1.5 MiB
- * per rank at W=2), so with the default a step is about eight hand-offs in which each side
- * waits for the other's communication thread to be scheduled. On two cores shared by two
- * ranks' compute and communication threads that wait is what the ops spent their time on:
- * in the communication-bound fsdp bench, all-gathers of a block took 3.5-4.6 ms (median) and
- * reduce-scatters 6.1-6.2, against 2.4-2.8 and 5.1-5.3 with 4 MiB asked for (2026-12-01).
- * So on the native data path each local link asks for FSDP_TCP_SEND_BUFFER bytes (default
- * 4 MiB) once, when the mesh is formed. The kernel caps the request at net.core.wmem_max (no
- * privilege needed; 4 MiB on the machines we measured, 212 992 in a stock kernel) and doubles
- * it for its own bookkeeping. Memory is only used while bytes are in flight. TCP links keep
- * the kernel's autotuning (setting SO_SNDBUF would turn it off), and node:net-only groups
- * (no koffi) keep the default: Node cannot set it.
+ * A Unix-domain socket's send buffer (212 992 bytes by default) bounds what a rank hands the
+ * kernel before its peer reads, so a 1.5 MiB ring step took about eight hand-offs, each waiting
+ * for the peer's thread to be scheduled. On the native path each local link asks once for
+ * FSDP_TCP_SEND_BUFFER bytes (default 4 MiB; the kernel caps it at net.core.wmem_max). TCP links
+ * keep the kernel's autotuning, and node:net-only groups the default. Measurements:
+ * architecture/performance.md, "ranks on one host".
  */
 export const DEFAULT_SEND_BUFFER_BYTES = 4 * 1024 * 1024;
 
@@ -205,11 +197,7 @@ export function sendBufferSetting(rank: number): number {
   );
 }
 
-/**
- * Send buffer sizes of the local links this process has formed so far, in any group, after the
- * request (the smallest and the largest; 0 until one exists; never reset): a SharedArrayBuffer the main thread posts to each tcp communication
- * worker. An internal diagnostic, not API: the tests read it (localSendBufferBytes).
- */
+/** The smallest and largest send buffer of the local links this process formed (0 until one); tests read it. */
 let sizes: Int32Array | undefined;
 
 export function localSendBufferReport(): Int32Array {
