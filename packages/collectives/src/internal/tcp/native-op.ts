@@ -17,6 +17,7 @@ import {
 import type { NodeNetFrames } from './node-net-frames.js';
 import type { PeerLink } from './peer-link.js';
 import type { RingPlan, RingScratch } from './ring.js';
+import { COUNTER, count, tcpCounters } from './tcp-connections.js';
 import { loseNatively } from './tcp-failure.js';
 
 /**
@@ -35,8 +36,8 @@ export interface NativeOpContext {
   abort: Int32Array;
   /** OpenBLAS's in-place add for reduce steps ([Note: blas reduce steps]). */
   reduce: NativeReduce;
-  /** Native header exchanges and their mismatches, shared with the main thread. */
-  headerCounts: Int32Array | undefined;
+  /** The process's tcp counters (tcpCounters in tcp-connections.ts). */
+  counters: Int32Array | undefined;
   /** Reads a notice that came where a header was expected, and throws its error. */
   frames: NodeNetFrames;
   /** Whether the group broke or the engine closed: a running exchange or ring stops. */
@@ -114,7 +115,8 @@ export class NativeOpPath {
         );
       const headers = received.map((frame) => frame?.header ?? null);
       const mismatched = headers.some((theirs) => theirs !== null && !sameOp(header, theirs));
-      countNativeHeaders(this.context.headerCounts, mismatched);
+      count(this.context.counters, COUNTER.headerExchanges);
+      if (mismatched) count(this.context.counters, COUNTER.headerMismatches);
       if (mismatched) {
         // Every byte a header announced must arrive, and every announced byte is skipped.
         this.#writeUnsent(exchange);
@@ -370,22 +372,11 @@ export class NativeHeaderExchange {
   }
 }
 
-/** Native header exchanges and the mismatches among them, per process; tests read it to see which path ran. */
-let counts: Int32Array | undefined;
-
-export function nativeHeaderCountBuffer(): Int32Array {
-  counts ??= new Int32Array(new SharedArrayBuffer(8));
-  return counts;
-}
-
-export function countNativeHeaders(buffer: Int32Array | undefined, mismatched: boolean): void {
-  if (buffer === undefined) return;
-  Atomics.add(buffer, 0, 1);
-  if (mismatched) Atomics.add(buffer, 1, 1);
-}
-
 /** Ops whose headers moved natively, and mismatches found among them, in this process. */
 export function nativeHeaderCounts(): { exchanges: number; mismatches: number } {
-  const buffer = nativeHeaderCountBuffer();
-  return { exchanges: Atomics.load(buffer, 0), mismatches: Atomics.load(buffer, 1) };
+  const buffer = tcpCounters();
+  return {
+    exchanges: Atomics.load(buffer, COUNTER.headerExchanges),
+    mismatches: Atomics.load(buffer, COUNTER.headerMismatches),
+  };
 }

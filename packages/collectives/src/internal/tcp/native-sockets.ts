@@ -1,8 +1,8 @@
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { CollectiveError } from '../../errors.js';
-import { type NativeSwitch, readNativeSwitch } from './native-switch.js';
 import type { PeerLink } from './peer-link.js';
+import { COUNTER, tcpCounters } from './tcp-connections.js';
 
 /**
  * libc's send, recv and poll through koffi (an FFI with prebuilt binaries in its npm package, an
@@ -74,6 +74,28 @@ export class PollSet {
   revents(index: number): number {
     return this.shorts[4 * index + 3]! & 0xffff;
   }
+}
+
+/**
+ * A native-path switch read from the environment: unset (or empty) for `auto` (use the native
+ * piece when it loads), `0`/`false` for `off`, `1`/`true` for `required` (fail when it cannot
+ * load). FSDP_TCP_NATIVE and FSDP_TCP_BLAS read this way.
+ */
+export type NativeSwitch = 'auto' | 'off' | 'required';
+
+/** Reads `variable`; any other value is an error naming it, with `fix` saying what each setting does. */
+export function readNativeSwitch(variable: string, rank: number, fix: string): NativeSwitch {
+  const value = process.env[variable];
+  if (value === undefined || value === '') return 'auto';
+  if (value === '0' || value === 'false') return 'off';
+  if (value === '1' || value === 'true') return 'required';
+  throw new CollectiveError(`${variable} is '${value}'; expected 1, 0 or unset.`, {
+    code: 'invalid-argument',
+    rank,
+    expected: "'1', 'true', '0', 'false' or unset",
+    actual: value,
+    fix,
+  });
 }
 
 interface Koffi {
@@ -197,18 +219,13 @@ export function sendBufferSetting(rank: number): number {
   );
 }
 
-/** The smallest and largest send buffer of the local links this process formed (0 until one); tests read it. */
-let sizes: Int32Array | undefined;
-
-export function localSendBufferReport(): Int32Array {
-  sizes ??= new Int32Array(new SharedArrayBuffer(8));
-  return sizes;
-}
-
 /** The smallest and largest send buffer of the local links this process formed so far (0 until one). */
 export function localSendBufferBytes(): { smallest: number; largest: number } {
-  const report = localSendBufferReport();
-  return { smallest: Atomics.load(report, 0), largest: Atomics.load(report, 1) };
+  const buffer = tcpCounters();
+  return {
+    smallest: Atomics.load(buffer, COUNTER.smallestSendBuffer),
+    largest: Atomics.load(buffer, COUNTER.largestSendBuffer),
+  };
 }
 
 /**
@@ -227,13 +244,14 @@ export function enlargeLocalSendBuffers(
     const size = bytes === 0 ? sockets.sendBuffer(fd) : sockets.setSendBuffer(fd, bytes);
     if (size <= 0 || report === undefined) continue;
     // Several groups' workers may report at once: compare-and-swap until this size is in.
-    for (let smallest = Atomics.load(report, 0); smallest === 0 || size < smallest; ) {
-      const seen = Atomics.compareExchange(report, 0, smallest, size);
+    const [low, high] = [COUNTER.smallestSendBuffer, COUNTER.largestSendBuffer];
+    for (let smallest = Atomics.load(report, low); smallest === 0 || size < smallest; ) {
+      const seen = Atomics.compareExchange(report, low, smallest, size);
       if (seen === smallest) break;
       smallest = seen;
     }
-    for (let largest = Atomics.load(report, 1); size > largest; ) {
-      const seen = Atomics.compareExchange(report, 1, largest, size);
+    for (let largest = Atomics.load(report, high); size > largest; ) {
+      const seen = Atomics.compareExchange(report, high, largest, size);
       if (seen === largest) break;
       largest = seen;
     }

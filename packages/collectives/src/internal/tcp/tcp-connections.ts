@@ -39,8 +39,8 @@ export interface MeshOptions {
   localName?: string;
   /** This host's identity; peers publishing the same one are tried over their local socket. */
   localIdentity?: string;
-  /** Connections by transport, shared with the main thread (localLinkCounts). */
-  linkCounts?: Int32Array;
+  /** The process's tcp counters, shared with the main thread (tcpCounters). */
+  counters?: Int32Array;
 }
 
 function identityMagic(options: MeshOptions): number {
@@ -184,7 +184,7 @@ export class PeerAcceptor {
         }
         if (this.accepted.has(peer)) throw new Error('duplicate peer');
         this.accepted.set(peer, link);
-        countLink(options.linkCounts, transport);
+        count(options.counters, transport === 'unix' ? COUNTER.unixLinks : COUNTER.tcpLinks);
         if (this.accepted.size === this.expected) this.waiter?.();
       } catch {
         socket.destroy();
@@ -232,7 +232,7 @@ export async function connectPeers(
       identity.writeUInt32LE(groupKeyHash(options.key), 8);
       socket.write(identity);
       sockets.set(peer, options.secure ? await secureClient(socket, keys, options, peer, deadline) : socket);
-      countLink(options.linkCounts, transport);
+      count(options.counters, transport === 'unix' ? COUNTER.unixLinks : COUNTER.tcpLinks);
     }),
   );
   return sockets;
@@ -375,22 +375,36 @@ export function parseEndpoint(endpoint: string): PeerEndpoint {
   return parsed;
 }
 
-/** Connections of this process by transport, [unix, tcp], counted by both ends; tests read it. */
-let counts: Int32Array | undefined;
+/**
+ * Per-process tcp diagnostics, not API: one SharedArrayBuffer the main thread posts to every tcp
+ * communication worker, which add to it; tests read it to see which path and transport ran. The
+ * reduce steps' counts come first: NativeReduce.counts may be their two slots alone.
+ */
+export const COUNTER = {
+  blasSteps: 0,
+  simdSteps: 1,
+  headerExchanges: 2,
+  headerMismatches: 3,
+  unixLinks: 4,
+  tcpLinks: 5,
+  smallestSendBuffer: 6,
+  largestSendBuffer: 7,
+} as const;
+let counters: Int32Array | undefined;
 
-export function localLinkCountBuffer(): Int32Array {
-  counts ??= new Int32Array(new SharedArrayBuffer(8));
-  return counts;
+export function tcpCounters(): Int32Array {
+  counters ??= new Int32Array(new SharedArrayBuffer(4 * Object.keys(COUNTER).length));
+  return counters;
 }
 
-export function countLink(buffer: Int32Array | undefined, transport: LocalTransport): void {
-  if (buffer !== undefined) Atomics.add(buffer, transport === 'unix' ? 0 : 1, 1);
+export function count(buffer: Int32Array | undefined, slot: number): void {
+  if (buffer !== undefined) Atomics.add(buffer, slot, 1);
 }
 
 /** Connections of this process that run over a Unix-domain socket, and over TCP. */
 export function localLinkCounts(): { unix: number; tcp: number } {
-  const buffer = localLinkCountBuffer();
-  return { unix: Atomics.load(buffer, 0), tcp: Atomics.load(buffer, 1) };
+  const buffer = tcpCounters();
+  return { unix: Atomics.load(buffer, COUNTER.unixLinks), tcp: Atomics.load(buffer, COUNTER.tcpLinks) };
 }
 
 /**

@@ -95,7 +95,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
       setting: init.blas,
       nativePath: sockets !== undefined,
       koffiPath: init.nativeSockets,
-      counts: init.reduceCounts,
+      counts: init.counters,
     });
     this.native =
       sockets === undefined
@@ -108,7 +108,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
             scratch: this.scratch,
             abort: init.abort,
             reduce: reduce.reduce,
-            headerCounts: init.headerCounts,
+            counters: init.counters,
             frames: this.frames,
             stopped: () => this.isBroken() || this.state === 'closed',
             checkHeaders: (op, mine, headers) => this.checkHeaders(op, mine, headers),
@@ -151,12 +151,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
         this.links[peer] = new PeerLink(peer, socket, (link, error) => this.peerLost(link, error));
       }
       if (this.sockets !== undefined)
-        enlargeLocalSendBuffers(
-          this.links,
-          this.sockets,
-          this.init.sendBufferBytes ?? 0,
-          this.init.sendBufferReport,
-        );
+        enlargeLocalSendBuffers(this.links, this.sockets, this.init.sendBufferBytes ?? 0, this.init.counters);
       // Every peer is in: stop listening, so nothing else can even attempt the handshake.
       this.acceptor!.close();
       this.state = 'ready';
