@@ -1,6 +1,5 @@
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
 import { CollectiveError } from '../../errors.js';
+import { packageRequire, resolveKoffi } from '../start-worker.js';
 import type { PeerLink } from './peer-link.js';
 import { COUNTER, tcpCounters } from './tcp-connections.js';
 
@@ -122,14 +121,7 @@ export function nativeSetting(rank: number): NativeSetting {
 export function resolveNativeSocketsModule(rank = 0): string | undefined {
   const setting = nativeSetting(rank);
   if (setting === 'off') return undefined;
-  let path: string | undefined;
-  if (process.platform === 'linux') {
-    try {
-      path = createRequire(moduleUrl()).resolve('koffi');
-    } catch {
-      path = undefined;
-    }
-  }
+  const path = process.platform === 'linux' ? resolveKoffi() : undefined;
   if (path === undefined && setting === 'required')
     throw new CollectiveError(
       `FSDP_TCP_NATIVE=1 asks for the native tcp data path, which needs Linux and koffi (${process.platform === 'linux' ? 'koffi is not installed' : `this is ${process.platform}`}).`,
@@ -146,7 +138,7 @@ export function resolveNativeSocketsModule(rank = 0): string | undefined {
 export function loadNativeSockets(koffiPath: string | undefined): NativeSockets | undefined {
   if (koffiPath === undefined) return undefined;
   try {
-    const koffi = createRequire(moduleUrl())(koffiPath) as Koffi;
+    const koffi = packageRequire()(koffiPath) as Koffi;
     const libc = koffi.load('libc.so.6');
     const send = libc.func('long send(int, const void *, size_t, int)');
     const recv = libc.func('long recv(int, void *, size_t, int)');
@@ -181,13 +173,6 @@ export function loadNativeSockets(koffiPath: string | undefined): NativeSockets 
   } catch {
     return undefined;
   }
-}
-
-/** This module's URL; the CJS build has no import.meta, but has __filename. */
-function moduleUrl(): string {
-  const url: unknown = import.meta.url;
-  if (typeof url === 'string') return url;
-  return pathToFileURL(__filename).href;
 }
 
 /**
