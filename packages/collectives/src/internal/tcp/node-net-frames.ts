@@ -144,21 +144,12 @@ export class NodeNetFrames {
 
   /** A recv's payload, after its header was read and checked. */
   async receive(link: PeerLink, output: CollectiveBuffer): Promise<void> {
-    const bytes = new Uint8Array(output.buffer, output.byteOffset, output.byteLength);
-    let filled = 0;
-    await link.read(bytes.length, (chunk) => {
-      bytes.set(chunk, filled);
-      filled += chunk.length;
-    });
+    await link.readInto(new Uint8Array(output.buffer, output.byteOffset, output.byteLength));
   }
 
   private async readBytes(link: PeerLink, length: number): Promise<Buffer> {
     const bytes = Buffer.alloc(length);
-    let filled = 0;
-    await link.read(length, (chunk) => {
-      bytes.set(chunk, filled);
-      filled += chunk.length;
-    });
+    await link.readInto(bytes);
     return bytes;
   }
 }

@@ -85,6 +85,15 @@ export class PeerLink {
     });
   }
 
+  /** Reads the next `into.length` bytes from the peer into `into`. */
+  readInto(into: Uint8Array): Promise<void> {
+    let filled = 0;
+    return this.read(into.length, (chunk) => {
+      into.set(chunk, filled);
+      filled += chunk.length;
+    });
+  }
+
   write(data: Uint8Array): void {
     if (this.state !== 'open' || data.length === 0) return;
     this.pendingWrites++;

@@ -52,30 +52,6 @@ function linkIdentity(options: MeshOptions, higher: number, lower: number): stri
   return `fsdp-ts ${groupKeyHash(options.key).toString(16)} rank ${higher} -> rank ${lower}`;
 }
 
-function readIdentity(socket: Socket, deadline: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(
-      () => finish(new Error('timed out waiting for the identity')),
-      Math.max(1, deadline - Date.now()),
-    );
-    const onReadable = () => {
-      const data = socket.read(IDENTITY_BYTES) as Buffer | null;
-      if (data !== null) finish(undefined, data);
-    };
-    const onEnd = () => finish(new Error('closed before sending its identity'));
-    const finish = (error: Error | undefined, data?: Buffer) => {
-      clearTimeout(timer);
-      socket.off('readable', onReadable);
-      socket.off('close', onEnd);
-      if (error !== undefined) reject(error);
-      else resolve(data!);
-    };
-    socket.on('readable', onReadable);
-    socket.on('close', onEnd);
-    onReadable();
-  });
-}
-
 /**
  * Listens for the higher ranks' connections from the moment the engine starts (a peer may
  * connect before this rank has learnt every endpoint), authenticating each as it arrives.
@@ -163,7 +139,7 @@ export class PeerAcceptor {
         const keys = await authenticateSocket(socket, options.secret, 'server', {
           timeoutMs: Math.max(1, deadline - Date.now()),
         });
-        const identity = await readIdentity(socket, deadline);
+        const identity = await readExactly(socket, IDENTITY_BYTES, deadline, 'the peer identity');
         const peer = identity.readUInt32LE(4);
         const valid =
           identity.readUInt32LE(0) === identityMagic(options) &&

@@ -22,7 +22,7 @@ import { engineReduce } from './native-blas.js';
 import { NativeOpPath } from './native-op.js';
 import { enlargeLocalSendBuffers, loadNativeSockets, type NativeSockets } from './native-sockets.js';
 import { NodeNetFrames } from './node-net-frames.js';
-import { OpPreparation, type PreparedOp, WorkArrays } from './op-preparation.js';
+import { OpPreparation, WorkArrays } from './op-preparation.js';
 import { PeerLink } from './peer-link.js';
 import { RingScratch } from './ring.js';
 import type { TcpInit } from './tcp-backend.js';
@@ -301,26 +301,11 @@ export class TcpEngine extends EngineBase<TcpInit> {
     // ([Note: native header exchange]).
     if (prepared.ring !== undefined && this.native?.usable() === true)
       return this.native.execute(op, header, prepared.ring, prepared.eager.toNext, previous!, next!);
-    const late = await this.exchangeHeaders(op, header, prepared.eager, next, MAX_EAGER_BYTES);
+    // Eager bytes too many to announce wait for the header check ([Note: eager first segment]).
+    const { headers, late } = await this.frames.exchange(header, prepared.eager, next, MAX_EAGER_BYTES);
+    this.checkHeaders(op, header, headers);
     for (const [link, bytes] of late) link.write(bytes);
     await prepared.rest(previous, next);
-  }
-
-  /**
-   * Writes this op's header and eager bytes to every peer, reads theirs and compares (see
-   * [Note: eager first segment]). Eager bytes too many to announce wait for the check: they are
-   * returned, for the caller to send once it passed.
-   */
-  private async exchangeHeaders(
-    op: OpMessage,
-    header: OpHeader,
-    eager: PreparedOp['eager'],
-    next: PeerLink | null,
-    eagerLimit: number,
-  ): Promise<[PeerLink, Uint8Array][]> {
-    const { headers, late } = await this.frames.exchange(header, eager, next, eagerLimit);
-    this.checkHeaders(op, header, headers);
-    return late;
   }
 
   private async send(op: OpMessage, header: OpHeader): Promise<void> {
