@@ -32,13 +32,10 @@ import { LossBlame, TcpFailure } from './tcp-failure.js';
 type EngineState = 'listening' | 'connecting' | 'ready' | 'closed';
 
 /**
- * The tcp backend inside a rank's communication worker: a full mesh of authenticated node:net
- * connections ([Note: tcp mesh]), op headers on every connection ([Note: op header]), ring
- * schedules for bulk data ([Note: ring all-reduce]) and a direct exchange for small all-reduces.
- * Sequencing, header comparison and the broken-group state come from the engine base
- * ([Note: engine base]); every byte goes through the PeerLinks ([Note: peer link]): framed by
- * NodeNetFrames, or through libc by the NativeOpPath ([Note: native data path]). What a failure
- * does to the links belongs to TcpFailure ([Note: tcp failure state]).
+ * The tcp backend inside a rank's communication worker: a full mesh ([Note: tcp mesh]), op
+ * headers ([Note: op header]), ring schedules ([Note: ring all-reduce]) and a direct exchange for
+ * small all-reduces, over PeerLinks (NodeNetFrames, or libc through NativeOpPath: [Note: native
+ * data path]); failures' effect on the links belongs to TcpFailure ([Note: tcp failure state]).
  */
 export class TcpEngine extends EngineBase<TcpInit> {
   private state: EngineState = 'listening';
