@@ -2,7 +2,7 @@ import { readOptionalInteger } from './environment/read-environment.js';
 import { CollectiveError } from './errors.js';
 import type { GroupIdentity, OwnedResource } from './internal/backend-definition.js';
 import { findBackend } from './internal/backend-registry.js';
-import { checkInitProcessGroupOptions } from './internal/init-option-keys.js';
+import { checkInitProcessGroupOptions } from './internal/check-option-keys.js';
 import { noticeNoLauncher } from './internal/no-launcher-notice.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { mpiLaunched, mpiLaunchedRank } from './mpi/mpi-backend.js';

@@ -1,10 +1,9 @@
 import { CollectiveError } from './errors.js';
 import { checkAliasing } from './internal/aliasing.js';
 import type { BackendDefinition, GroupSetup, OwnedResource } from './internal/backend-definition.js';
-import { checkCollectiveOptionKeys } from './internal/check-option-keys.js';
+import { checkCollectiveOptionKeys, opOptionKeys, torchOpNames } from './internal/check-option-keys.js';
 import type { CommunicationClient } from './internal/communication-client.js';
 import { describeOp, type OpMessage } from './internal/op-message.js';
-import { opOptionKeys, torchOpNames } from './internal/op-option-keys.js';
 import { threadRankContext } from './internal/shm/thread-rank-context.js';
 import { createStatusWord } from './internal/status-word.js';
 import {

@@ -3,21 +3,14 @@ import type { CollectiveBuffer } from '../types.js';
 import { isArenaBuffer, type SharedMemory } from './shm/shm-arena.js';
 
 /**
- * [Note: in-place all-gather and reduce-scatter] As in nccl-tests and PyTorch's
- * `all_gather_into_tensor`, an all-gather is in place when its input is this rank's block of its
- * output (`input = output.subarray(rank * n, (rank + 1) * n)`), and a reduce-scatter when its
- * output is this rank's block of its input (`output = input.subarray(rank * n, (rank + 1) * n)`).
- * Every backend computes the same bits for both forms; the shm backend also skips the copy of
- * the rank's own block (all-gather) and reduces into the rank's own block where it lives
- * (reduce-scatter on arena buffers). Any other overlap between input and output would make a
- * rank read bytes a peer (or itself) already overwrote, so the API refuses it with a typed
- * error ('invalid-argument'): the result would depend on timing.
- *
- * Two views share memory when they are over the same buffer object, or both over the thread
- * ranks' arena ([Note: shm arena]; a growable memory hands out a new SharedArrayBuffer object
- * after each growth, so arena views allocated at different times have different buffer
- * objects, and byte offsets are arena addresses). Views over two different objects that a
- * caller cloned from one SharedArrayBuffer are not detected; nothing in this package makes them.
+ * [Note: in-place all-gather and reduce-scatter] As in nccl-tests and PyTorch, an all-gather is
+ * in place when its input is this rank's block of its output, a reduce-scatter when its output is
+ * this rank's block of its input; every backend computes the same bits for both forms (shm also
+ * skips the copy or reduces where the block lives). Any other overlap would make the result
+ * depend on timing, so it is refused ('invalid-argument'). Two views share memory when they are
+ * over the same buffer object, or both over the thread ranks' arena ([Note: shm arena], whose
+ * byte offsets are arena addresses); views over two clones of one SharedArrayBuffer are not
+ * detected, and nothing in this package makes them.
  */
 export type Aliasing = 'separate' | 'in place' | 'overlap';
 

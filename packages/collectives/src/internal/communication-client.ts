@@ -10,24 +10,15 @@ type ClientState = 'starting' | 'ready' | 'destroying' | 'destroyed';
 
 /**
  * [Note: process exit]
- * A process group must neither keep a finished script alive nor fail its peers when the process
- * ends (PyTorch scripts end without `destroy_process_group()`). So:
- * - the communication worker is unref()'d: it never keeps the event loop alive by itself; what
- *   waits for it holds the loop (an awaited Work's timer, start-up and destroy timers), and the
- *   store client's socket is ref()'d only while a request is in flight (store-client.ts);
- * - on 'exit' with code 0 (the script's last line ran, or it called `process.exit(0)`) the main
- *   thread, for every group not destroyed, sets the group's departure word to DEPARTING, posts
- *   'depart', and blocks (Atomics.wait, at most EXIT_FLUSH_MS) until the worker has run every op
- *   still queued and the engine said goodbye ([Note: clean departure] in tcp/peer-link.ts):
- *   DEPARTED. Only then does Node stop the worker and close its sockets: the worker ends its own
- *   streams first (closing sockets before the worker ends was what once aborted a process
- *   holding zeromq sockets, DESIGN.md);
- * - an op whose outcome no caller saw (never waited for or awaited) and that failed, or did not
- *   finish in that time, is reported on stderr, one line per group naming each op and its
- *   outcome, and the exit code becomes 1: never lost silently. Ops that finish say nothing; the
- *   client forgets an op once it succeeded or a caller saw its outcome (Work's `onSettled`).
- * Another exit code (an uncaught exception, `process.exit(1)`) skips all this: no goodbye, so
- * peers see the loss as before.
+ * A process group neither keeps a finished script alive nor fails its peers when the process ends:
+ * - the communication worker is unref()'d; what waits for it holds the loop (an awaited Work's
+ *   timer, start-up and destroy timers; the store client's socket only while a request is out);
+ * - on 'exit' with code 0 the main thread sets every live group's departure word to DEPARTING,
+ *   posts 'depart', and blocks (at most EXIT_FLUSH_MS) until the worker ran every queued op and
+ *   the engine said goodbye ([Note: clean departure]): DEPARTED. Only then does Node stop it;
+ * - an op no caller saw that failed, or did not finish in time, is reported on stderr (one line per
+ *   group) and the exit code becomes 1.
+ * Another exit code skips all this: no goodbye, so peers see a loss.
  */
 const EXIT_FLUSH_MS = 30_000;
 

@@ -30,29 +30,16 @@ export interface OpMessage {
   notice?: { fingerprint: string; message: string };
 }
 
-export interface DestroyMessage {
-  type: 'destroy';
-}
-
-/** `group.abort(error)`: break the group on every rank with this rank's error (see [Note: abort]). */
-export interface AbortMessage {
-  type: 'abort';
-  message: string;
-}
-
 /**
- * The process is ending normally: finish the queued ops, say goodbye to the peers and report on
- * the departure word ([Note: process exit] in communication-client.ts).
+ * What the main thread posts to the communication worker: an op; 'destroy'; 'abort' (`group.abort`,
+ * [Note: abort]); 'depart' (finish the queue, say goodbye, report on the departure word: [Note:
+ * process exit]); tcp's 'connect' with the peers' endpoints.
  */
-export interface DepartMessage {
-  type: 'depart';
-}
-
 export type MainToWorkerMessage =
   | OpMessage
-  | DestroyMessage
-  | AbortMessage
-  | DepartMessage
+  | { type: 'destroy' }
+  | { type: 'abort'; message: string }
+  | { type: 'depart' }
   | { type: 'connect'; endpoints: string[] };
 
 /** Human-readable description of an op for error messages. */

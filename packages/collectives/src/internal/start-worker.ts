@@ -12,18 +12,12 @@ export type WorkerEntry = 'comm-worker' | 'thread-rank-entry';
 /**
  * Starts one of the package's worker entries next to this module.
  *
- * [Note: worker entries] From source (vitest, tsx) this module is `src/internal/start-worker.ts`
- * and the entries are the `.ts` files beside it; Node cannot run them, and `--import tsx` in a
- * Worker's execArgv does not apply to its first module on Node 20, so a two-line bootstrap
- * registers tsx's loader in the worker before importing the entry. From the build, tsup bundles
- * this module into `dist/index.js` (or `index.cjs`) and emits the entries as `dist/<name>.js`
- * beside it, so the same relative URL finds them.
- * The project packages the worker uses (@fsdp-ts/errors for CollectiveError, @fsdp-ts/kernels
- * for the reductions) resolve both ways: from source, esbuild resolves them with the
- * `@fsdp-ts/source` condition to their `src/index.ts` and bundles them in, and their sources
- * are part of the bundle's cache key; from the build, tsup leaves them as package imports in
- * `dist/comm-worker.js`, which Node resolves from the installed package's own node_modules
- * lookup, as it does for `dist/index.js` (both are dependencies of this package).
+ * [Note: worker entries] From the build, tsup emits the entries as `dist/<name>.js` beside the
+ * bundle, so a relative URL finds them. From source, Node cannot run `.ts` and `--import tsx`
+ * does not apply to a Worker's first module on Node 20: the communication worker is bundled by
+ * esbuild (with the `@fsdp-ts/source` condition, so @fsdp-ts/errors and @fsdp-ts/kernels are
+ * bundled in and part of the cache key), other entries start through a bootstrap that registers
+ * tsx first.
  */
 export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker {
   const here = moduleUrl();
@@ -43,7 +37,7 @@ export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker 
 }
 
 /** This module's URL; the CJS build has no import.meta, but has __filename. */
-function moduleUrl(): string {
+export function moduleUrl(): string {
   const url: unknown = import.meta.url;
   if (typeof url === 'string') return url;
   return pathToFileURL(__filename).href;
@@ -102,6 +96,20 @@ function writeAtomically(path: string, text: string): void {
   const temporary = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
   writeFileSync(temporary, text);
   renameSync(temporary, path);
+}
+
+/** `require` resolving from this package (koffi, esbuild, tsx: optional or development dependencies). */
+export function packageRequire(): NodeJS.Require {
+  return createRequire(moduleUrl());
+}
+
+/** Where koffi is installed, resolved from this package on the main thread (undefined: missing). */
+export function resolveKoffi(): string | undefined {
+  try {
+    return packageRequire().resolve('koffi');
+  } catch {
+    return undefined;
+  }
 }
 
 const loadable = new Map<string, string>();

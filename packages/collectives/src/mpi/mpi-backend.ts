@@ -53,12 +53,10 @@ let finalizeInstalled = false;
 
 /**
  * [Note: mpi threads] MPI is initialised once per process, on the main thread, with
- * MPI_Init_thread(MPI_THREAD_MULTIPLE): every mpi group's communication worker calls MPI from
- * its own thread, and two groups' workers (a sub-group, hybrid sharding's two meshes) call it at
- * the same time. A library that grants less fails here. MPI_Finalize runs on the main thread at
- * a clean exit (code 0), after the communication workers have finished their queues ([Note:
- * process exit]); a failing process skips it, so mpirun ends the job. MPI cannot be initialised
- * again in the same process after that.
+ * MPI_THREAD_MULTIPLE (every group's worker calls MPI from its own thread, at the same time as
+ * others'); a library that grants less fails here. MPI_Finalize runs on the main thread at a
+ * clean exit, after the workers finished their queues ([Note: process exit]); a failing process
+ * skips it, so mpirun ends the job.
  */
 function startMpi(rank: number): MpiRuntime {
   if (runtime !== undefined) return runtime;

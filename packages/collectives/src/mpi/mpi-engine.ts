@@ -35,11 +35,10 @@ const PEER_HEADER_TAG = 4;
 /** Bytes of one header, failure notice or abort notice (JSON, zero-padded). */
 const MESSAGE_BYTES = 4096;
 /**
- * [Note: mpi progress] MPI moves bytes only inside MPI calls (Open MPI's shared-memory and tcp
- * transports have no progress thread), so an op's requests are tested back to back for
- * SPIN_MS, the event loop gets a turn (the base's timeout timer, abort and destroy messages),
- * and so on. After BUSY_MS of one op the worker sleeps IDLE_SLEEP_MS between tests, so a rank
- * waiting for a peer that computes leaves the core to the main thread.
+ * [Note: mpi progress] MPI moves bytes only inside MPI calls (Open MPI has no progress thread), so
+ * an op's requests are tested back to back for SPIN_MS, then the event loop gets a turn (timeouts,
+ * abort and destroy); after BUSY_MS the worker sleeps IDLE_SLEEP_MS between tests, leaving the core
+ * to the main thread while a peer computes.
  */
 const SPIN_MS = 2;
 const BUSY_MS = 50;
@@ -51,15 +50,12 @@ type Message =
   | { abort: { rank: number; message: string } };
 
 /**
- * [Note: mpi engine] One communicator per group (MPI_Comm_create_group over MPI_COMM_WORLD with
- * the group's world ranks), on which every op is non-blocking: first the op header to every
- * peer and each peer's header from it (tag HEADER_TAG, so a mismatch fails before any payload
- * moves and a peer that never issues the op is named by its missing header), then the MPI
- * collective (MPI_Iallreduce, MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast,
- * MPI_Ibarrier) or MPI_Isend/MPI_Irecv (tag PAYLOAD_TAG), progressed by MPI_Test ([Note: mpi
- * progress]). An abort notice travels on ABORT_TAG; one receive from any source is posted while
- * the group lives and tested with every op. bfloat16 ([Note: mpi bfloat16]): gathers and
- * broadcasts move the 16-bit values; reductions reduce in float32 (MPI has no bfloat16 sum).
+ * [Note: mpi engine] One communicator per group (MPI_Comm_create_group over the group's world
+ * ranks); every op is non-blocking: the op header to and from every peer first (HEADER_TAG, so a
+ * mismatch fails before any payload and a peer that never issues the op is named), then the MPI
+ * collective or MPI_Isend/MPI_Irecv (PAYLOAD_TAG), progressed by MPI_Test ([Note: mpi progress]).
+ * Abort notices travel on ABORT_TAG, received from any source while the group lives. bfloat16
+ * ([Note: mpi bfloat16]): gathers and broadcasts move 16-bit values; reductions run in float32.
  */
 class MpiEngine extends EngineBase<MpiInit> {
   private readonly mpi: MpiLibrary;

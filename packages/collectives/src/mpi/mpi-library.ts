@@ -1,6 +1,7 @@
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
 import { CollectiveError } from '../errors.js';
+import { packageRequire, resolveKoffi } from '../internal/start-worker.js';
+
+export { resolveKoffi };
 
 /**
  * [Note: mpi binding] The system's MPI library through koffi, loaded on the main thread (init,
@@ -50,15 +51,6 @@ export interface MpiHandles {
 /** The MPI calls this package makes; each returns MPI's error code (0 = MPI_SUCCESS). */
 export type MpiLibrary = ReturnType<typeof loadMpiLibrary>;
 
-/** Where koffi is installed, resolved from this package on the main thread (undefined: missing). */
-export function resolveKoffi(): string | undefined {
-  try {
-    return createRequire(moduleUrl()).resolve('koffi');
-  } catch {
-    return undefined;
-  }
-}
-
 /** The library file to open: FSDP_MPI_LIBRARY, else libmpi.so.40. */
 export function mpiLibraryPath(env: NodeJS.ProcessEnv = process.env): string {
   const configured = env[MPI_LIBRARY_VARIABLE]?.trim();
@@ -78,7 +70,7 @@ export function loadMpiLibrary(koffiPath: string | undefined, path: string, rank
       },
     );
   }
-  const koffi = createRequire(moduleUrl())(koffiPath) as Koffi;
+  const koffi = packageRequire()(koffiPath) as Koffi;
   let library: ReturnType<Koffi['load']>;
   try {
     library = koffi.load(path);
@@ -234,12 +226,6 @@ export function loadMpiLibrary(koffiPath: string | undefined, path: string, rank
       return new TextDecoder().decode(text.subarray(0, length[0]));
     },
   };
-}
-
-function moduleUrl(): string {
-  const url: unknown = import.meta.url;
-  if (typeof url === 'string') return url;
-  return pathToFileURL(__filename).href;
 }
 
 function firstLine(error: unknown): string {

@@ -4,28 +4,18 @@ import { describeOp, type MainToWorkerMessage, type OpMessage } from '../op-mess
 
 /**
  * [Note: engine base] What every backend shares inside the communication worker, so a backend is
- * its transport and its schedules only:
- * - sequencing: one counter for collectives, one per peer and direction for send/recv;
- * - header checks: `checkHeaders` compares this rank's OpHeader with every peer's before any
- *   payload moves; a difference fails the op with code 'mismatch' and leaves the group usable;
- * - the broken-group state: any other failure breaks the group once (`breakGroup`), fails the
- *   running op at once, asks the transport to close (`closeTransport`, so peers blocked on this
- *   rank fail too), and every later op fails with the cause;
- * - timeouts: an op that has not finished after its `timeoutMs` fails with code 'timeout'
- *   naming the peer the transport says it waits on (`waitingOn`). A backend whose transport
- *   blocks the thread checks its own deadline (the timer cannot fire while it blocks).
+ * its transport and schedules only: sequence numbers (one for collectives, one per peer and
+ * direction for send/recv); `checkHeaders` (a difference fails the op with 'mismatch' before any
+ * payload moves and leaves the group usable); the broken-group state (any other failure breaks
+ * the group once, fails the running op, closes the transport so blocked peers fail too, and fails
+ * every later op with the cause); timeouts ('timeout', naming `waitingOn()`; a transport that
+ * blocks the thread checks its own deadline).
  *
- * [Note: abort] `group.abort(error)` lets a rank that failed outside the collectives (an
- * exception in its own code) fail its peers' ops too, with its error, instead of leaving them
- * blocked in or mismatched with an op it never issues. `abort` sends an abort notice (the
- * aborting rank and its message) to every peer over the transport (`sendAbort`) and marks the
- * group broken here; a peer that receives the notice calls `peerAborted`, which marks it broken there
- * with the same error (code 'aborted', `peer` the aborting rank), failing its running op at once
- * and every later op. The notice is read between ops (and by a waiting op); a notice that lands
- * in the middle of a payload cannot be told apart from data, so that peer fails with 'peer-lost'
- * naming the aborting rank instead. Either way every rank ends broken.
- * `group.recoverOrAbort(error)` first asks the peers whether they all failed alike and aborts
- * only if not ([Note: failure agreement]).
+ * [Note: abort] `group.abort(error)` sends an abort notice (this rank, its message) to every peer
+ * and breaks the group here; a peer reading it calls `peerAborted` and breaks with code 'aborted'
+ * naming the aborting rank. A notice read between ops (or by a waiting op) is seen as such; one
+ * landing mid-payload fails that peer with 'peer-lost' naming the aborting rank. Every rank ends
+ * broken. `recoverOrAbort` first asks whether all failed alike ([Note: failure agreement]).
  */
 export abstract class EngineBase<Init extends EngineInit = EngineInit> implements Engine {
   private collectiveSeq = 0;
@@ -51,11 +41,9 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
   protected abstract sendAbort(message: string): void;
 
   /**
-   * [Note: failure agreement] on this transport: sends `notice` to every peer where its next op
-   * header belongs, reads each peer's reply from there and hands it to `judge`; resolves with the
-   * first disagreement `judge` returns, or undefined once every peer agreed. Throws what a failed
-   * read throws (an abort notice, a lost peer). A backend without notices disagrees at once, so
-   * recoverOrAbort aborts as abort does.
+   * [Note: failure agreement] on this transport: sends `notice` where each peer's next op header
+   * belongs, judges each reply; resolves with the first disagreement, or undefined once all
+   * agreed. A backend without notices disagrees at once, so recoverOrAbort aborts.
    */
   protected collectNotices(
     _notice: FailureNotice,
@@ -346,28 +334,16 @@ export function sameOp(mine: OpHeader, theirs: OpHeader): boolean {
 
 /**
  * [Note: failure agreement]
- * `group.recoverOrAbort(error)` lets ranks that all failed alike outside the collectives (the same
- * bad batch everywhere) keep their group, where `group.abort(error)` ([Note: abort]) always breaks
- * it. It is an op in the rank's queue, so it runs after every op the rank issued before it; there
- * the rank sends every peer a failure notice and reads one reply from each, in the place where the
- * peer's next op header belongs:
- * - the notice carries the op's sequence number (one more than the collectives this rank issued on
- *   the group) and the failure's fingerprint (its name, code and message, see `failureFingerprint`);
- * - every peer replied with a notice of the same sequence number and fingerprint: the ranks failed
- *   at the same point of the op stream with the same error. Nothing was aborted, the streams stay
- *   aligned, and the group goes on ('recovered' on every rank: each saw the same set of notices);
- * - any other reply (a peer's op header: it did not fail, or failed later; a notice with another
- *   sequence number or fingerprint), an abort or loss notice, a lost connection or the op's
- *   timeout: the rank aborts the group as `group.abort` would, with its own message, and
- *   recoverOrAbort returns the reason. Every rank that sent a notice reads every peer's reply, so
- *   each of them sees the disagreement and aborts.
- * A rank that did not fail and reads a notice where an op header belongs (it is blocked in, or
- * starts, an op the failing rank never issues) breaks the group at once with the notice's message
- * (code 'aborted', `peer` the failing rank), as for an abort notice; it sends nothing, since the
- * failing rank aborts once it reads that rank's op header. So a one-sided failure releases the
- * other ranks as fast as an abort does. The wait of a failing rank is bounded by the op timeout:
- * a peer that neither fails nor issues another op (it computes for a long time) keeps it waiting
- * until then. Send and recv have their own sequences and are not compared.
+ * `group.recoverOrAbort(error)` keeps the group when every rank failed alike outside the
+ * collectives. It is an op in the queue: the rank sends every peer a failure notice (its sequence
+ * number, one more than the collectives it issued, and the failure's fingerprint) where the
+ * peer's next op header belongs, and reads one reply from each. Every reply a notice with the
+ * same number and fingerprint: the group goes on, 'recovered' on every rank. Anything else (an op
+ * header, another number or fingerprint, an abort or loss, a lost connection, the timeout): the
+ * rank aborts as `group.abort` does and returns the reason; every failing rank reads every reply,
+ * so each sees the disagreement. A rank that did not fail and reads a notice where a header
+ * belongs breaks at once ('aborted', `peer` the failing rank) and sends nothing. A failing rank
+ * waits at most the op timeout. Send and recv are not compared.
  */
 export interface FailureNotice {
   /** The agreement's sequence number in the group's collective sequence. */

@@ -1,22 +1,14 @@
 /**
  * [Note: shm arena] The thread ranks of one spawnThreadRanks call share one growable shared
- * WebAssembly.Memory, the arena. `allocateShared(..., { arena: true })` carves buffers out of it;
- * the shm engine's in-place kernels (in-place-simd.ts) import the same memory, so a reduction
- * reads every rank's slice and writes the result where it lives, with no copy into and out of a
- * kernel's private memory (WebAssembly cannot address a SharedArrayBuffer it did not create).
- *
- * Layout: bytes 0..15 hold a random token, bytes 16..19 the bump pointer in 64-byte units
- * (Atomics), bytes 20..27 the reduction counts ([Note: arena reduction counts]), bytes 28..31 the
- * full flag ([Note: arena full]), bytes 32..63 are free; allocations start at 64 and are 64-byte aligned (one cache line). Arena memory is
- * never freed or reused: it is for buffers that live for the run (parameters, gradients, the
- * benchmark's buffers), not for per-step scratch.
- *
- * A view reaching the communication worker is a structured clone: its SharedArrayBuffer is a new
- * object over the same memory, so identity cannot tell an arena view from another. A view is
- * taken for an arena view when its buffer is no longer than the arena (its length read afresh,
- * [Note: stale arena length]) and starts with the arena's token; byte offsets in the view's
- * buffer are then addresses in the arena. Only a buffer copied from the arena's own first 16
- * bytes could pass, and no API hands those out.
+ * WebAssembly.Memory, the arena: `allocateShared(..., { arena: true })` carves buffers out of it,
+ * and the in-place kernels import the same memory, so a reduction reads every rank's slice and
+ * writes the result where it lives, with no copy through a kernel's private memory.
+ * Layout: bytes 0..15 a random token, 16..19 the bump pointer in 64-byte units, 20..27 the
+ * reduction counts ([Note: arena reduction counts]), 28..31 the full flag ([Note: arena full]);
+ * allocations start at 64, 64-byte aligned, and are never freed (buffers that live for the run).
+ * A view that reaches the worker is a structured clone (a new buffer object), so it counts as an
+ * arena view when its buffer is no longer than the arena (read afresh, [Note: stale arena
+ * length]) and starts with the token; its byte offsets are then arena addresses.
  */
 
 /** The part of the WebAssembly API used here (the project's tsconfig has no DOM library). */
@@ -101,14 +93,10 @@ export function arenaFull(memory: SharedMemory): boolean {
 }
 
 /**
- * [Note: stale arena length] When one thread grows the arena, V8 updates the other threads'
- * `memory.buffer` later, on an interrupt each thread handles when it gets to it: until then a
- * thread's `memory.buffer` is the old, shorter SharedArrayBuffer, though the memory itself (and
- * every view another thread made over the grown buffer) is already longer. Reading the length
- * off `memory.buffer` alone would take a peer's view over the grown arena for a foreign buffer
- * (and the shm engine would reduce it through the copy path, depending on timing), and reserve
- * would grow memory that is already there. `memory.grow(0)` refreshes this thread's buffer at
- * once, so a length that looks too short is read again through it before it counts.
+ * [Note: stale arena length] After another thread grew the arena, this thread's `memory.buffer`
+ * stays the old, shorter one until V8 handles an interrupt, though the memory is longer already.
+ * `memory.grow(0)` refreshes it at once, so a length that looks too short is read again through it
+ * (else a peer's view over the grown arena would take the copy path, depending on timing).
  */
 function arenaBytes(memory: SharedMemory, needed: number): number {
   if (memory.buffer.byteLength >= needed) return memory.buffer.byteLength;
@@ -128,12 +116,9 @@ export function isArenaBuffer(memory: SharedMemory, buffer: ArrayBufferLike): bo
 }
 
 /**
- * [Note: arena reduction counts] Every reduction the shm engine runs with an arena (ops too large
- * for the mailbox; the inline path never passes the arena) adds one, per rank, to the arena's
- * count of reductions done in place or of those that fell back to the copy path (a buffer outside
- * the arena, bfloat16 max or min, overlapping views, no SIMD). Both are sums over every rank and
- * group of one spawnThreadRanks call. They are an internal diagnostic, not API: the tests read
- * them (reductionCounts) to prove which path an op took, since both give the same results.
+ * [Note: arena reduction counts] Every shm reduction with an arena (ops too large for the mailbox)
+ * adds one to the count of reductions done in place, or of those that fell back to the copy path,
+ * summed over the ranks and groups of one spawnThreadRanks call; tests read them (reductionCounts).
  */
 export type ReductionPath = 'in place' | 'copied';
 

@@ -153,11 +153,10 @@ export class ShmEngine extends EngineBase<ShmInit> {
 
   /**
    * Every rank posts its header in its mailbox ([Note: shm mailbox]) and, for an op too large to
-   * travel inline, its buffers on every peer's port, then rings each peer's doorbell once. Once
-   * every peer's header is in and matches, an inline op computes from the mailboxes into this
-   * rank's own buffers only, so it needs no finish phase (a barrier keeps one, see [Note: shm
-   * barrier exit]): one wake-up per peer per op. A large op
-   * computes its slice directly in the peers' memory and waits until every rank has finished.
+   * travel inline, its buffers on every peer's port, then rings each doorbell once. An inline op
+   * then computes from the mailboxes into its own buffers, with no finish phase but a barrier's
+   * ([Note: shm barrier exit]); a large op computes its slice in the peers' memory and waits until
+   * every rank has finished.
    */
   private collective(op: OpMessage, header: OpHeader, deadline: number): void {
     const { rank, size, control } = this.init;

@@ -109,22 +109,15 @@ function contribution(control: Int32Array, slot: number, header: OpHeader, size:
 }
 
 /**
- * [Note: shm control block] One Int32Array over a SharedArrayBuffer per shm group, shared by the
- * communication workers of all its ranks:
- *   slot 0                    0, or 1 + the rank that aborted the group ([Note: abort])
- *   slot 1                    completion wake word, bumped by every rank that finishes an op
- *   slots 2 .. 2+size         doorbell of rank r, bumped after posting anything for r to read
- *   slots 2+size .. 2+2size   sequence number of the last op rank r finished
- *   slots 2+2size .. 2+3size  sequence number of the last collective rank r posted in its mailbox
- *   then 2 mailboxes per rank ([Note: shm mailbox]), MAILBOX_WORDS each, rank-major
- * Buffers of large ops, and send/recv, travel over MessagePorts (one per pair of ranks) and are
- * read with receiveMessageOnPort, so a worker blocked in Atomics.wait still gets them in order.
+ * [Note: shm control block] One Int32Array over a SharedArrayBuffer per shm group, shared by its
+ * ranks' workers: slot 0 is 0 or 1 + the rank that aborted ([Note: abort]); slot 1 the completion
+ * wake word; then per rank its doorbell, the seq of the last op it finished, the seq of the last
+ * collective it posted; then 2 mailboxes per rank, rank-major. Large ops' buffers and send/recv
+ * travel over MessagePorts, read with receiveMessageOnPort (so a blocked worker gets them in order).
  *
- * [Note: shm mailbox] Every collective's header goes into the posting rank's mailbox of the op's
- * parity (seq & 1): MAILBOX_HEADER_WORDS words (seq, kind, dtype, reduce op, root, peer, count),
- * then, for an op whose contribution fits INLINE_BYTES, the contribution itself. Two mailboxes
- * per rank are enough: a rank posts op seq+2 only after every peer posted op seq+1, which a peer
- * does only after it finished reading op seq.
+ * [Note: shm mailbox] Every collective's header goes into the poster's mailbox of the op's parity
+ * (seq & 1), followed by the contribution when it fits INLINE_BYTES. Two suffice: a rank posts op
+ * seq+2 only after every peer posted seq+1, which a peer does only after it finished reading seq.
  */
 export const ABORT_SLOT = 0;
 export const COMPLETION_WAKE = 1;

@@ -3,39 +3,20 @@ import type { CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
 import type { FailureNotice, OpHeader } from '../engine/engine-base.js';
 
 /**
- * [Note: op header] Before any payload, every op puts a fixed 32-byte little-endian header on
- * each connection it uses (collectives: to every peer; send: to its peer):
- *   0  u32 magic 0x50445346 ("FSDP")
- *   4  u8  kind     5 u8 dtype     6 u8 wire dtype     7 u8 reduce op
- *   8  u32 sequence number (per group for collectives, per peer and direction for send/recv)
- *   12 i32 root (broadcast) or -1
- *   16 f64 element count
- *   24 i32 peer (send: destination, recv: source) or -1
- *   28 u32 eager bytes: payload bytes that follow this header on this connection before the
- *          sender waits for anything (see [Note: eager first segment] in node-net-frames.ts)
- * A rank compares every header it receives with its own op before it moves any data beyond the
- * eager bytes: a difference fails the op on every rank with code 'mismatch', each rank skips the
- * eager bytes its peers sent, so the streams stay aligned; bytes that are not a header fail with
- * code 'malformed-frame'.
- *
- * An abort notice ([Note: abort]) is a header with kind byte 255 whose u32 at offset 8 is the
- * byte length of the UTF-8 message that follows it; every other field is 0.
- *
- * A failure notice ([Note: failure agreement]) is a header with kind byte 253 whose u32 at offset 8
- * is the byte length of the UTF-8 JSON that follows it ({ seq, fingerprint, message }); every
- * other field is 0. Unlike an abort notice it leaves the connection open.
- *
- * A loss notice ([Note: blaming a lost peer]) is a header with kind byte 254, the message length
- * at offset 8 and the rank it blames (i32) at offset 12, why (u8 at offset 16: 0 the sender lost
- * that rank, 1 the sender timed out waiting for it), the UTF-8 message, then the same 32-byte
- * header again as a trailer, so it is found where a header is expected and at the end of
- * whatever a closed connection left unread.
- *
- * A goodbye ([Note: clean departure] in peer-link.ts) is a header with kind byte 252, the number
- * of collectives its sender completed (u32 at offset 8) and the 16 ASCII bytes
- * `FSDP-TS-GOODBYE!` at offset 16; it is the last thing a rank writes on a connection before its
- * process ends normally, so it is found where a header is expected and as the last 32 bytes of
- * what a closed connection left unread.
+ * [Note: op header] Before any payload, every op puts a 32-byte little-endian header on each
+ * connection it uses (collectives: every peer; send: its peer):
+ *   0 u32 magic "FSDP" | 4 u8 kind | 5 u8 dtype | 6 u8 wire dtype | 7 u8 reduce op
+ *   8 u32 sequence number | 12 i32 root or -1 | 16 f64 element count | 24 i32 peer or -1
+ *   28 u32 eager bytes that follow on this connection ([Note: eager first segment])
+ * Every header received is compared with this rank's op before data beyond the eager bytes
+ * moves: a difference is 'mismatch' on every rank (each skips its peers' eager bytes, so the
+ * streams stay aligned); bytes that are not a header are 'malformed-frame'.
+ * Notices share the first 8 bytes, with their kind byte and a u32 length at offset 8:
+ * abort 255 ([Note: abort]: UTF-8 message follows, the link closes); loss 254 ([Note: blaming a
+ * lost peer]: i32 blamed rank at 12, u8 reason at 16, the message, then the header again as a
+ * trailer); failure 253 ([Note: failure agreement]: JSON { seq, fingerprint, message }, the link
+ * stays open); goodbye 252 ([Note: clean departure]: the collectives completed at 8 and
+ * `FSDP-TS-GOODBYE!` at 16, nothing follows).
  */
 export const HEADER_BYTES = 32;
 const MAGIC = 0x50445346;
@@ -53,43 +34,56 @@ const KINDS: readonly (CollectiveKind | 'invalid')[] = [
 const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
 const WIRES: readonly ('float32' | 'bfloat16')[] = ['float32', 'bfloat16'];
 const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
+const ABORT_KIND = 255;
+const LOSS_KIND = 254;
+const FAILURE_KIND = 253;
+const GOODBYE_KIND = 252;
+const GOODBYE_MARKER = Buffer.from('FSDP-TS-GOODBYE!', 'ascii');
 
 export type { OpHeader };
 
-const ABORT_KIND = 255;
-
-/** The abort notice: its header, then the message. */
-export function encodeAbortFrame(message: string): Buffer {
-  const text = Buffer.from(message, 'utf8');
-  const bytes = Buffer.alloc(HEADER_BYTES + text.length);
+/** A notice of `kind`: its header (length of `text` at offset 8), then `text`, then `trailer` bytes. */
+function noticeFrame(kind: number, text: Buffer, trailer = 0): Buffer {
+  const bytes = Buffer.alloc(HEADER_BYTES + text.length + trailer);
   bytes.writeUInt32LE(MAGIC, 0);
-  bytes.writeUInt8(ABORT_KIND, 4);
+  bytes.writeUInt8(kind, 4);
   bytes.writeUInt32LE(text.length, 8);
   text.copy(bytes, HEADER_BYTES);
   return bytes;
 }
 
-const LOSS_KIND = 254;
+/** The first 32 bytes as a header view if they are a notice of `kind`; undefined otherwise. */
+function noticeView(bytes: Uint8Array, kind: number): Buffer | undefined {
+  if (bytes.length < HEADER_BYTES) return undefined;
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
+  return view.readUInt32LE(0) === MAGIC && view.readUInt8(4) === kind ? view : undefined;
+}
 
-const FAILURE_KIND = 253;
+/** The abort notice: its header, then the message. */
+export function encodeAbortFrame(message: string): Buffer {
+  return noticeFrame(ABORT_KIND, Buffer.from(message, 'utf8'));
+}
+
+/** The message length if these 32 bytes are an abort notice's header; undefined otherwise. */
+export function abortMessageLength(bytes: Uint8Array): number | undefined {
+  return noticeView(bytes, ABORT_KIND)?.readUInt32LE(8);
+}
+
+/** The message of a complete abort notice at the start of `bytes`; undefined if there is none. */
+export function abortMessageIn(bytes: Buffer): string | undefined {
+  const length = abortMessageLength(bytes);
+  if (length === undefined || bytes.length < HEADER_BYTES + length) return undefined;
+  return bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + length);
+}
 
 /** The failure notice ([Note: failure agreement]): its header, then the notice as JSON. */
 export function encodeFailureNotice(notice: FailureNotice): Buffer {
-  const text = Buffer.from(JSON.stringify(notice), 'utf8');
-  const bytes = Buffer.alloc(HEADER_BYTES + text.length);
-  bytes.writeUInt32LE(MAGIC, 0);
-  bytes.writeUInt8(FAILURE_KIND, 4);
-  bytes.writeUInt32LE(text.length, 8);
-  text.copy(bytes, HEADER_BYTES);
-  return bytes;
+  return noticeFrame(FAILURE_KIND, Buffer.from(JSON.stringify(notice), 'utf8'));
 }
 
 /** The JSON length if these 32 bytes are a failure notice's header; undefined otherwise. */
 export function failureNoticeLength(bytes: Uint8Array): number | undefined {
-  if (bytes.length < HEADER_BYTES) return undefined;
-  const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
-  if (view.readUInt32LE(0) !== MAGIC || view.readUInt8(4) !== FAILURE_KIND) return undefined;
-  return view.readUInt32LE(8);
+  return noticeView(bytes, FAILURE_KIND)?.readUInt32LE(8);
 }
 
 /** The failure notice in `json` (the bytes after its header); throws 'malformed-frame' for anything else. */
@@ -123,10 +117,7 @@ export function failureNoticeIn(bytes: Buffer, peer: number): FailureNotice | un
 export type LossReason = 'lost' | 'timeout';
 const REASONS: readonly LossReason[] = ['lost', 'timeout'];
 
-/**
- * What a loss notice says: which rank its sender gave up on, why (it lost the connection, or its
- * op timed out waiting for that rank; 'lost' when absent), in its sender's words.
- */
+/** A loss notice: the rank its sender gave up on, why ('lost' when absent), in its sender's words. */
 export interface LossNotice {
   lost: number;
   message: string;
@@ -136,13 +127,9 @@ export interface LossNotice {
 /** The loss notice: its header, the message, the header again ([Note: blaming a lost peer]). */
 export function encodeLossNotice(notice: LossNotice): Buffer {
   const text = Buffer.from(notice.message, 'utf8');
-  const bytes = Buffer.alloc(2 * HEADER_BYTES + text.length);
-  bytes.writeUInt32LE(MAGIC, 0);
-  bytes.writeUInt8(LOSS_KIND, 4);
-  bytes.writeUInt32LE(text.length, 8);
+  const bytes = noticeFrame(LOSS_KIND, text, HEADER_BYTES);
   bytes.writeInt32LE(notice.lost, 12);
   bytes.writeUInt8(REASONS.indexOf(notice.reason ?? 'lost'), 16);
-  text.copy(bytes, HEADER_BYTES);
   bytes.copy(bytes, HEADER_BYTES + text.length, 0, HEADER_BYTES);
   return bytes;
 }
@@ -151,43 +138,30 @@ export function encodeLossNotice(notice: LossNotice): Buffer {
 export function lossNoticeHeader(
   bytes: Uint8Array,
 ): { length: number; lost: number; reason: LossReason } | undefined {
-  if (bytes.length < HEADER_BYTES) return undefined;
-  const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
-  if (view.readUInt32LE(0) !== MAGIC || view.readUInt8(4) !== LOSS_KIND) return undefined;
+  const view = noticeView(bytes, LOSS_KIND);
+  if (view === undefined) return undefined;
   // An unknown reason reads as 'lost': the rank is blamed either way.
   const reason = REASONS[view.readUInt8(16)] ?? 'lost';
   return { length: view.readUInt32LE(8), lost: view.readInt32LE(12), reason };
 }
 
-/**
- * A complete loss notice at the start or at the end of `bytes` (the unread bytes of a closed
- * connection); undefined if there is none.
- */
+/** A complete loss notice at the start or at the end of `bytes` (a closed connection's unread bytes). */
 export function lossNoticeIn(bytes: Buffer): LossNotice | undefined {
   const atStart = lossNoticeHeader(bytes);
-  if (atStart !== undefined && bytes.length >= 2 * HEADER_BYTES + atStart.length)
-    return {
-      lost: atStart.lost,
-      message: bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + atStart.length),
-      reason: atStart.reason,
-    };
+  const at = (start: number, header: { length: number; lost: number; reason: LossReason }) => ({
+    lost: header.lost,
+    message: bytes.toString('utf8', start + HEADER_BYTES, start + HEADER_BYTES + header.length),
+    reason: header.reason,
+  });
+  if (atStart !== undefined && bytes.length >= 2 * HEADER_BYTES + atStart.length) return at(0, atStart);
   if (bytes.length < 2 * HEADER_BYTES) return undefined;
   const trailer = bytes.subarray(bytes.length - HEADER_BYTES);
   const atEnd = lossNoticeHeader(trailer);
   if (atEnd === undefined || bytes.length < 2 * HEADER_BYTES + atEnd.length) return undefined;
   const start = bytes.length - 2 * HEADER_BYTES - atEnd.length;
-  // The header before the message must repeat the trailer: payload bytes that merely end like one
-  // are not a notice.
-  if (!bytes.subarray(start, start + HEADER_BYTES).equals(trailer)) return undefined;
-  return {
-    lost: atEnd.lost,
-    message: bytes.toString('utf8', start + HEADER_BYTES, start + HEADER_BYTES + atEnd.length),
-    reason: atEnd.reason,
-  };
+  // The header before the message must repeat the trailer: payload that merely ends like one is no notice.
+  return bytes.subarray(start, start + HEADER_BYTES).equals(trailer) ? at(start, atEnd) : undefined;
 }
-
-const GOODBYE_KIND = 252;
-const GOODBYE_MARKER = Buffer.from('FSDP-TS-GOODBYE!', 'ascii');
 
 /** What a goodbye says: how many collectives its sender completed before it left. */
 export interface Goodbye {
@@ -196,9 +170,7 @@ export interface Goodbye {
 
 /** The goodbye a rank writes on every connection before its process ends normally. */
 export function encodeGoodbye(goodbye: Goodbye): Buffer {
-  const bytes = Buffer.alloc(HEADER_BYTES);
-  bytes.writeUInt32LE(MAGIC, 0);
-  bytes.writeUInt8(GOODBYE_KIND, 4);
+  const bytes = noticeFrame(GOODBYE_KIND, Buffer.alloc(0));
   bytes.writeUInt32LE(goodbye.collectives >>> 0, 8);
   GOODBYE_MARKER.copy(bytes, 16);
   return bytes;
@@ -206,26 +178,19 @@ export function encodeGoodbye(goodbye: Goodbye): Buffer {
 
 /** The goodbye these 32 bytes are, if they are one. */
 export function goodbyeHeader(bytes: Uint8Array): Goodbye | undefined {
-  if (bytes.length < HEADER_BYTES) return undefined;
-  const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
-  if (view.readUInt32LE(0) !== MAGIC || view.readUInt8(4) !== GOODBYE_KIND) return undefined;
-  if (!view.subarray(16, 32).equals(GOODBYE_MARKER)) return undefined;
+  const view = noticeView(bytes, GOODBYE_KIND);
+  if (view === undefined || !view.subarray(16, 32).equals(GOODBYE_MARKER)) return undefined;
   return { collectives: view.readUInt32LE(8) };
 }
 
-/** The message length if these 32 bytes are an abort notice's header; undefined otherwise. */
-export function abortMessageLength(bytes: Uint8Array): number | undefined {
-  if (bytes.length < HEADER_BYTES) return undefined;
-  const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
-  if (view.readUInt32LE(0) !== MAGIC || view.readUInt8(4) !== ABORT_KIND) return undefined;
-  return view.readUInt32LE(8);
-}
-
-/** The message of a complete abort notice at the start of `bytes`; undefined if there is none. */
-export function abortMessageIn(bytes: Buffer): string | undefined {
-  const length = abortMessageLength(bytes);
-  if (length === undefined || bytes.length < HEADER_BYTES + length) return undefined;
-  return bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + length);
+/** Whether these 32 bytes are any notice (abort, loss, failure, goodbye) rather than an op header. */
+export function isNoticeHeader(bytes: Uint8Array): boolean {
+  return (
+    abortMessageLength(bytes) !== undefined ||
+    lossNoticeHeader(bytes) !== undefined ||
+    failureNoticeLength(bytes) !== undefined ||
+    goodbyeHeader(bytes) !== undefined
+  );
 }
 
 export function encodeHeader(header: OpHeader, eagerBytes = 0): Buffer {

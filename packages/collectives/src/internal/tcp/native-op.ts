@@ -1,17 +1,8 @@
 import { type OpHeader, sameOp } from '../engine/engine-base.js';
 import type { OpMessage } from '../op-message.js';
-import {
-  abortMessageLength,
-  decodeHeader,
-  eagerBytesIn,
-  encodeHeader,
-  failureNoticeLength,
-  goodbyeHeader,
-  HEADER_BYTES,
-  lossNoticeHeader,
-} from './frame-header.js';
+import { decodeHeader, eagerBytesIn, encodeHeader, HEADER_BYTES, isNoticeHeader } from './frame-header.js';
 import type { NativeReduce } from './native-blas.js';
-import { driveNativeRun, NativeRingRun } from './native-ring.js';
+import { driveNativeRun, NativeRingRun, SendQueue } from './native-ring.js';
 import {
   EAGAIN,
   EINTR,
@@ -26,7 +17,8 @@ import {
 import type { NodeNetFrames } from './node-net-frames.js';
 import type { PeerLink } from './peer-link.js';
 import type { RingPlan, RingScratch } from './ring.js';
-import { drainInto } from './tcp-failure.js';
+import { COUNTER, count, tcpCounters } from './tcp-connections.js';
+import { loseNatively } from './tcp-failure.js';
 
 /**
  * Eager bytes announced with the header when the rest of the op runs natively: enough to start
@@ -44,8 +36,8 @@ export interface NativeOpContext {
   abort: Int32Array;
   /** OpenBLAS's in-place add for reduce steps ([Note: blas reduce steps]). */
   reduce: NativeReduce;
-  /** Native header exchanges and their mismatches, shared with the main thread. */
-  headerCounts: Int32Array | undefined;
+  /** The process's tcp counters (tcpCounters in tcp-connections.ts). */
+  counters: Int32Array | undefined;
   /** Reads a notice that came where a header was expected, and throws its error. */
   frames: NodeNetFrames;
   /** Whether the group broke or the engine closed: a running exchange or ring stops. */
@@ -56,9 +48,8 @@ export interface NativeOpContext {
 
 /**
  * The native data path of a tcp engine ([Note: native data path]): ring ops whose links are all
- * plain sockets exchange their headers and move their bytes through libc. Owns what such an op
- * keeps between calls: the receive buffer, and the exchange or ring run in progress (which peer
- * it waits on).
+ * plain sockets exchange their headers and move their bytes through libc. Owns the receive
+ * buffer and the exchange or ring run in progress.
  */
 export class NativeOpPath {
   #receive: Uint8Array | undefined;
@@ -79,11 +70,7 @@ export class NativeOpPath {
     return this.#exchange?.waitingOn() ?? this.#run?.waitingOn();
   }
 
-  /**
-   * A ring op on the native data path: headers and eager bytes through libc ([Note: native
-   * header exchange]), then the ring plan's bytes ([Note: native data path]). Every link's
-   * node:net reading is held for the whole op ([Note: held reading]).
-   */
+  /** Headers and eager bytes ([Note: native header exchange]), then the ring plan's bytes; reading held throughout ([Note: held reading]). */
   async execute(
     op: OpMessage,
     header: OpHeader,
@@ -128,7 +115,8 @@ export class NativeOpPath {
         );
       const headers = received.map((frame) => frame?.header ?? null);
       const mismatched = headers.some((theirs) => theirs !== null && !sameOp(header, theirs));
-      countNativeHeaders(this.context.headerCounts, mismatched);
+      count(this.context.counters, COUNTER.headerExchanges);
+      if (mismatched) count(this.context.counters, COUNTER.headerMismatches);
       if (mismatched) {
         // Every byte a header announced must arrive, and every announced byte is skipped.
         this.#writeUnsent(exchange);
@@ -184,41 +172,22 @@ export class NativeOpPath {
 /** poll(2) timeout while waiting for headers: long enough to sleep, short enough for the slice. */
 const POLL_MS = 20;
 
-/** Bytes still to go to one peer, in order. */
-interface Outgoing {
-  chunks: Uint8Array[];
-  offset: number;
-}
-
 /**
  * [Note: native header exchange]
- * On the native data path ([Note: native data path]) an op's header frames move through libc
- * too: this rank sends its 32-byte header to every peer (to the next rank followed by the eager
- * bytes the header announces) and receives exactly the 32 header bytes of every peer, first from
- * what node:net queued before the op, then with recv(2), never more: the peer's eager bytes stay
- * in the kernel (or the link's queue) for the ring. The bytes on the wire are exactly those of the
- * node:net exchange ([Note: eager first segment]), so the two paths interoperate and a mismatch
- * is handled as before: the engine compares the headers; on a difference the bytes this rank has
- * not yet handed to the kernel go out through node:net (a peer skips every byte its header
- * announced, so they must all arrive), and every peer's announced eager bytes are skipped through
- * node:net, so the streams stay aligned. Before the check nothing but the header and the
- * announced eager bytes is sent. Only ring ops exchange headers this way (their bytes move
- * natively anyway); a barrier, a direct all-reduce and send/recv keep node:net: a header-only
- * exchange measured no cheaper through libc (koffi calls, poll, pausing and resuming every link
- * cost what node:net's event-loop turn does).
- * Every link's node:net reading is held for the whole op ([Note: held reading]), so only the
- * bytes node:net read between ops come through its queue. The first 32 bytes from a peer may be
- * an abort or a loss notice instead of a header: they go back to the link's queue and the engine
- * reads the notice through node:net, as before. A hang-up (a reset, or the end of the stream
- * before the header is complete) fails the link at once, naming its peer; the end of a stream
- * after its header is left to the ring, which first reads what the peer sent before it ended.
- * Slices and yields are the ring run's (driveNativeRun): timers, the main thread's messages and
- * the abort word are seen while a rank waits for a slow peer's header.
+ * A ring op on the native path sends its 32-byte header to every peer (to the next rank followed
+ * by the eager bytes it announces) and receives exactly each peer's 32 header bytes, first from
+ * what node:net queued before the op, then with recv(2); the peers' eager bytes stay for the
+ * ring. The bytes on the wire are the node:net exchange's ([Note: eager first segment]), so the
+ * two paths interoperate. On a mismatch what this rank has not handed to the kernel goes out
+ * through node:net and every peer's announced eager bytes are skipped there, so the streams stay
+ * aligned. Barriers, direct all-reduces and send/recv keep node:net. A peer's first 32 bytes may
+ * be a notice instead of a header: they go back to the link's queue for node:net to read. A
+ * hang-up before a header is complete fails the link at once; an end after it is the ring's.
  */
 export class NativeHeaderExchange {
   private readonly received: (Uint8Array | null)[];
   private readonly filled: number[];
-  private readonly outgoing = new Map<PeerLink, Outgoing>();
+  private readonly outgoing = new Map<PeerLink, SendQueue>();
   /** Links whose end of stream was seen after their header was complete (not polled for it again). */
   private readonly endedAfterHeader = new Set<PeerLink>();
   private readonly polls: PollSet;
@@ -234,8 +203,11 @@ export class NativeHeaderExchange {
   ) {
     this.received = links.map((link) => (link === null ? null : new Uint8Array(HEADER_BYTES)));
     this.filled = links.map(() => 0);
-    for (const [link, chunks] of frames)
-      this.outgoing.set(link, { chunks: chunks.filter((chunk) => chunk.length > 0), offset: 0 });
+    for (const [link, chunks] of frames) {
+      const queue = new SendQueue();
+      for (const chunk of chunks) queue.push(chunk);
+      this.outgoing.set(link, queue);
+    }
     this.polls = new PollSet(links.length + 1);
   }
 
@@ -247,11 +219,8 @@ export class NativeHeaderExchange {
   /** What has not reached the kernel yet for `link`, in order (its queue is emptied). */
   takeUnsent(link: PeerLink): Uint8Array[] {
     const outgoing = this.outgoing.get(link);
-    if (outgoing === undefined) return [];
     this.outgoing.delete(link);
-    const [head, ...rest] = outgoing.chunks;
-    if (head === undefined) return [];
-    return [head.subarray(outgoing.offset), ...rest].filter((chunk) => chunk.length > 0);
+    return outgoing?.take() ?? [];
   }
 
   /** The peer this exchange waits on (for timeout messages). */
@@ -314,8 +283,7 @@ export class NativeHeaderExchange {
   private complete(): boolean {
     for (const [peer, header] of this.received.entries())
       if (header !== null && this.filled[peer]! < HEADER_BYTES) return false;
-    for (const [link, outgoing] of this.outgoing)
-      if (link !== this.next && outgoing.chunks.length > 0) return false;
+    for (const [link, outgoing] of this.outgoing) if (link !== this.next && outgoing.pending()) return false;
     return true;
   }
 
@@ -346,45 +314,24 @@ export class NativeHeaderExchange {
    * departure]), where a header belongs: back to the link's queue for the engine.
    */
   private isNotice(link: PeerLink, header: Uint8Array): boolean {
-    if (
-      abortMessageLength(header) === undefined &&
-      lossNoticeHeader(header) === undefined &&
-      failureNoticeLength(header) === undefined &&
-      goodbyeHeader(header) === undefined
-    )
-      return false;
+    if (!isNoticeHeader(header)) return false;
     link.requeue([header.slice()]);
     this.notice = link;
     return true;
   }
 
-  private pump(link: PeerLink, outgoing: Outgoing): 'progress' | 'blocked' | 'lost' {
+  private pump(link: PeerLink, outgoing: SendQueue): 'progress' | 'blocked' | 'lost' {
     const fd = link.fd();
     if (fd === undefined && link.departed() !== undefined) {
       // A departed peer needs nothing more ([Note: clean departure]); its goodbye is read next.
-      outgoing.chunks.length = 0;
+      outgoing.take();
       return 'blocked';
     }
     if (fd === undefined) return 'lost';
-    let progressed = false;
-    while (outgoing.chunks.length > 0) {
-      const head = outgoing.chunks[0]!;
-      const sent = this.sockets.send(fd, head.subarray(outgoing.offset), head.length - outgoing.offset);
-      if (sent > 0) {
-        progressed = true;
-        outgoing.offset += sent;
-        if (outgoing.offset === head.length) {
-          outgoing.chunks.shift();
-          outgoing.offset = 0;
-        }
-        continue;
-      }
-      const error = this.sockets.errno();
-      if (sent < 0 && (error === EAGAIN || error === EINTR)) break;
-      this.lost(link, sent < 0 ? error : undefined);
-      return 'lost';
-    }
-    return progressed ? 'progress' : 'blocked';
+    const sent = outgoing.send(this.sockets, fd);
+    if (typeof sent !== 'object') return sent;
+    this.lost(link, sent.errno);
+    return 'lost';
   }
 
   /**
@@ -401,7 +348,7 @@ export class NativeHeaderExchange {
       const waitingHeader = this.received[peer] !== null && this.filled[peer]! < HEADER_BYTES;
       let events = this.endedAfterHeader.has(link) ? 0 : POLLRDHUP;
       if (waitingHeader) events |= POLLIN;
-      if ((this.outgoing.get(link)?.chunks.length ?? 0) > 0) events |= POLLOUT;
+      if (this.outgoing.get(link)?.pending() === true) events |= POLLOUT;
       polls.set(count++, fd, events);
       polled.push(link);
     }
@@ -419,36 +366,17 @@ export class NativeHeaderExchange {
     return undefined;
   }
 
-  /** As NativeRingRun's `lost`: what is left on the connection is queued, and the link fails. */
   private lost(link: PeerLink, errno: number | undefined): 'yield' {
-    const fd = link.fd();
-    if (fd !== undefined) drainInto(link, fd, this.sockets);
-    link.lostNatively(errno);
+    loseNatively(link, errno, this.sockets);
     return 'yield';
   }
 }
 
-/**
- * How many ops exchanged their headers on the native path, and how many of those found a
- * mismatch, per process (every tcp group of it): a SharedArrayBuffer the main thread posts to
- * each tcp communication worker. An internal diagnostic, not API: the tests read it
- * (nativeHeaderCounts) to prove which path ran.
- */
-let counts: Int32Array | undefined;
-
-export function nativeHeaderCountBuffer(): Int32Array {
-  counts ??= new Int32Array(new SharedArrayBuffer(8));
-  return counts;
-}
-
-export function countNativeHeaders(buffer: Int32Array | undefined, mismatched: boolean): void {
-  if (buffer === undefined) return;
-  Atomics.add(buffer, 0, 1);
-  if (mismatched) Atomics.add(buffer, 1, 1);
-}
-
 /** Ops whose headers moved natively, and mismatches found among them, in this process. */
 export function nativeHeaderCounts(): { exchanges: number; mismatches: number } {
-  const buffer = nativeHeaderCountBuffer();
-  return { exchanges: Atomics.load(buffer, 0), mismatches: Atomics.load(buffer, 1) };
+  const buffer = tcpCounters();
+  return {
+    exchanges: Atomics.load(buffer, COUNTER.headerExchanges),
+    mismatches: Atomics.load(buffer, COUNTER.headerMismatches),
+  };
 }

@@ -13,7 +13,7 @@ import {
 import type { PeerLink } from './peer-link.js';
 import type { RingPlan, RingScratch, StepConsumer } from './ring.js';
 import { stepConsumer } from './ring-steps.js';
-import { drainInto } from './tcp-failure.js';
+import { loseNatively } from './tcp-failure.js';
 
 /** How long one native slice may run before the event loop gets a turn (timers, messages). */
 export const NATIVE_SLICE_MS = 100;
@@ -22,28 +22,23 @@ const POLL_MS = 20;
 
 /**
  * [Note: native data path]
- * The bulk bytes of a ring schedule, moved by libc's send/recv/poll (koffi) on the connections'
- * own file descriptors, from the communication worker's thread, instead of through node:net's
- * streams. Everything else stays on node:net: connecting and authenticating, op headers and their
- * check, eager bytes, send/recv ops, the secure mode (TLS), abort notices and failure detection.
- * The switch is safe because the thread is synchronous while it runs natively: libuv reads a
- * socket only when the event loop runs, so every byte it read before is in the PeerLink's queue
- * (consumed first) and every later byte is still in the kernel. A slice ends ('yield') when the
- * op is done, after NATIVE_SLICE_MS (so timers and the main thread's messages run), when the
- * group is being destroyed, or when a connection ends (an error, a reset, end of stream, seen by
+ * A ring schedule's bulk bytes move through libc's send/recv/poll (koffi) on the connections' own
+ * file descriptors, from the communication worker's thread; connecting, authentication, control
+ * frames, non-ring ops and TLS links stay on node:net (decisions/2026-12-02-one-tcp-data-path.md).
+ * The switch is safe because the thread is synchronous while it runs natively: libuv reads a socket
+ * only when the event loop runs, so every byte it read before is in the PeerLink's queue (consumed
+ * first) and every later byte is still in the kernel. A slice ends ('yield') when the op is done,
+ * after NATIVE_SLICE_MS, when the group is being destroyed, or when a connection ends (seen by
  * send/recv or by a poll of every connection on each pass): that link fails at once, naming its
- * peer, with the bytes still readable on it queued so an abort notice is found as on node:net
- * (which rank is blamed when several end together: [Note: blaming a lost peer]), and the engine throws.
- * Per op this saves node:net's per-read buffer allocation and stream machinery, and each send
- * hands the kernel everything pending at once.
+ * peer, with its readable bytes queued so a notice is found as on node:net ([Note: blaming a lost
+ * peer]).
  */
 export class NativeRingRun {
   private readonly steps: RingPlan['steps'];
   private stepIndex = 0;
   private consumer: StepConsumer | undefined;
   private remaining = 0;
-  private readonly sendQueue: Uint8Array[] = [];
-  private sendOffset = 0;
+  private readonly sendQueue = new SendQueue();
   private readonly polls: PollSet;
 
   constructor(
@@ -64,13 +59,13 @@ export class NativeRingRun {
 
   /** Bytes to send to the next rank, after those queued before. */
   queueSend(bytes: Uint8Array): void {
-    if (bytes.length > 0) this.sendQueue.push(bytes);
+    this.sendQueue.push(bytes);
   }
 
   /** The peer this run waits on (for timeout messages). */
   waitingOn(): number | undefined {
     if (this.stepIndex < this.steps.length) return this.previous.peer;
-    return this.sendQueue.length > 0 ? this.next?.peer : undefined;
+    return this.sendQueue.pending() ? this.next?.peer : undefined;
   }
 
   /** Moves bytes until the op is done ('done') or the event loop must run ('yield'). */
@@ -83,7 +78,7 @@ export class NativeRingRun {
       this.previous.failDeparted();
       return 'yield';
     }
-    if (this.next?.departed() !== undefined && this.sendQueue.length > 0) {
+    if (this.next?.departed() !== undefined && this.sendQueue.pending()) {
       this.next.failDeparted();
       return 'yield';
     }
@@ -95,23 +90,9 @@ export class NativeRingRun {
       // receiving from one peer must still notice first-hand that another one died.
       const hungUp = this.pollOnce(previousFd, nextFd, 0);
       if (hungUp !== undefined) return this.lost(hungUp, undefined);
-      let progressed = false;
-      while (this.sendQueue.length > 0) {
-        const head = this.sendQueue[0]!;
-        const sent = sockets.send(nextFd, head.subarray(this.sendOffset), head.length - this.sendOffset);
-        if (sent > 0) {
-          progressed = true;
-          this.sendOffset += sent;
-          if (this.sendOffset === head.length) {
-            this.sendQueue.shift();
-            this.sendOffset = 0;
-          }
-          continue;
-        }
-        const error = sockets.errno();
-        if (sent < 0 && (error === EAGAIN || error === EINTR)) break;
-        return this.lost(this.next!, sent < 0 ? error : undefined);
-      }
+      const sent = this.sendQueue.send(sockets, nextFd);
+      if (typeof sent === 'object') return this.lost(this.next!, sent.errno);
+      const progressed = sent === 'progress';
       if (this.consumer !== undefined) {
         // A copy step receives straight into the work array; others through the receive buffer.
         const direct = this.consumer.target?.();
@@ -128,7 +109,7 @@ export class NativeRingRun {
         const error = sockets.errno();
         if (error !== EAGAIN && error !== EINTR) return this.lost(this.previous, error);
       }
-      if (this.stepIndex >= this.steps.length && this.sendQueue.length === 0) return 'done';
+      if (this.stepIndex >= this.steps.length && !this.sendQueue.pending()) return 'done';
       if (progressed) continue;
       if (Atomics.load(this.abort, 0) !== 0 || performance.now() - started > sliceMs) return 'yield';
       const troubled = this.pollOnce(previousFd, nextFd, POLL_MS);
@@ -147,7 +128,7 @@ export class NativeRingRun {
     const polled: PeerLink[] = [];
     let count = 0;
     const receiving = this.stepIndex < this.steps.length;
-    const sending = this.sendQueue.length > 0;
+    const sending = this.sendQueue.pending();
     for (const link of this.links) {
       const fd = link?.fd();
       if (fd === undefined) continue;
@@ -176,17 +157,8 @@ export class NativeRingRun {
     return reset ?? (previousEnded ? undefined : ended);
   }
 
-  /**
-   * The connection to `link`'s peer ended (end of stream, an error, a hang-up) while this rank
-   * moved bytes natively: the bytes still readable on it go to the link's queue (an abort or loss
-   * notice is read there, as on node:net), and the link fails at once. Which rank is blamed is the
-   * engine's choice, over every connection ([Note: blaming a lost peer]).
-   */
   private lost(link: PeerLink, errno: number | undefined): 'yield' {
-    const fd = link.fd();
-    if (fd !== undefined) drainInto(link, fd, this.sockets);
-    // A peer that said goodbye departed ([Note: clean departure]): the next slice goes on without it.
-    link.lostNatively(errno);
+    loseNatively(link, errno, this.sockets);
     return 'yield';
   }
 
@@ -243,10 +215,9 @@ export class NativeRingRun {
 }
 
 /**
- * Runs `run` (a ring run, or a header exchange: [Note: native header exchange]) in slices of NATIVE_SLICE_MS until the op is done, yielding to the event loop between
- * slices (timers, the main thread's messages and the links' own events run there). Throws a
- * link's failure, or when `groupBroke()` says the group broke (the running op has then already
- * failed with the cause): no byte moves after that.
+ * Runs a ring run or a header exchange in slices of NATIVE_SLICE_MS until it is done, yielding to
+ * the event loop between slices; throws a link's failure, or once `groupBroke()` (the running op
+ * has then already failed with the cause).
  */
 export async function driveNativeRun(
   run: { run(sliceMs: number): 'done' | 'yield' },
@@ -261,5 +232,50 @@ export async function driveNativeRun(
     if (groupBroke()) throw new Error('the group broke during the op');
     if (run.run(NATIVE_SLICE_MS) === 'done') return;
     await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+}
+
+/** Bytes still to go to one peer, in order, handed to the kernel with send(2). */
+export class SendQueue {
+  private readonly chunks: Uint8Array[] = [];
+  private offset = 0;
+
+  push(bytes: Uint8Array): void {
+    if (bytes.length > 0) this.chunks.push(bytes);
+  }
+
+  pending(): boolean {
+    return this.chunks.length > 0;
+  }
+
+  /** Sends until the kernel takes no more; `{ errno }` when the connection ended (errno undefined: closed). */
+  send(sockets: NativeSockets, fd: number): 'progress' | 'blocked' | { errno: number | undefined } {
+    let progressed = false;
+    while (this.chunks.length > 0) {
+      const head = this.chunks[0]!;
+      const sent = sockets.send(fd, head.subarray(this.offset), head.length - this.offset);
+      if (sent > 0) {
+        progressed = true;
+        this.offset += sent;
+        if (this.offset === head.length) {
+          this.chunks.shift();
+          this.offset = 0;
+        }
+        continue;
+      }
+      const error = sockets.errno();
+      if (sent < 0 && (error === EAGAIN || error === EINTR)) break;
+      return { errno: sent < 0 ? error : undefined };
+    }
+    return progressed ? 'progress' : 'blocked';
+  }
+
+  /** What is unsent, in order; the queue is emptied. */
+  take(): Uint8Array[] {
+    const [head, ...rest] = this.chunks.splice(0);
+    const offset = this.offset;
+    this.offset = 0;
+    if (head === undefined) return [];
+    return [head.subarray(offset), ...rest].filter((chunk) => chunk.length > 0);
   }
 }

@@ -1,8 +1,7 @@
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
 import { CollectiveError } from '../../errors.js';
-import { type NativeSwitch, readNativeSwitch } from './native-switch.js';
+import { packageRequire, resolveKoffi } from '../start-worker.js';
 import type { PeerLink } from './peer-link.js';
+import { COUNTER, tcpCounters } from './tcp-connections.js';
 
 /**
  * libc's send, recv and poll through koffi (an FFI with prebuilt binaries in its npm package, an
@@ -76,6 +75,28 @@ export class PollSet {
   }
 }
 
+/**
+ * A native-path switch read from the environment: unset (or empty) for `auto` (use the native
+ * piece when it loads), `0`/`false` for `off`, `1`/`true` for `required` (fail when it cannot
+ * load). FSDP_TCP_NATIVE and FSDP_TCP_BLAS read this way.
+ */
+export type NativeSwitch = 'auto' | 'off' | 'required';
+
+/** Reads `variable`; any other value is an error naming it, with `fix` saying what each setting does. */
+export function readNativeSwitch(variable: string, rank: number, fix: string): NativeSwitch {
+  const value = process.env[variable];
+  if (value === undefined || value === '') return 'auto';
+  if (value === '0' || value === 'false') return 'off';
+  if (value === '1' || value === 'true') return 'required';
+  throw new CollectiveError(`${variable} is '${value}'; expected 1, 0 or unset.`, {
+    code: 'invalid-argument',
+    rank,
+    expected: "'1', 'true', '0', 'false' or unset",
+    actual: value,
+    fix,
+  });
+}
+
 interface Koffi {
   load(path: string): { func(signature: string): (...args: unknown[]) => number };
   errno(): number;
@@ -100,14 +121,7 @@ export function nativeSetting(rank: number): NativeSetting {
 export function resolveNativeSocketsModule(rank = 0): string | undefined {
   const setting = nativeSetting(rank);
   if (setting === 'off') return undefined;
-  let path: string | undefined;
-  if (process.platform === 'linux') {
-    try {
-      path = createRequire(moduleUrl()).resolve('koffi');
-    } catch {
-      path = undefined;
-    }
-  }
+  const path = process.platform === 'linux' ? resolveKoffi() : undefined;
   if (path === undefined && setting === 'required')
     throw new CollectiveError(
       `FSDP_TCP_NATIVE=1 asks for the native tcp data path, which needs Linux and koffi (${process.platform === 'linux' ? 'koffi is not installed' : `this is ${process.platform}`}).`,
@@ -124,7 +138,7 @@ export function resolveNativeSocketsModule(rank = 0): string | undefined {
 export function loadNativeSockets(koffiPath: string | undefined): NativeSockets | undefined {
   if (koffiPath === undefined) return undefined;
   try {
-    const koffi = createRequire(moduleUrl())(koffiPath) as Koffi;
+    const koffi = packageRequire()(koffiPath) as Koffi;
     const libc = koffi.load('libc.so.6');
     const send = libc.func('long send(int, const void *, size_t, int)');
     const recv = libc.func('long recv(int, void *, size_t, int)');
@@ -161,29 +175,14 @@ export function loadNativeSockets(koffiPath: string | undefined): NativeSockets 
   }
 }
 
-/** This module's URL; the CJS build has no import.meta, but has __filename. */
-function moduleUrl(): string {
-  const url: unknown = import.meta.url;
-  if (typeof url === 'string') return url;
-  return pathToFileURL(__filename).href;
-}
-
 /**
  * [Note: local send buffers]
- * A Unix-domain stream socket's send buffer bounds how many bytes a rank can hand the kernel
- * before its peer reads them: 212 992 bytes by default (net.core.wmem_default). A ring step
- * moves a whole segment (FSDP's all-gathers and reduce-scatters of one GPT block move 1.5 MiB
- * per rank at W=2), so with the default a step is about eight hand-offs in which each side
- * waits for the other's communication thread to be scheduled. On two cores shared by two
- * ranks' compute and communication threads that wait is what the ops spent their time on:
- * in the communication-bound fsdp bench, all-gathers of a block took 3.5-4.6 ms (median) and
- * reduce-scatters 6.1-6.2, against 2.4-2.8 and 5.1-5.3 with 4 MiB asked for (2026-12-01).
- * So on the native data path each local link asks for FSDP_TCP_SEND_BUFFER bytes (default
- * 4 MiB) once, when the mesh is formed. The kernel caps the request at net.core.wmem_max (no
- * privilege needed; 4 MiB on the machines we measured, 212 992 in a stock kernel) and doubles
- * it for its own bookkeeping. Memory is only used while bytes are in flight. TCP links keep
- * the kernel's autotuning (setting SO_SNDBUF would turn it off), and node:net-only groups
- * (no koffi) keep the default: Node cannot set it.
+ * A Unix-domain socket's send buffer (212 992 bytes by default) bounds what a rank hands the
+ * kernel before its peer reads, so a 1.5 MiB ring step took about eight hand-offs, each waiting
+ * for the peer's thread to be scheduled. On the native path each local link asks once for
+ * FSDP_TCP_SEND_BUFFER bytes (default 4 MiB; the kernel caps it at net.core.wmem_max). TCP links
+ * keep the kernel's autotuning, and node:net-only groups the default. Measurements:
+ * architecture/performance.md, "ranks on one host".
  */
 export const DEFAULT_SEND_BUFFER_BYTES = 4 * 1024 * 1024;
 
@@ -205,22 +204,13 @@ export function sendBufferSetting(rank: number): number {
   );
 }
 
-/**
- * Send buffer sizes of the local links this process has formed so far, in any group, after the
- * request (the smallest and the largest; 0 until one exists; never reset): a SharedArrayBuffer the main thread posts to each tcp communication
- * worker. An internal diagnostic, not API: the tests read it (localSendBufferBytes).
- */
-let sizes: Int32Array | undefined;
-
-export function localSendBufferReport(): Int32Array {
-  sizes ??= new Int32Array(new SharedArrayBuffer(8));
-  return sizes;
-}
-
 /** The smallest and largest send buffer of the local links this process formed so far (0 until one). */
 export function localSendBufferBytes(): { smallest: number; largest: number } {
-  const report = localSendBufferReport();
-  return { smallest: Atomics.load(report, 0), largest: Atomics.load(report, 1) };
+  const buffer = tcpCounters();
+  return {
+    smallest: Atomics.load(buffer, COUNTER.smallestSendBuffer),
+    largest: Atomics.load(buffer, COUNTER.largestSendBuffer),
+  };
 }
 
 /**
@@ -239,13 +229,14 @@ export function enlargeLocalSendBuffers(
     const size = bytes === 0 ? sockets.sendBuffer(fd) : sockets.setSendBuffer(fd, bytes);
     if (size <= 0 || report === undefined) continue;
     // Several groups' workers may report at once: compare-and-swap until this size is in.
-    for (let smallest = Atomics.load(report, 0); smallest === 0 || size < smallest; ) {
-      const seen = Atomics.compareExchange(report, 0, smallest, size);
+    const [low, high] = [COUNTER.smallestSendBuffer, COUNTER.largestSendBuffer];
+    for (let smallest = Atomics.load(report, low); smallest === 0 || size < smallest; ) {
+      const seen = Atomics.compareExchange(report, low, smallest, size);
       if (seen === smallest) break;
       smallest = seen;
     }
-    for (let largest = Atomics.load(report, 1); size > largest; ) {
-      const seen = Atomics.compareExchange(report, 1, largest, size);
+    for (let largest = Atomics.load(report, high); size > largest; ) {
+      const seen = Atomics.compareExchange(report, high, largest, size);
       if (seen === largest) break;
       largest = seen;
     }

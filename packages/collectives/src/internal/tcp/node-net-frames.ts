@@ -32,16 +32,12 @@ export interface NoticeHooks {
 
 /**
  * [Note: eager first segment]
- * A collective's header and the bytes its schedule sends before anything arrives (a ring's
- * initial range to the next rank, a direct all-reduce's payload to every peer) go out together;
- * the header announces how many such eager bytes follow it on that connection. Then the rank
- * reads every peer's header and compares: on a match the schedule continues (its first read
- * finds the peer's eager bytes already queued); on a difference every rank fails with
- * 'mismatch' (each compares with all its peers) after skipping the eager bytes each peer
- * announced, so the streams stay aligned and the group usable. This saves, on every op, the
- * round trip a header exchange cost before any payload moved. The price: a mismatched op may
- * leave the caller's buffers partly written (rounded, or its own block copied in), as a failed
- * op's buffers may be anyway.
+ * A collective's header goes out with the bytes its schedule sends before anything arrives (a
+ * ring's initial range to the next rank, a direct all-reduce's payload to every peer); the header
+ * announces how many follow it. Then the rank reads every peer's header and compares: on a match
+ * the schedule finds the peer's eager bytes queued; on a difference every rank fails with
+ * 'mismatch' after skipping the eager bytes each peer announced, so the streams stay aligned. A
+ * mismatched op may leave the caller's buffers partly written.
  */
 
 /**
@@ -148,21 +144,12 @@ export class NodeNetFrames {
 
   /** A recv's payload, after its header was read and checked. */
   async receive(link: PeerLink, output: CollectiveBuffer): Promise<void> {
-    const bytes = new Uint8Array(output.buffer, output.byteOffset, output.byteLength);
-    let filled = 0;
-    await link.read(bytes.length, (chunk) => {
-      bytes.set(chunk, filled);
-      filled += chunk.length;
-    });
+    await link.readInto(new Uint8Array(output.buffer, output.byteOffset, output.byteLength));
   }
 
   private async readBytes(link: PeerLink, length: number): Promise<Buffer> {
     const bytes = Buffer.alloc(length);
-    let filled = 0;
-    await link.read(length, (chunk) => {
-      bytes.set(chunk, filled);
-      filled += chunk.length;
-    });
+    await link.readInto(bytes);
     return bytes;
   }
 }

@@ -214,11 +214,7 @@ export async function finishDirectAllReduce(
     links.map(async (link) => {
       if (link === null) return null;
       const bytes = new Uint8Array(payload.length);
-      let filled = 0;
-      await link.read(bytes.length, (chunk) => {
-        bytes.set(chunk, filled);
-        filled += chunk.length;
-      });
+      await link.readInto(bytes);
       return bytes;
     }),
   );

@@ -18,23 +18,14 @@ type LinkState = 'open' | 'departed' | 'failed';
 
 /**
  * [Note: clean departure]
- * A rank whose process ends normally (its script returns, or calls `process.exit(0)`, with or
- * without `destroy()`) first finishes the ops it issued, then writes a goodbye (frame-header.ts)
- * on every connection, waits until the kernel has it, and ends the stream; only then may the
- * process go (communication-client.ts, "process exit"). Every byte an op owes a peer is in the
- * kernel before its Work completes (TcpEngine waits for every link's writes after each op), so
- * the goodbye comes after everything the rank sent. A killed rank writes no goodbye.
- * On the other side the end of a stream is a loss only without a goodbye: a connection that ends
- * (node:net's close or error, or the native path's end of stream) with a goodbye as the last 32
- * bytes it left unread, or whose goodbye was read where a header belonged, is 'departed', not
- * lost: nobody is blamed and nothing breaks. The bytes the peer sent before it stay readable, so
- * a rank still in the op the peer finished completes it; a read past them (this rank issues an op
- * the departed rank never did) fails with code 'peer-lost' naming the peer and how many
- * collectives it completed. Writes to a departed peer are dropped (it needs nothing more: it
- * finished). Such a failure breaks the group on this rank without closing its links (TcpEngine's
- * `breakGroup`): nothing it sent is in doubt, peers still finishing earlier ops finish them, and
- * its own exit says goodbye too. So a killed peer is detected exactly as before, and a peer that
- * finished first never fails the ranks still finishing the same op.
+ * A rank whose process ends normally first finishes its ops, then writes a goodbye
+ * (frame-header.ts) on every connection, waits until the kernel has it and ends the stream;
+ * every byte an op owes a peer is in the kernel before its Work completes, so the goodbye comes
+ * last. A killed rank writes none. A connection that ends with a goodbye as its last unread 32
+ * bytes, or whose goodbye was read where a header belonged, is 'departed', not lost: nobody is
+ * blamed, the bytes before it stay readable, writes to it are dropped, and a read past them
+ * fails with 'peer-lost' naming the peer and its collectives. That failure breaks the group here
+ * without closing its links (TcpEngine's `breakGroup`), and this rank's own exit says goodbye.
  */
 
 /**
@@ -91,6 +82,15 @@ export class PeerLink {
     return new Promise((resolve, reject) => {
       this.sink = { remaining: bytes, onBytes, resolve, reject };
       while (this.sink !== undefined && this.queued.length > 0) this.consume(this.queued.shift()!);
+    });
+  }
+
+  /** Reads the next `into.length` bytes from the peer into `into`. */
+  readInto(into: Uint8Array): Promise<void> {
+    let filled = 0;
+    return this.read(into.length, (chunk) => {
+      into.set(chunk, filled);
+      filled += chunk.length;
     });
   }
 
@@ -156,21 +156,13 @@ export class PeerLink {
 
   /**
    * [Note: held reading]
-   * While an op runs on the native data path, node:net should not read this connection: its
-   * event loop turns (waiting for a slower peer's header, a slice's yield) would otherwise read
-   * the bulk bytes faster peers already send, at node:net's cost per byte (a Buffer per 64 KiB,
-   * stream machinery, a copy out of the queue later): up to 2.7 MiB per op per rank at W=3,
-   * 16 MiB (2737 KiB measured). So after a peer's header is read the socket is paused: node:net
-   * then reads until its buffer reaches the high-water mark (64 KiB). Pausing does not stop it
-   * for good: each `read()` that moves that buffer into the queue (`absorbBuffered`, through
-   * `takeQueued` before every native slice) drops it below the mark, and Node starts reading
-   * again, so node:net can take up to about 64 KiB more after each slice (measured 96–183 KiB
-   * per op after this change). The rest stays in the kernel for the native receive.
-   * Order is kept because everything node:net holds is older than what the
-   * kernel holds: `takeQueued`, `unreadBytes` and `appendUnread` first move the socket's buffer
-   * into the queue (`read()` emits it as 'data'). `releaseReading` (after the op, or before a
-   * mismatch's eager bytes are skipped) resumes the socket, so between ops a lost peer or an
-   * abort notice is seen as always.
+   * While an op runs on the native data path, node:net should not read its connections (it would
+   * take the bulk bytes at its own cost per byte), so each socket is paused once its header is
+   * read; node:net then reads at most to its high-water mark (64 KiB) after each `read()`. Order
+   * is kept because what node:net holds is older than what the kernel holds: `takeQueued`,
+   * `unreadBytes` and `appendUnread` first move the socket's buffer into the queue.
+   * `releaseReading` (after the op, or before a mismatch's eager bytes are skipped) resumes it,
+   * so between ops a lost peer or a notice is seen as always.
    */
   holdReading(): void {
     if (this.held || this.failure !== undefined) return;

@@ -29,17 +29,11 @@ import {
 import { simdReduceStep } from './ring-step-simd-reduce.js';
 
 /**
- * Applies one step's bytes to the work array as they arrive (reduce or copy) and forwards the
- * processed ranges through `forward`: sending, receiving and reducing overlap at the granularity
- * of the socket's reads ([Note: forward batching]). The first kind that fits takes the step:
- * 1. a copy step in the work array's own elements with nothing to finish lands in place
- *    (ring-steps.ts);
- * 2. a float32 step with bfloat16 on the wire, copied or a sum's last reduce step that only
- *    rounds, runs through the bfloat16 kernel ([Note: bfloat16 steps in the kernel's memory]);
- * 3. a reduce step in the work array's own float32 or int32 elements runs through the SIMD
- *    reduction kernel, or OpenBLAS for float32 sums ([Note: simd reduce steps]);
- * 4. anything else, and any step whose kernel did not load, through the general path
- *    (ring-steps.ts).
+ * Applies one step's bytes to the work array as they arrive and forwards the processed ranges
+ * ([Note: forward batching]). The first kind that fits takes the step: an in-place copy; a
+ * float32 step with bfloat16 on the wire, copied or a sum's last step that only rounds ([Note:
+ * bfloat16 steps in the kernel's memory]); a reduce step in the work array's own float32 or int32
+ * elements, through SIMD or OpenBLAS ([Note: simd reduce steps]); else the general step.
  */
 export function stepConsumer(
   plan: RingPlan,
@@ -96,11 +90,9 @@ export async function runRingSteps(
 }
 
 /**
- * Every step the faster kinds do not take (see stepConsumer in ring-steps.ts): copy steps that
- * finish their values, bfloat16-wire steps the bfloat16 kernel does not take, reduce steps on raw
- * bfloat16 work arrays, and any step whose WebAssembly kernels did not load. Whole elements are
- * applied from a typed view of the chunk (an aligned copy when the chunk's offset is not a
- * multiple of the element size); a partial element is carried to the next chunk.
+ * Every step the faster kinds do not take, or whose kernels did not load. Whole elements are
+ * applied from a typed view of the chunk (an aligned copy when its offset is not a multiple of
+ * the element size); a partial element is carried to the next chunk.
  */
 export function generalStep(
   plan: RingPlan,
@@ -202,13 +194,10 @@ function floatKernelName(reduceOp: ReduceOp): 'sumFloat' | 'maxFloat' | 'minFloa
 }
 
 /**
- * [Note: bfloat16 steps in the kernel's memory] bfloat16 bytes land in the bfloat16
- * kernel's input region (a native receive writes them there), and one kernel pass per block
- * turns them into the work array's floats: a copy step decodes them; a sum's last reduce
- * step adds them to this rank's own values and rounds the sums to bfloat16, writing both
- * the rounded floats and their bfloat16 bits. What is forwarded in bfloat16 is copied from
- * the kernel's memory to outgoing staging (the received bits, or the sums' bits) and sent
- * from there, never encoded again from the work array.
+ * [Note: bfloat16 steps in the kernel's memory] bfloat16 bytes land in the bfloat16 kernel's
+ * input region, and one pass per block turns them into the work array's floats (a copy decodes;
+ * a sum's last step adds and rounds, writing floats and bits). What is forwarded is copied from
+ * the kernel's memory, never encoded again from the work array.
  */
 export function bfloat16KernelStep(
   plan: RingPlan,

@@ -44,13 +44,10 @@ export interface RingPlan {
   /** The initial range's wire bytes when the plan's maker has them already. */
   initialEncoded?: Uint8Array;
   /**
-   * [Note: results in place] Where the results go when not the work array: element i of `work`
-   * ends as `array[i - offset]` (a bfloat16 buffer's bits, or a reduce-scatter's float32
-   * output). Steps that produce final values (copy steps and the last reduce step, the one with
-   * `finish`) write them there as they go: a bfloat16 step in the kernel's memory writes the
-   * received or summed bits (or floats) straight there, not to the work array (no decode, no
-   * encode of the whole buffer, no copy afterwards); other steps copy or encode their finished
-   * range there.
+   * [Note: results in place] Where results go when not the work array: element i of `work` ends
+   * as `array[i - offset]` (a bfloat16 buffer's bits, or a reduce-scatter's float32 output). Steps
+   * that produce final values (copy steps, the last reduce step) write them there as they go, so
+   * nothing is decoded, encoded or copied afterwards.
    */
   final?: { array: Uint16Array | Float32Array; offset: number };
   steps: IncomingStep[];
@@ -137,14 +134,17 @@ export function initialBytes(plan: RingPlan, scratch: RingScratch): Uint8Array |
  * Ring schedules. Ring order is group rank order: rank r receives from r-1 and sends to r+1.
  *
  * [Note: ring all-reduce] Reduce-scatter then all-gather over `size` segments: at reduce step k
- * rank r sends segment r-k and receives segment r-k-1, which it adds to its own and forwards at
- * step k+1; after size-1 steps it holds the final segment r+1, which it finishes (average,
- * rounding) and forwards as the first all-gather step. So everything a rank sends after its
- * first segment is exactly what it received, once processed: each processed chunk is forwarded
- * at once. Every rank ends with the owner's bytes of each segment, so results agree bit for bit.
+ * rank r receives segment r-k-1, adds its own and forwards it at step k+1; after size-1 steps it
+ * holds segment r+1 final, finishes it (average, rounding) and forwards it as the first gather
+ * step. Every rank ends with the owner's bytes of each segment, so results agree bit for bit.
  */
 function modulo(value: number, size: number): number {
   return ((value % size) + size) % size;
+}
+
+/** Element range of block `index` (modulo `size`) of `count` elements. */
+function block(index: number, count: number, size: number): [number, number] {
+  return [modulo(index, size) * count, (modulo(index, size) + 1) * count];
 }
 
 /**
@@ -217,13 +217,9 @@ export function allReducePlan(work: WorkArray, options: ReducePlanOptions): Ring
 /** Ring reduce-scatter of `work` (size blocks of `count`): rank r ends with block r final in work. */
 export function reduceScatterPlan(work: WorkArray, count: number, options: ReducePlanOptions): RingPlan {
   const { rank, size } = options;
-  const block = (index: number): [number, number] => [
-    modulo(index, size) * count,
-    (modulo(index, size) + 1) * count,
-  ];
   const steps: IncomingStep[] = [];
   for (let k = 0; k < size - 1; k++) {
-    const [start, end] = block(rank - k - 2);
+    const [start, end] = block(rank - k - 2, count, size);
     const last = k === size - 2;
     const step: IncomingStep = {
       start,
@@ -235,7 +231,7 @@ export function reduceScatterPlan(work: WorkArray, count: number, options: Reduc
     if (last) setFinisher(step, options.reduceOp, size, options.roundFinal);
     steps.push(step);
   }
-  const [start, end] = block(rank - 1);
+  const [start, end] = block(rank - 1, count, size);
   return {
     work,
     reduceOp: options.reduceOp,
@@ -252,16 +248,12 @@ export function allGatherPlan(
   size: number,
   wire: Wire,
 ): RingPlan {
-  const block = (index: number): [number, number] => [
-    modulo(index, size) * count,
-    (modulo(index, size) + 1) * count,
-  ];
   const steps: IncomingStep[] = [];
   for (let k = 0; k < size - 1; k++) {
-    const [start, end] = block(rank - k - 1);
+    const [start, end] = block(rank - k - 1, count, size);
     steps.push({ start, end, mode: 'copy', wire, forward: k < size - 2 ? wire : null });
   }
-  const [start, end] = block(rank);
+  const [start, end] = block(rank, count, size);
   return { work, reduceOp: 'sum', initial: { start, end, wire }, steps };
 }
 

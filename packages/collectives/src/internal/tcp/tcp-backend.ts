@@ -6,21 +6,15 @@ import type { Store } from '../../store/store.js';
 import type { BackendDefinition, GroupSetup } from '../backend-definition.js';
 import { CommunicationClient } from '../communication-client.js';
 import type { EngineInit } from '../engine/engine-base.js';
-import { type BlasSetting, blasReduceCountBuffer, blasSetting } from './native-blas.js';
-import { nativeHeaderCountBuffer } from './native-op.js';
-import {
-  localSendBufferReport,
-  nativeSetting,
-  resolveNativeSocketsModule,
-  sendBufferSetting,
-} from './native-sockets.js';
+import { type BlasSetting, blasSetting } from './native-blas.js';
+import { nativeSetting, resolveNativeSocketsModule, sendBufferSetting } from './native-sockets.js';
 import {
   formatEndpoint,
   localHostIdentity,
-  localLinkCountBuffer,
   localPublishing,
   localTransportSetting,
   newLocalName,
+  tcpCounters,
 } from './tcp-connections.js';
 
 /** The tcp backend's settings: how ranks find each other and authenticate. */
@@ -104,7 +98,7 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       timeoutMs: setup.timeoutMs,
       secure: setup.config.secure,
       abort,
-      linkCounts: localLinkCountBuffer(),
+      counters: tcpCounters(),
     };
     // [Note: local peer sockets]: ranks on this host and network namespace connect locally.
     const localIdentity = localTransportSetting(setup.rank) === 'unix' ? localHostIdentity() : undefined;
@@ -119,9 +113,6 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       init.nativeSockets = nativeSockets;
       init.nativeRequired = nativeSetting(setup.rank) === 'required';
       init.blas = blasSetting(setup.rank);
-      init.reduceCounts = blasReduceCountBuffer();
-      init.headerCounts = nativeHeaderCountBuffer();
-      init.sendBufferReport = localSendBufferReport();
     }
     const { client, reply } = await CommunicationClient.start(
       tcpBackend,
@@ -212,18 +203,12 @@ export interface TcpInit extends EngineInit {
    * native path when it loads, 'required' fails the group's start when it cannot, 'off' never.
    */
   blas?: BlasSetting;
-  /** Reduce steps by path, shared with the main thread (blasReduceCounts). */
-  reduceCounts?: Int32Array;
-  /** Native header exchanges and their mismatches, shared with the main thread (nativeHeaderCounts). */
-  headerCounts?: Int32Array;
   /** The abstract socket name to listen on too ([Note: local peer sockets]); none for TCP only. */
   localName?: string;
   /** This host's identity, matched against the peers' published ones. */
   localIdentity?: string;
-  /** Connections by transport, shared with the main thread (localLinkCounts). */
-  linkCounts?: Int32Array;
+  /** The process's tcp counters, shared with the main thread (tcpCounters). */
+  counters?: Int32Array;
   /** FSDP_TCP_SEND_BUFFER: bytes each local link asks for, 0 for the kernel's default ([Note: local send buffers]). */
   sendBufferBytes?: number;
-  /** The local links' send buffer sizes, shared with the main thread (localSendBufferBytes). */
-  sendBufferReport?: Int32Array;
 }

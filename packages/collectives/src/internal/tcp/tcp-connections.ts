@@ -6,18 +6,13 @@ import { secureSocket } from '../../auth/secure-socket.js';
 import { CollectiveError } from '../../errors.js';
 
 /**
- * [Note: tcp mesh] One TCP connection per pair of ranks, carrying both directions: rank i
- * connects to every lower rank j and accepts every higher one. Each connection first runs the
- * job-secret handshake (authenticateSocket: HMAC challenge-response, both sides prove the
- * secret), then the connecting side names itself with 12 bytes (magic, its rank, a hash of the
- * group key). A connection that fails either step is dropped and the server keeps listening, so a
- * process without the secret can neither join nor inject data.
- * With `secure` ([Note: secure data links]) the identity carries another magic (so a secure rank
- * and a plain one refuse each other), the accepting side answers it with one byte, and only then
- * do both wrap the socket in TLS: the answer keeps the client's first TLS bytes from arriving
- * while the plain socket still owns its read buffer.
- * Ranks on one host connect over a Unix-domain socket instead, with the same handshake
- * ([Note: local peer sockets]).
+ * [Note: tcp mesh] One connection per pair of ranks, both directions: rank i connects to every
+ * lower rank and accepts every higher one. Each runs the job-secret handshake
+ * (authenticateSocket), then the connecting side names itself in 12 bytes (magic, rank, a hash of
+ * the group key); a connection failing either is dropped and the server keeps listening. With
+ * `secure` ([Note: secure data links]) the identity has another magic, the accepting side answers
+ * it with one byte, and only then do both wrap the socket in TLS (so no TLS byte arrives while
+ * the plain socket owns its read buffer).
  */
 const IDENTITY_MAGIC = 0x44495346;
 const SECURE_IDENTITY_MAGIC = 0x53495346;
@@ -44,8 +39,8 @@ export interface MeshOptions {
   localName?: string;
   /** This host's identity; peers publishing the same one are tried over their local socket. */
   localIdentity?: string;
-  /** Connections by transport, shared with the main thread (localLinkCounts). */
-  linkCounts?: Int32Array;
+  /** The process's tcp counters, shared with the main thread (tcpCounters). */
+  counters?: Int32Array;
 }
 
 function identityMagic(options: MeshOptions): number {
@@ -55,30 +50,6 @@ function identityMagic(options: MeshOptions): number {
 /** The PSK identity of the connection from rank `higher` to rank `lower` of the group. */
 function linkIdentity(options: MeshOptions, higher: number, lower: number): string {
   return `fsdp-ts ${groupKeyHash(options.key).toString(16)} rank ${higher} -> rank ${lower}`;
-}
-
-function readIdentity(socket: Socket, deadline: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(
-      () => finish(new Error('timed out waiting for the identity')),
-      Math.max(1, deadline - Date.now()),
-    );
-    const onReadable = () => {
-      const data = socket.read(IDENTITY_BYTES) as Buffer | null;
-      if (data !== null) finish(undefined, data);
-    };
-    const onEnd = () => finish(new Error('closed before sending its identity'));
-    const finish = (error: Error | undefined, data?: Buffer) => {
-      clearTimeout(timer);
-      socket.off('readable', onReadable);
-      socket.off('close', onEnd);
-      if (error !== undefined) reject(error);
-      else resolve(data!);
-    };
-    socket.on('readable', onReadable);
-    socket.on('close', onEnd);
-    onReadable();
-  });
 }
 
 /**
@@ -168,7 +139,7 @@ export class PeerAcceptor {
         const keys = await authenticateSocket(socket, options.secret, 'server', {
           timeoutMs: Math.max(1, deadline - Date.now()),
         });
-        const identity = await readIdentity(socket, deadline);
+        const identity = await readExactly(socket, IDENTITY_BYTES, deadline, 'the peer identity');
         const peer = identity.readUInt32LE(4);
         const valid =
           identity.readUInt32LE(0) === identityMagic(options) &&
@@ -189,7 +160,7 @@ export class PeerAcceptor {
         }
         if (this.accepted.has(peer)) throw new Error('duplicate peer');
         this.accepted.set(peer, link);
-        countLink(options.linkCounts, transport);
+        count(options.counters, transport === 'unix' ? COUNTER.unixLinks : COUNTER.tcpLinks);
         if (this.accepted.size === this.expected) this.waiter?.();
       } catch {
         socket.destroy();
@@ -237,7 +208,7 @@ export async function connectPeers(
       identity.writeUInt32LE(groupKeyHash(options.key), 8);
       socket.write(identity);
       sockets.set(peer, options.secure ? await secureClient(socket, keys, options, peer, deadline) : socket);
-      countLink(options.linkCounts, transport);
+      count(options.counters, transport === 'unix' ? COUNTER.unixLinks : COUNTER.tcpLinks);
     }),
   );
   return sockets;
@@ -299,25 +270,14 @@ async function secureClient(
 
 /**
  * [Note: local peer sockets]
- * Ranks on the same host reach each other over a Unix-domain stream socket instead of TCP
- * loopback: same bytes, about half the kernel work (measured in Node 20 on this project's 2-core
- * machine, one process, 512 MiB in 1 MiB writes: loopback TCP 0.70-0.74 GB/s and 549 ms of
- * system CPU, AF_UNIX 1.40-1.46 GB/s and 183-201 ms). See the decision record
- * architecture/decisions/2026-11-30-collectives-data-path.md (decision 1, local peers).
- * - Each rank (Linux, FSDP_TCP_LOCAL unset or `unix`) also listens on an abstract-namespace
- *   socket `\0fsdp-ts-<random hex>`: no file, gone with the process. Its reach is that of
- *   127.0.0.1 (any process in the same network namespace), so the job-secret handshake and
- *   the identity exchange of [Note: tcp mesh] run on it unchanged, and are what protects it.
- * - The rank publishes `host:port unix=<name>@<host identity>` in the store; the host identity is
- *   the kernel's boot id and this process's network namespace, so two "hosts" simulated in
- *   separate namespaces of one machine do not match and keep talking TCP.
- * - A connecting rank whose identity equals the peer's tries the abstract socket; if that connect
- *   fails (any error), it connects to the TCP endpoint as before. An endpoint without the
- *   `unix=` part (FSDP_TCP_LOCAL=tcp, another platform) is reached over TCP.
- * - Everything above the socket (TLS of [Note: secure data links], the native data path's
- *   send/recv/poll on the descriptor, loss attribution) is the same on both kinds: a pipe handle
- *   has an fd, POLLRDHUP and ECONNRESET are reported for AF_UNIX streams as for TCP, and
- *   setNoDelay is a no-op on it.
+ * Ranks on one host reach each other over a Unix-domain stream socket instead of TCP loopback
+ * (same bytes, about half the kernel's work: decisions/2026-11-30-collectives-data-path.md). Each rank (Linux,
+ * FSDP_TCP_LOCAL unset or `unix`) also listens on an abstract socket `\0fsdp-ts-<hex>`, whose
+ * reach is 127.0.0.1's, so the handshake of [Note: tcp mesh] protects it unchanged; it publishes
+ * `host:port unix=<name>@<host identity>` (boot id and network namespace, so simulated hosts in
+ * other namespaces keep TCP). A peer with the same identity tries the abstract socket and falls
+ * back to TCP on any error. Everything above the socket (TLS, the native path, loss attribution)
+ * is the same on both kinds.
  */
 export type LocalTransport = 'unix' | 'tcp';
 
@@ -392,25 +352,35 @@ export function parseEndpoint(endpoint: string): PeerEndpoint {
 }
 
 /**
- * Connections of this process (every tcp group of it) by transport, [unix, tcp], counted by both
- * ends: a SharedArrayBuffer the main thread posts to each tcp communication worker. An internal
- * diagnostic, not API: the tests read it (localLinkCounts) to prove which transport ran.
+ * Per-process tcp diagnostics, not API: one SharedArrayBuffer the main thread posts to every tcp
+ * communication worker, which add to it; tests read it to see which path and transport ran. The
+ * reduce steps' counts come first: NativeReduce.counts may be their two slots alone.
  */
-let counts: Int32Array | undefined;
+export const COUNTER = {
+  blasSteps: 0,
+  simdSteps: 1,
+  headerExchanges: 2,
+  headerMismatches: 3,
+  unixLinks: 4,
+  tcpLinks: 5,
+  smallestSendBuffer: 6,
+  largestSendBuffer: 7,
+} as const;
+let counters: Int32Array | undefined;
 
-export function localLinkCountBuffer(): Int32Array {
-  counts ??= new Int32Array(new SharedArrayBuffer(8));
-  return counts;
+export function tcpCounters(): Int32Array {
+  counters ??= new Int32Array(new SharedArrayBuffer(4 * Object.keys(COUNTER).length));
+  return counters;
 }
 
-export function countLink(buffer: Int32Array | undefined, transport: LocalTransport): void {
-  if (buffer !== undefined) Atomics.add(buffer, transport === 'unix' ? 0 : 1, 1);
+export function count(buffer: Int32Array | undefined, slot: number): void {
+  if (buffer !== undefined) Atomics.add(buffer, slot, 1);
 }
 
 /** Connections of this process that run over a Unix-domain socket, and over TCP. */
 export function localLinkCounts(): { unix: number; tcp: number } {
-  const buffer = localLinkCountBuffer();
-  return { unix: Atomics.load(buffer, 0), tcp: Atomics.load(buffer, 1) };
+  const buffer = tcpCounters();
+  return { unix: Atomics.load(buffer, COUNTER.unixLinks), tcp: Atomics.load(buffer, COUNTER.tcpLinks) };
 }
 
 /**

@@ -22,7 +22,7 @@ import { engineReduce } from './native-blas.js';
 import { NativeOpPath } from './native-op.js';
 import { enlargeLocalSendBuffers, loadNativeSockets, type NativeSockets } from './native-sockets.js';
 import { NodeNetFrames } from './node-net-frames.js';
-import { OpPreparation, type PreparedOp, WorkArrays } from './op-preparation.js';
+import { OpPreparation, WorkArrays } from './op-preparation.js';
 import { PeerLink } from './peer-link.js';
 import { RingScratch } from './ring.js';
 import type { TcpInit } from './tcp-backend.js';
@@ -32,13 +32,10 @@ import { LossBlame, TcpFailure } from './tcp-failure.js';
 type EngineState = 'listening' | 'connecting' | 'ready' | 'closed';
 
 /**
- * The tcp backend inside a rank's communication worker: a full mesh of authenticated node:net
- * connections ([Note: tcp mesh]), op headers on every connection ([Note: op header]), ring
- * schedules for bulk data ([Note: ring all-reduce]) and a direct exchange for small all-reduces.
- * Sequencing, header comparison and the broken-group state come from the engine base
- * ([Note: engine base]); every byte goes through the PeerLinks ([Note: peer link]): framed by
- * NodeNetFrames, or through libc by the NativeOpPath ([Note: native data path]). What a failure
- * does to the links belongs to TcpFailure ([Note: tcp failure state]).
+ * The tcp backend inside a rank's communication worker: a full mesh ([Note: tcp mesh]), op
+ * headers ([Note: op header]), ring schedules ([Note: ring all-reduce]) and a direct exchange for
+ * small all-reduces, over PeerLinks (NodeNetFrames, or libc through NativeOpPath: [Note: native
+ * data path]); failures' effect on the links belongs to TcpFailure ([Note: tcp failure state]).
  */
 export class TcpEngine extends EngineBase<TcpInit> {
   private state: EngineState = 'listening';
@@ -95,7 +92,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
       setting: init.blas,
       nativePath: sockets !== undefined,
       koffiPath: init.nativeSockets,
-      counts: init.reduceCounts,
+      counts: init.counters,
     });
     this.native =
       sockets === undefined
@@ -108,7 +105,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
             scratch: this.scratch,
             abort: init.abort,
             reduce: reduce.reduce,
-            headerCounts: init.headerCounts,
+            counters: init.counters,
             frames: this.frames,
             stopped: () => this.isBroken() || this.state === 'closed',
             checkHeaders: (op, mine, headers) => this.checkHeaders(op, mine, headers),
@@ -151,12 +148,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
         this.links[peer] = new PeerLink(peer, socket, (link, error) => this.peerLost(link, error));
       }
       if (this.sockets !== undefined)
-        enlargeLocalSendBuffers(
-          this.links,
-          this.sockets,
-          this.init.sendBufferBytes ?? 0,
-          this.init.sendBufferReport,
-        );
+        enlargeLocalSendBuffers(this.links, this.sockets, this.init.sendBufferBytes ?? 0, this.init.counters);
       // Every peer is in: stop listening, so nothing else can even attempt the handshake.
       this.acceptor!.close();
       this.state = 'ready';
@@ -306,26 +298,11 @@ export class TcpEngine extends EngineBase<TcpInit> {
     // ([Note: native header exchange]).
     if (prepared.ring !== undefined && this.native?.usable() === true)
       return this.native.execute(op, header, prepared.ring, prepared.eager.toNext, previous!, next!);
-    const late = await this.exchangeHeaders(op, header, prepared.eager, next, MAX_EAGER_BYTES);
+    // Eager bytes too many to announce wait for the header check ([Note: eager first segment]).
+    const { headers, late } = await this.frames.exchange(header, prepared.eager, next, MAX_EAGER_BYTES);
+    this.checkHeaders(op, header, headers);
     for (const [link, bytes] of late) link.write(bytes);
     await prepared.rest(previous, next);
-  }
-
-  /**
-   * Writes this op's header and eager bytes to every peer, reads theirs and compares (see
-   * [Note: eager first segment]). Eager bytes too many to announce wait for the check: they are
-   * returned, for the caller to send once it passed.
-   */
-  private async exchangeHeaders(
-    op: OpMessage,
-    header: OpHeader,
-    eager: PreparedOp['eager'],
-    next: PeerLink | null,
-    eagerLimit: number,
-  ): Promise<[PeerLink, Uint8Array][]> {
-    const { headers, late } = await this.frames.exchange(header, eager, next, eagerLimit);
-    this.checkHeaders(op, header, headers);
-    return late;
   }
 
   private async send(op: OpMessage, header: OpHeader): Promise<void> {

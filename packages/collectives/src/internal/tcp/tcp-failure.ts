@@ -6,40 +6,25 @@ import type { PeerLink } from './peer-link.js';
 /** See [Note: breaking the group]. */
 const PEER_LOSS_CLOSE_DELAY_MS = 1_000;
 
-/**
- * What happens to the links once the group fails: 'open' (nothing closed them yet),
- * 'closing-after-delay' (a loss or a timeout was seen: they close PEER_LOSS_CLOSE_DELAY_MS later),
- * 'closed' (closed, by the delay, at once, or by the engine's own close).
- */
+/** The links after a failure: open, closing PEER_LOSS_CLOSE_DELAY_MS later, or closed. */
 type LinksState = 'open' | 'closing-after-delay' | 'closed';
 
 /**
- * [Note: breaking the group] After a failure every link is closed, so peers blocked on this rank
- * fail at once. When the failure is a lost peer, this rank first tells every other peer which
- * rank it lost (a loss notice), and closing waits a moment: in the full mesh every rank should
- * see the dead peer's connection close itself and blame it rather than this rank
+ * [Note: breaking the group] After a failure every link closes, so peers blocked on this rank
+ * fail at once. For a lost peer this rank first writes a loss notice (the rank it lost) to every
+ * other peer and closes after a delay, so every rank blames the dead peer, not this one
  * ([Note: blaming a lost peer]).
  *
- * [Note: timing out tells the others] An op that times out waiting for a peer breaks the group,
- * and this rank's connections close, while the other ranks may still wait for the same peer: a
- * third rank whose own timer has not fired yet would see this rank's connection end and blame
- * this rank ('peer-lost'), though the stalled rank is the one it waits for too (measured: W=3,
- * rank 1 stalled, rank 2 named rank 0 once in a loaded full-suite run). So before closing, a
- * rank that timed out waiting for a named peer writes a loss notice with the reason 'timeout'
- * on every other connection, and closes after the same delay as for a lost peer (so the notice
- * is sent, not dropped from a congested socket); a rank that reads it fails with 'timeout'
- * naming the stalled rank ([Note: blaming a lost peer], rule 1).
+ * [Note: timing out tells the others] A rank that timed out waiting for a named peer writes a
+ * loss notice with the reason 'timeout' to every other peer and closes after the same delay: a
+ * rank whose own timer has not fired then fails with 'timeout' naming the stalled rank, instead
+ * of 'peer-lost' naming this one.
  *
- * [Note: tcp failure state] TcpFailure is the one owner of these two facts, and the engine only
- * calls its transitions:
- * - the links: 'open' -> 'closing-after-delay' (`lossSeen`, `timedOut`) -> 'closed' (the delay
- *   ran out), or 'open' -> 'closed' at once (`closeNow`: any other failure), or any state ->
- *   'closed' (`engineClosed`). Once the links leave 'open' nothing reopens them or schedules a
- *   second close; while 'closing-after-delay', `closeNow` leaves them open for the notice to go.
- * - the loss notice: sent at most once per engine (`lost` with the reason 'lost', `timedOut`
- *   with 'timeout'), only for an error that names a peer, and never to that peer. It is
- *   independent of the links' state: a blame decided after the delayed close was scheduled
- *   still sends it (the links are still open then).
+ * [Note: tcp failure state] TcpFailure owns both facts. The links go 'open' ->
+ * 'closing-after-delay' (`lossSeen`, `timedOut`) -> 'closed', or 'open' -> 'closed' (`closeNow`),
+ * or any -> 'closed' (`engineClosed`); nothing reopens them, and `closeNow` leaves a delayed close
+ * pending. The loss notice goes out at most once per engine, only for an error naming a peer,
+ * never to that peer, whatever the links' state.
  */
 export class TcpFailure {
   #links: LinksState = 'open';
@@ -110,11 +95,9 @@ export interface LossBlameHooks {
 }
 
 /**
- * The one owner of deciding whom a tcp engine blames for a lost connection ([Note: blaming a
- * lost peer] in tcp-failure.ts). States: idle (nothing reported), deciding (the only
- * evidence is the connection this rank receives from ending without a notice: it looks again
- * every LOSS_SETTLE_POLL_MS for LOSS_SETTLE_MS, and a failing op waits on `deciding`), decided
- * (the engine's `decided` hook ran; a waiting op fails with the verdict).
+ * The one owner of whom a lost connection is blamed on ([Note: blaming a lost peer]): idle,
+ * deciding (only the connection this rank receives from ended, without a notice: it looks again
+ * every LOSS_SETTLE_POLL_MS for LOSS_SETTLE_MS while a failing op waits on `deciding`), decided.
  */
 export class LossBlame {
   readonly #reported: ReportedLoss[] = [];
@@ -192,38 +175,19 @@ interface EndedLink {
 
 /**
  * [Note: blaming a lost peer]
- * When one rank dies, every survivor fails its op naming that rank, whatever the interleaving.
- * The hard part: a survivor that saw the loss fails, and then closes its connections (at once when
- * its program destroys the group or exits, as a training script does on an error), so a third
- * rank can find two connections ended, the dead rank's and the survivor's, and nothing in a FIN or
- * a reset tells which came first. Measured (3 ranks, 64 MiB all-reduce, rank 1 killed, two `yes`
- * loads, load 5-11): rank 0 blamed rank 2 in 6 of 44 runs, each time because rank 0
- * (descheduled, or reading only the connection it receives from) found both ended at once, and
- * `lost` in native-ring.ts preferred the connection it receives from; with notices and rules 1-2
- * below, 3 of 54 runs still blamed rank 2,
- * whose end rank 0 saw 11 ms before the dead rank's own. And while an op waits for headers,
- * node:net does not report the end of a connection whose reading is held ([Note: held
- * reading]): only the survivor's close, later, is seen.
- * So a survivor says why it closes: the first time a rank loses a peer, before anything of its
- * own closes, it writes a loss notice (the lost rank and its own words; see frame-header.ts) on
- * every other connection. A dead rank writes nothing. When a rank sees a connection end
- * (node:net's close or error, or the native path's `lost`), `attributeLoss` looks at every
- * connection: those the native poll finds ended too (held ones included), their unread bytes
- * read to the end of the stream, and what the open ones hold. Then:
- * 1. a notice (at the start or at the end of what a connection left unread) names the rank to
- *    blame: the survivor who wrote it saw the loss first-hand;
- * 2. otherwise an ended connection other than the one this rank receives from in the ring, a
- *    reset first: a survivor's notice cannot be missed there (it sends that way at most headers,
- *    so its notice is not stuck behind bulk bytes, and comes before its end);
- * 3. otherwise the connection this rank receives from ended without a notice. A survivor's notice
- *    may be stuck behind the bulk bytes there, or already taken as payload, so this is not
- *    decided at once: LossBlame (tcp-failure.ts) looks again every few ms for LOSS_SETTLE_MS
- *    (250 ms), and the failing op waits for the verdict. The dead rank's other connections do end (measured: a
- *    killed rank's connections were seen to end up to 11 ms apart at load 6-8, and ~30 ms after
- *    the kill), or another survivor's notice arrives; if neither comes, that rank is blamed.
+ * When one rank dies, every survivor fails its op naming that rank, whatever the interleaving,
+ * though a survivor that saw the loss closes its own connections soon after, and a FIN or reset
+ * does not say which came first. So a survivor says why it closes: the first time it loses a peer
+ * it writes a loss notice (frame-header.ts) on every other connection; a dead rank writes
+ * nothing. When a connection ends, `attributeLoss` looks at every connection (those the native
+ * poll finds ended too, held ones included, drained to their end; and what the open ones hold):
+ * 1. a notice, at the start or the end of a connection's unread bytes, names the rank to blame;
+ * 2. else an ended connection other than the one this rank receives from, a reset first (a
+ *    survivor sends only headers that way, so its notice cannot be stuck behind bulk bytes);
+ * 3. else the connection this rank receives from, once LossBlame waited LOSS_SETTLE_MS for the
+ *    dead rank's other connections to end or another survivor's notice to arrive.
  * A notice found where a header is expected fails the op the same way. Without the native path
- * (TLS, or FSDP_TCP_NATIVE=0) nothing is held, the ends are the ones node:net reports, in the
- * order they happen, and the same rules apply to them.
+ * the same rules apply to the ends node:net reports. Measurements: architecture/performance.md.
  */
 export function attributeLoss(
   reported: readonly ReportedLoss[],
@@ -326,4 +290,15 @@ export function drainInto(link: PeerLink, fd: number, sockets: NativeSockets): v
     total += received;
   }
   link.appendUnread(unread);
+}
+
+/**
+ * The connection to `link`'s peer ended while this rank moved bytes natively: what is still
+ * readable goes to the link's queue (a notice is read there, as on node:net), and the link fails
+ * at once, or departs after a goodbye ([Note: clean departure]).
+ */
+export function loseNatively(link: PeerLink, errno: number | undefined, sockets: NativeSockets): void {
+  const fd = link.fd();
+  if (fd !== undefined) drainInto(link, fd, sockets);
+  link.lostNatively(errno);
 }
