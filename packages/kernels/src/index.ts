@@ -34,6 +34,17 @@ export {
   type Sgemm,
   type Sscal,
 } from './blas/openblas';
+// Memories of their own for arrays stepped together in place ([Note: kernel blocks]).
+export {
+  KERNEL_BLOCK_LIVE_LIMIT,
+  KERNEL_BLOCK_MINIMUM_ELEMENTS,
+  KERNEL_BLOCK_SCRATCH_ELEMENTS,
+  KERNEL_BLOCK_SLOTS,
+  KernelBlock,
+  type KernelBlockSlot,
+  kernelBlock,
+  kernelBlockOf,
+} from './memory/kernel-block';
 export {
   addBfloat16Into,
   addRoundBfloat16,

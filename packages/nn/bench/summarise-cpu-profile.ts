@@ -2,7 +2,10 @@
  * Self time by function of a V8 .cpuprofile (from `node --cpu-prof`), largest first, and the
  * total time under chosen functions (inclusive), as percentages of the sampled time.
  *
- *   node --import tsx bench/summarise-cpu-profile.ts file.cpuprofile [top=25]
+ *   node --import tsx bench/summarise-cpu-profile.ts file.cpuprofile [top=25] [under] [steps]
+ *
+ * With `under` (a function name, e.g. `run`), only samples inside that function count (startup,
+ * module loading and idle time drop out), and with `steps` each line also gives CPU ms per step.
  */
 import { readFileSync } from 'node:fs';
 
@@ -17,7 +20,8 @@ interface Profile {
   timeDeltas: number[];
 }
 
-const [file, topArgument] = process.argv.slice(2);
+const [file, topArgument, under, stepsArgument] = process.argv.slice(2);
+const steps = stepsArgument === undefined ? null : Number(stepsArgument);
 const profile = JSON.parse(readFileSync(file!, 'utf8')) as Profile;
 const top = Number(topArgument ?? 25);
 const byId = new Map(profile.nodes.map((node) => [node.id, node]));
@@ -26,8 +30,16 @@ for (const node of profile.nodes) for (const child of node.children ?? []) paren
 
 const selfTime = new Map<number, number>();
 let total = 0;
+function isUnder(id: number): boolean {
+  if (under === undefined) return true;
+  for (let cursor: number | undefined = id; cursor !== undefined; cursor = parent.get(cursor))
+    if (byId.get(cursor)!.callFrame.functionName === under) return true;
+  return false;
+}
+
 profile.samples.forEach((id, index) => {
   const delta = profile.timeDeltas[index] ?? 0;
+  if (!isUnder(id)) return;
   selfTime.set(id, (selfTime.get(id) ?? 0) + delta);
   total += delta;
 });
@@ -50,8 +62,9 @@ for (const [id, time] of selfTime) {
     inclusive.set(name, (inclusive.get(name) ?? 0) + time);
   }
 }
-const percent = (time: number) => `${((100 * time) / total).toFixed(1)}%`;
-console.log(`sampled ${(total / 1000).toFixed(0)} ms`);
+const percent = (time: number) =>
+  `${((100 * time) / total).toFixed(1)}%${steps === null ? '' : ` ${(time / 1000 / steps).toFixed(2).padStart(6)} ms/step`}`;
+console.log(`sampled ${(total / 1000).toFixed(0)} ms${under === undefined ? '' : ` inside ${under}`}`);
 console.log('\nself time');
 for (const [name, time] of [...self].sort((a, b) => b[1] - a[1]).slice(0, top))
   console.log(`${percent(time).padStart(6)}  ${name}`);

@@ -1,3 +1,4 @@
+import { kernelBlockOf } from '@fsdp-ts/kernels';
 import { type Parameter, readTensorValues, Storage, TensorView } from '@fsdp-ts/tensor';
 import { nativeFloatAdd } from '@fsdp-ts/tensor/internal';
 import * as tf from '@tensorflow/tfjs-core';
@@ -83,7 +84,7 @@ function accumulate(parameter: Parameter, gradient: tf.Tensor): void {
   let grad = parameter.grad;
   const values = readTensorValues(gradient) as Float32Array;
   if (grad === null && parameter.dtype === 'float32' && values.length === parameter.numel) {
-    const copy = new Float32Array(values);
+    const copy = gradBesideData(parameter, values) ?? new Float32Array(values);
     parameter.grad = new TensorView(Storage.fromTypedArray('float32', copy), 0, parameter.shape);
     return;
   }
@@ -110,6 +111,21 @@ function accumulate(parameter: Parameter, gradient: tf.Tensor): void {
   const target = sum.typedArray() as Float32Array;
   for (let index = 0; index < values.length; index++) target[index]! += values[index]!;
   grad.copyFrom(sum);
+}
+
+/**
+ * A copy of `values` in the grad slot of the kernel block that holds the Parameter's data, the
+ * first time (see [Note: kernel blocks] in @fsdp-ts/kernels: a slot is given once, so a grad set
+ * to null later gets ordinary memory); null when its data lives elsewhere.
+ */
+function gradBesideData(parameter: Parameter, values: Float32Array): Float32Array | null {
+  const data = parameter.data;
+  if (data.offset !== 0 || !data.storage.isAllocated) return null;
+  const block = kernelBlockOf(data.storage.array());
+  if (block === null || block.numel !== values.length) return null;
+  const slot = block.take('grad');
+  slot?.set(values);
+  return slot;
 }
 
 function checkFullShape(parameter: Parameter): void {

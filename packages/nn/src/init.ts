@@ -1,4 +1,5 @@
-import { Parameter, type Shape, TensorView } from '@fsdp-ts/tensor';
+import { kernelBlock } from '@fsdp-ts/kernels';
+import { Parameter, type Shape, Storage, shapeNumel, TensorView } from '@fsdp-ts/tensor';
 import { isInitDeferred } from './deferred-init';
 import { ConstantInitializer, NormalInitializer } from './initializers';
 import { defaultGenerator, type Generator } from './random/generator';
@@ -73,7 +74,7 @@ export function normalParameter(
     generator.skipNormals(parameter.numel);
     return parameter;
   }
-  const parameter = Parameter.zeros(shape);
+  const parameter = zeroParameter(shape);
   initNormal(parameter.data, std, generator);
   return parameter;
 }
@@ -81,7 +82,19 @@ export function normalParameter(
 /** A Parameter of `shape` with every element `value`; deferred inside `deferredInit`. */
 export function constantParameter(shape: Shape, value: number): Parameter {
   if (isInitDeferred()) return Parameter.deferred(shape, new ConstantInitializer(value));
-  const parameter = Parameter.zeros(shape);
+  const parameter = zeroParameter(shape);
   if (value !== 0) parameter.data.fill(value);
   return parameter;
+}
+
+/**
+ * A float32 Parameter of zeros whose values live in a kernel block when one is made for its size
+ * ([Note: kernel blocks] in @fsdp-ts/kernels): its first grad (see [Note: reading gradients]) and
+ * Adam's state then go beside it, and AdamW steps them in place ([Note: Adam in a kernel block]
+ * in @fsdp-ts/optim). Otherwise, and for small parameters, an ordinary one (Parameter.zeros).
+ */
+function zeroParameter(shape: Shape): Parameter {
+  const block = kernelBlock(shapeNumel(shape));
+  if (block === null) return Parameter.zeros(shape);
+  return new Parameter(new TensorView(Storage.fromTypedArray('float32', block.array), 0, shape));
 }

@@ -1,5 +1,5 @@
 import { adamKernel } from './internal/kernels/adam-kernel';
-import { adamSimdAvailable, adamSimdKernel } from './internal/kernels/adam-simd-kernel';
+import { adamSimdAvailable, adamSimdKernel, stateBesideData } from './internal/kernels/adam-simd-kernel';
 import { mergeOptions } from './internal/merge-options';
 import { checkBetas, checkBoolean, checkNonNegative } from './internal/validate';
 import { Optimizer } from './optimizer';
@@ -49,12 +49,17 @@ abstract class AdamFamily extends Optimizer<AdamOptions> {
     this.runStep(() =>
       this.forEachPrepared(true, (group, { arrays, state }) => {
         state.step += 1;
+        // A new state buffer goes beside data when data lives in a kernel block ([Note: Adam in a kernel block]).
+        const buffer = (name: 'expAvg' | 'expAvgSq' | 'maxExpAvgSq') =>
+          state.buffers.get(name) ??
+          stateBesideData(state.buffers, name, arrays.data, state.numel) ??
+          state.buffer(name);
         kernel(
           arrays.data,
           arrays.grad,
-          state.buffer('expAvg'),
-          state.buffer('expAvgSq'),
-          group.amsgrad ? state.buffer('maxExpAvgSq') : null,
+          buffer('expAvg'),
+          buffer('expAvgSq'),
+          group.amsgrad ? buffer('maxExpAvgSq') : null,
           {
             lr: group.lr,
             beta1: group.betas[0],

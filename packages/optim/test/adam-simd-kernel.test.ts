@@ -1,6 +1,12 @@
+import { kernelBlock, kernelBlockOf } from '@fsdp-ts/kernels';
 import { describe, expect, it } from 'vitest';
 import { type AdamCoefficients, adamKernel } from '../src/internal/kernels/adam-kernel';
-import { adamSimdAvailable, adamSimdKernel, scratchShift } from '../src/internal/kernels/adam-simd-kernel';
+import {
+  adamSimdAvailable,
+  adamSimdKernel,
+  adamSimdPath,
+  scratchShift,
+} from '../src/internal/kernels/adam-simd-kernel';
 import { worstViolation } from './support/torch-fixtures';
 
 const numel = 9001; // two full 4096-element chunks and a tail that is not a multiple of 4
@@ -99,5 +105,90 @@ describe('the WebAssembly SIMD Adam kernel', () => {
         ).toBeGreaterThanOrEqual(256);
       }
     }
+  });
+});
+
+describe('the SIMD Adam kernel in a kernel block ([Note: Adam in a kernel block])', () => {
+  const blockNumel = 20_483; // above the block minimum; five chunks and a 3-element tail
+  type Five = [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array];
+  const values = (seed: number) =>
+    Float32Array.from({ length: blockNumel }, (_, index) => Math.sin(index * 0.37 + seed) * (seed + 1));
+
+  /** data, grad (in the block or not), expAvg, expAvgSq, maxExpAvgSq, all in one block. */
+  function inBlock(gradInBlock: boolean): Five {
+    const block = kernelBlock(blockNumel);
+    if (block === null) throw new Error('no kernel block on Node 20');
+    block.array.set(values(1));
+    const grad = gradInBlock ? block.take('grad')! : new Float32Array(blockNumel);
+    const arrays = [
+      block.array,
+      grad,
+      block.take('expAvg')!,
+      block.take('expAvgSq')!,
+      block.take('maxExpAvgSq')!,
+    ];
+    expect(arrays.every((array) => kernelBlockOf(array) === block)).toBe(gradInBlock);
+    return arrays as Five;
+  }
+  function plain(): Five {
+    return [
+      values(1),
+      new Float32Array(blockNumel),
+      ...[0, 1, 2].map(() => new Float32Array(blockNumel)),
+    ] as Five;
+  }
+
+  for (const amsgrad of [false, true]) {
+    for (const gradInBlock of [true, false]) {
+      it(`gives the copying path's bits (amsgrad ${amsgrad}, grad ${gradInBlock ? 'in' : 'outside'} the block)`, () => {
+        const [block, copied] = [inBlock(gradInBlock), plain()];
+        expect(adamSimdPath(...block)).toBe(gradInBlock ? 'in block' : 'grad copied into block');
+        expect(adamSimdPath(...copied)).toBe('chunks copied');
+        for (let step = 1; step <= 4; step++) {
+          for (const arrays of [block, copied]) {
+            arrays[1].set(values(step + 10));
+            adamSimdKernel(
+              arrays[0],
+              arrays[1],
+              arrays[2],
+              arrays[3],
+              amsgrad ? arrays[4] : null,
+              coefficients(step, amsgrad),
+            );
+          }
+        }
+        for (const index of [0, 2, 3, 4])
+          expect(Array.from(block[index]!)).toEqual(Array.from(copied[index]!));
+        expect(Array.from(block[0])).not.toEqual(Array.from(values(1)));
+      });
+    }
+  }
+
+  it('steps pieces of block arrays as it steps them whole, and leaves the rest of the block alone', () => {
+    const [whole, pieces] = [inBlock(true), inBlock(true)];
+    expect(
+      adamSimdPath(
+        whole[0].subarray(3, 4097),
+        ...(whole.slice(1, 5).map((array) => array.subarray(3, 4097)) as [
+          Float32Array,
+          Float32Array,
+          Float32Array,
+          Float32Array,
+        ]),
+      ),
+    ).toBe('in block');
+    expect(adamSimdPath(whole[0], whole[0], whole[2], whole[3], null)).toBe('chunks copied'); // overlapping
+    const cuts = [0, 3, 4097, 16_386, blockNumel];
+    for (let step = 1; step <= 2; step++) {
+      adamSimdKernel(whole[0], whole[1], whole[2], whole[3], whole[4], coefficients(step, true));
+      for (let piece = 0; piece + 1 < cuts.length; piece++) {
+        const [start, end] = [cuts[piece]!, cuts[piece + 1]!];
+        const [data, grad, expAvg, expAvgSq, maxExpAvgSq] = pieces.map((array) =>
+          array.subarray(start, end),
+        ) as Five;
+        adamSimdKernel(data, grad, expAvg, expAvgSq, maxExpAvgSq, coefficients(step, true));
+      }
+    }
+    for (const index of [0, 2, 3, 4]) expect(Array.from(pieces[index]!)).toEqual(Array.from(whole[index]!));
   });
 });
