@@ -503,11 +503,20 @@ function headlineNn(results: NnResults): HeadlineRow[] {
     const torch = shape.rows.find((row) => row.contender === 'PyTorch');
     const blas = shape.rows.find((row) => row.contender === 'fsdp-ts (BLAS)');
     if (torch === undefined || blas === undefined) return [];
+    const flushed = shape.rows.find((row) => row.contender === 'PyTorch (denormals flushed)');
     return [
       {
         what: `one process, reference GPT (4 layers, d 256), batch ${shape.batch} × ${shape.seq}: tokens per CPU-second vs PyTorch`,
         ratio: speedup(blas.tokensPerCpuSecond, torch.tokensPerCpuSecond),
       },
+      ...(flushed === undefined
+        ? []
+        : [
+            {
+              what: `the same against PyTorch with torch.set_flush_denormal(True), batch ${shape.batch} × ${shape.seq}`,
+              ratio: speedup(blas.tokensPerCpuSecond, flushed.tokensPerCpuSecond),
+            },
+          ]),
     ];
   });
 }

@@ -5,10 +5,11 @@ each input line "BATCH SEQ STEPS" runs STEPS training steps at that shape (a mod
 built and warmed up on first use) and prints one JSON line
 {"stepMs": [...], "cpuMs": [...], "torch": version, "blas": [mapped BLAS libraries]}.
 An empty line or EOF ends it. OPENBLAS_NUM_THREADS=1 is set by the caller; this sets
-torch.set_num_threads(1).
+torch.set_num_threads(1), and torch.set_flush_denormal(True) when BENCH_TORCH_FLUSH_DENORMAL=1.
 """
 import json
 import math
+import os
 import sys
 import time
 
@@ -16,6 +17,8 @@ import torch
 import torch.nn.functional as F
 
 torch.set_num_threads(1)
+if os.environ.get('BENCH_TORCH_FLUSH_DENORMAL') == '1':
+    torch.set_flush_denormal(True)
 VOCAB, D, LAYERS, HEADS, MAX_T = 256, 256, 4, 4, 128
 
 
