@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { relative } from 'node:path';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // Tests run against each package's source through the `@fsdp-ts/source` export condition, so
@@ -47,20 +47,50 @@ class LongestFirstSequencer extends BaseSequencer {
   }
 }
 
+const testFiles = [
+  'packages/*/src/**/*.test.ts',
+  'packages/*/test/**/*.test.ts',
+  'examples/*/test/**/*.test.ts',
+  'bench/**/*.test.ts',
+];
+const integrationFiles = testFiles.map((pattern) => pattern.replace(/\*\.test\.ts$/, '*.int.test.ts'));
+
+// [Note: unit files share their workers] Each test file run in a fresh module graph imports
+// tfjs and the packages' sources again: about 0.7 CPU-seconds per file, as much as many unit
+// files' tests. The unit files (not *.int.test.ts) therefore run without isolation (vitest's
+// `isolate: false`): a worker keeps the modules it has evaluated for the next unit file, as
+// one process would. A unit file leaves the state it changes as it found it (environment
+// variables are restored; a backend or kernel registration is the same for every file). The
+// integration files start processes, servers and thread ranks and register test-only backends:
+// each keeps a module graph of its own.
+const shared = {
+  pool: 'forks',
+  testTimeout: 180_000,
+  hookTimeout: 180_000,
+} as const;
+
 export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: ['@fsdp-ts/source'] } },
   test: {
-    include: [
-      'packages/*/src/**/*.test.ts',
-      'packages/*/test/**/*.test.ts',
-      'examples/*/test/**/*.test.ts',
-      'bench/**/*.test.ts',
-    ],
-    pool: 'forks',
     maxWorkers: Math.max(2, availableParallelism()),
     sequence: { sequencer: LongestFirstSequencer },
-    testTimeout: 180_000,
-    hookTimeout: 180_000,
+    ...shared,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: testFiles,
+          exclude: [...configDefaults.exclude, '**/*.int.test.ts'],
+          isolate: false,
+          ...shared,
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'integration', include: integrationFiles, ...shared },
+      },
+    ],
   },
 });

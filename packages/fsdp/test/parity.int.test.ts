@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '@fsdp-ts/collectives';
 import { describe, expect, it } from 'vitest';
+import type { ParityRun } from './fixtures/parity-runs';
 import {
   type TrainingArguments,
   type TrainingResult,
@@ -13,7 +14,7 @@ import {
 } from './fixtures/training-run';
 import { keepGatheredRecompute } from './support/keep-gathered-recompute';
 
-const fixture = new URL('./fixtures/training-run.ts', import.meta.url);
+const fixture = new URL('./fixtures/parity-runs.ts', import.meta.url);
 
 function base(worldSize: number, overrides: Partial<TrainingArguments> = {}): TrainingArguments {
   return {
@@ -74,17 +75,58 @@ function expectSameGradients(results: TrainingResult[], reference: TrainingResul
   }
 }
 
-const threadRanks = (args: TrainingArguments) =>
-  spawnThreadRanks(args.worldSize, fixture, 'trainRank', { args, timeoutMs: 120_000 }) as Promise<
-    TrainingResult[]
-  >;
+// [Note: parity launches] Starting a thread rank costs more CPU than a run of the tiny GPT
+// (tsx and tfjs load in every thread), so the thread runs of one world size share one launch:
+// every test of the file plans its run while vitest collects the tests, the first test of a world
+// size to need its results starts the launch with every run planned for that size (in
+// parity-runs.ts, each on a new default group and a new model, as in its own launch), and each
+// test checks its own run's results. A failed launch fails every test of its world size.
+const plannedRuns = new Map<number, ParityRun[]>();
+const launches = new Map<number, Promise<Partial<TrainingResult>[][]>>();
+// Bounds for a launch of every run of one world size (up to 12) on a loaded 2-core machine.
+const launchTimeoutMs = 900_000;
+const testTimeoutMs = launchTimeoutMs + 60_000;
+
+/** Plans `run` on its world size's shared launch; the returned function gives its results by rank. */
+function planned<Result extends Partial<TrainingResult>>(
+  size: number,
+  run: ParityRun,
+): () => Promise<Result[]> {
+  const runs = plannedRuns.get(size) ?? [];
+  plannedRuns.set(size, runs);
+  const index = runs.push(run) - 1;
+  return async () => {
+    let launch = launches.get(size);
+    if (launch === undefined) {
+      launch = spawnThreadRanks(size, fixture, 'parityRuns', {
+        args: { runs },
+        timeoutMs: launchTimeoutMs,
+      }) as Promise<Partial<TrainingResult>[][]>;
+      launches.set(size, launch);
+    }
+    return (await launch).map((results) => results[index] as Result);
+  };
+}
+
+/** The tiny GPT's FSDP run of `args` on thread ranks, planned on its world size's launch. */
+function plannedTraining(args: TrainingArguments): () => Promise<TrainingResult[]> {
+  return planned<TrainingResult>(args.worldSize, { kind: 'training', args });
+}
 
 async function checkParity(
   args: TrainingArguments,
-  run: (args: TrainingArguments) => Promise<TrainingResult[]> = threadRanks,
+  results: () => Promise<TrainingResult[]>,
 ): Promise<TrainingResult[]> {
   const reference = await trainReference(args);
-  const results = await run(args);
+  return checkParityOf(args, reference, await results());
+}
+
+function checkParityOf(
+  args: TrainingArguments,
+  reference: TrainingResult,
+  results: TrainingResult[],
+): TrainingResult[] {
+  expect(results).toHaveLength(args.worldSize);
   for (const result of results)
     result.losses.forEach((loss, step) => {
       expectClose(loss, reference.losses[step]!, `loss of step ${step}`);
@@ -102,25 +144,32 @@ async function checkParity(
 
 describe('FSDP parity with the unwrapped single-process run (tiny GPT, 10 AdamW steps)', () => {
   for (const worldSize of [1, 2, 3, 4]) {
-    it(`full-shard, flattened, W=${worldSize}`, async () => {
-      const results = await checkParity(base(worldSize));
+    const args = base(worldSize);
+    const results = plannedTraining(args);
+    it(`full-shard, flattened, W=${worldSize}`, { timeout: testTimeoutMs }, async () => {
       // Its preset reshards after forward: the non-root units are sharded again.
-      for (const result of results)
+      for (const result of await checkParity(args, results))
         expect(result.statesAfterForward).toEqual(['unsharded', 'sharded', 'sharded']);
     });
   }
-  it('shard-grad-op, flattened, W=3', async () => {
-    await checkParity(base(3, { strategy: 'shard-grad-op' }));
+  const shardGradOp = base(3, { strategy: 'shard-grad-op' });
+  const shardGradOpResults = plannedTraining(shardGradOp);
+  it('shard-grad-op, flattened, W=3', { timeout: testTimeoutMs }, async () => {
+    await checkParity(shardGradOp, shardGradOpResults);
   });
   // No-shard awaits its all-reduces only after backward (see [Note: bounded gradient memory]).
   for (const worldSize of [1, 2, 3, 4]) {
-    it(`no-shard, flattened, W=${worldSize}`, async () => {
-      await checkParity(base(worldSize, { strategy: 'no-shard' }));
+    const args = base(worldSize, { strategy: 'no-shard' });
+    const results = plannedTraining(args);
+    it(`no-shard, flattened, W=${worldSize}`, { timeout: testTimeoutMs }, async () => {
+      await checkParity(args, results);
     });
   }
   for (const strategy of ['full-shard', 'shard-grad-op', 'no-shard'] as const) {
-    it(`${strategy}, unflattened, W=2`, async () => {
-      await checkParity(base(2, { strategy, flattenParameters: false }));
+    const args = base(2, { strategy, flattenParameters: false });
+    const results = plannedTraining(args);
+    it(`${strategy}, unflattened, W=2`, { timeout: testTimeoutMs }, async () => {
+      await checkParity(args, results);
     });
   }
 });
@@ -190,31 +239,40 @@ describe('FSDP parity with activation checkpointing (each unit recomputed in bac
     ['full-shard', 2, false],
     ['shard-grad-op', 3, true],
   ] as const) {
-    it(`${strategy}, ${flattenParameters ? 'flattened' : 'unflattened'}, W=${worldSize}`, async () => {
-      await checkParity(base(worldSize, { strategy, flattenParameters, activationCheckpointing: true }));
+    const args = base(worldSize, { strategy, flattenParameters, activationCheckpointing: true });
+    const results = plannedTraining(args);
+    it(`${strategy}, ${flattenParameters ? 'flattened' : 'unflattened'}, W=${worldSize}`, {
+      timeout: testTimeoutMs,
+    }, async () => {
+      await checkParity(args, results);
     });
   }
 });
 
 describe('a sharding strategy added as a preset (test/support/keep-gathered-recompute.ts)', () => {
-  it('keep-gathered recompute trains like the unwrapped run, W=3, and keeps units gathered after forward', async () => {
-    const results = await checkParity(base(3, { strategy: keepGatheredRecompute, steps: 6 }));
+  const args = base(3, { strategy: keepGatheredRecompute, steps: 6 });
+  const results = plannedTraining(args);
+  it('keep-gathered recompute trains like the unwrapped run, W=3, and keeps units gathered after forward', {
+    timeout: testTimeoutMs,
+  }, async () => {
     // The preset's settings reach the runtime: full-shard would leave the non-root units sharded here.
-    for (const result of results)
+    for (const result of await checkParity(args, results))
       expect(result.statesAfterForward).toEqual(['unsharded', 'unsharded', 'unsharded']);
   });
 });
 
 describe('random layers under full-shard', () => {
-  it('the recompute replays every random layer (a test-only NoisyScale, not a Dropout): full-shard equals shard-grad-op', async () => {
-    const noisyFixture = new URL('./fixtures/noisy-recompute.ts', import.meta.url);
-    const run = (strategy: 'full-shard' | 'shard-grad-op') =>
-      spawnThreadRanks(2, noisyFixture, 'trainNoisy', {
-        args: { strategy, steps: 3 },
-        timeoutMs: 60_000,
-      }) as Promise<Pick<TrainingResult, 'losses' | 'pieces'>[]>;
-    const recomputed = await run('full-shard');
-    const kept = await run('shard-grad-op');
+  type NoisyResult = Pick<TrainingResult, 'losses' | 'pieces'>;
+  const noisy = (strategy: 'full-shard' | 'shard-grad-op') =>
+    planned<NoisyResult>(2, { kind: 'noisy', args: { strategy, steps: 3 } });
+  const recomputedResults = noisy('full-shard');
+  const keptResults = noisy('shard-grad-op');
+  it('the recompute replays every random layer (a test-only NoisyScale, not a Dropout): full-shard equals shard-grad-op', {
+    timeout: testTimeoutMs,
+  }, async () => {
+    const recomputed = await recomputedResults();
+    const kept = await keptResults();
+    expect(recomputed).toHaveLength(2);
     recomputed.forEach((result, rank) => {
       result.losses.forEach((loss, step) => {
         expectClose(loss, kept[rank]!.losses[step]!, `rank ${rank} loss of step ${step}`);
@@ -229,15 +287,17 @@ describe('random layers under full-shard', () => {
 });
 
 describe('dropout under full-shard', () => {
-  it('recompute replays the dropout masks: activation checkpointing on equals off (dropout 0.2), both like shard-grad-op', async () => {
-    const args = base(2, { config: { ...tinyConfig, dropout: 0.2 }, steps: 3 });
-    const recomputed = (await spawnThreadRanks(2, fixture, 'trainRank', {
-      args: { ...args, activationCheckpointing: true },
-    })) as TrainingResult[];
-    const kept = (await spawnThreadRanks(2, fixture, 'trainRank', { args })) as TrainingResult[];
-    const keptGathered = (await spawnThreadRanks(2, fixture, 'trainRank', {
-      args: { ...args, strategy: 'shard-grad-op' },
-    })) as TrainingResult[];
+  const args = base(2, { config: { ...tinyConfig, dropout: 0.2 }, steps: 3 });
+  const recomputedResults = plannedTraining({ ...args, activationCheckpointing: true });
+  const keptResults = plannedTraining(args);
+  const keptGatheredResults = plannedTraining({ ...args, strategy: 'shard-grad-op' });
+  it('recompute replays the dropout masks: activation checkpointing on equals off (dropout 0.2), both like shard-grad-op', {
+    timeout: testTimeoutMs,
+  }, async () => {
+    const recomputed = await recomputedResults();
+    const kept = await keptResults();
+    const keptGathered = await keptGatheredResults();
+    expect(kept).toHaveLength(2);
     for (const other of [recomputed, keptGathered]) {
       other.forEach((result, rank) => {
         result.losses.forEach((loss, step) => {
