@@ -113,9 +113,12 @@ export class OffloadedParameters implements ShardPager {
     this.verify('verifying the offloaded parameters');
   }
 
-  /** Verifies every stored shard on the reader thread; every rank agrees (collective). No-op while resident. */
+  /** Verifies every stored shard on the reader thread; every rank agrees (collective). */
   verify(phase: string): void {
-    if (this.#state !== 'stored') return this.agreeOnReads(phase);
+    if (this.#state !== 'stored') {
+      this.agreeOnReads(phase);
+      return;
+    }
     let failure: unknown = this.#failure;
     this.#failure = undefined;
     if (failure === undefined) {
