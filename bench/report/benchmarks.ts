@@ -675,6 +675,202 @@ function renderScale(results: ScaleResults): Rendered {
   };
 }
 
+// ---------------------------------------------------------------- @fsdp-ts/fsdp offload rows (scale/scale-offload-report.ts)
+type OffloadPlacementJson = { optimizerState?: string; parameters?: string };
+interface ScaleOffloadResults {
+  outcomes: (ScaleResults['outcomes'][number] & { run: { offload?: OffloadPlacementJson } })[];
+  /** Per outcome (same order), the figures scale-offload-report.ts computed; null when it did not train. */
+  figures: ({
+    key: string;
+    stepMs: number;
+    cpuMs: number;
+    computeMs: number;
+    communicationMs: number;
+    optimizerMs: number;
+    offloadIoMs: number;
+    offloadOverlappedMs?: number;
+    offloadTransferMs: number;
+    offloadReadBytes: number;
+    offloadWrittenBytes: number;
+    diskWriteBytesPerSecond?: number;
+    diskReadBytesPerSecond?: number;
+    ofDiskRate?: number;
+  } | null)[];
+  summary: {
+    headline?: { key: string; outcome: string; capBytes: number };
+    withoutOffload?: { key: string; outcome: string };
+    cost?: { model: string; stepRatio: number; cpuRatio: number; withMs: number; withoutMs: number };
+    ofDiskRate?: number;
+  };
+}
+
+/** 'optimizer state disk', 'optimizer state disk, parameters disk' or 'no offload'. */
+const placement = (offload: OffloadPlacementJson | undefined) => {
+  const parts = [
+    offload?.optimizerState === undefined || offload.optimizerState === 'none'
+      ? ''
+      : `optimizer state ${offload.optimizerState}`,
+    offload?.parameters === 'disk' ? 'parameters disk' : '',
+  ].filter((part) => part !== '');
+  return parts.length === 0 ? 'no offload' : parts.join(', ');
+};
+
+/** "refused by the estimate", "killed at the cap", "trained", … (the text before any detail). */
+const verdictOf = (outcome: string) => outcome.split(':')[0]!;
+
+function headlineScaleOffload(results: ScaleOffloadResults): HeadlineRow[] {
+  const { headline, withoutOffload, cost } = results.summary;
+  const rows: HeadlineRow[] = [];
+  if (headline !== undefined && headline.outcome === 'trained')
+    rows.push({
+      what: `${headline.key.split('/')[0]}, full-shard, 4 processes capped at ${(headline.capBytes / 2 ** 30).toFixed(0)} GiB each, optimizer state on disk: trains`,
+      ratio: `trained; without offload ${withoutOffload === undefined ? 'not run' : verdictOf(withoutOffload.outcome)}`,
+    });
+  if (cost !== undefined)
+    rows.push({
+      what: `${cost.model} full-shard W=4, optimizer state on disk: step time against the same run without offload`,
+      ratio: `${cost.stepRatio.toFixed(2)}× (${cost.stepRatio > 1.03 ? 'slower' : 'as fast'})`,
+    });
+  return rows;
+}
+
+function renderScaleOffload(results: ScaleOffloadResults): Rendered {
+  const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
+  const seconds = (ms: number) => (ms / 1000).toFixed(1);
+  const gb = (bytes: number) => (bytes / 1e9).toFixed(2);
+  const trained = results.outcomes.flatMap((outcome, index) => {
+    const figures = results.figures[index];
+    return figures === null || figures === undefined ? [] : [{ outcome, figures }];
+  });
+  const { summary } = results;
+  /** The step of the same model under the same cap without offload, where it trained; else why it did not. */
+  const peerOf = (run: ScaleOffloadResults['outcomes'][number]['run']) => {
+    const peer = trained.find(
+      (other) =>
+        other.outcome.run.offload === undefined &&
+        other.outcome.run.model === run.model &&
+        other.outcome.run.capBytes === run.capBytes,
+    );
+    if (peer !== undefined) return peer.figures.stepMs;
+    const without = summary.withoutOffload;
+    return without !== undefined && without.key.split('/')[0] === run.model
+      ? `does not fit: ${verdictOf(without.outcome)}`
+      : undefined;
+  };
+  const offloaded = trained.filter((row) => row.outcome.run.offload !== undefined);
+  return {
+    notes: [
+      "Full-shard (W in each row's key) through fsdp-run --memory-per-rank, AdamW, batch 1 × 64 per rank, wasm; times are the slowest rank's median step. The disk is probed by the same ranks at once before and after training: 256 MiB each written (8 MiB writes, fdatasync every 64 MiB, fsync) and read back with O_DIRECT.",
+    ],
+    tables: [
+      {
+        title:
+          'Step time with offload, split into compute / communication / optimizer kernels / offload I/O (s)',
+        columns: [
+          'row',
+          'offload',
+          'cap per rank',
+          'step',
+          'compute',
+          'communication',
+          'optimizer',
+          'offload I/O',
+        ],
+        peerColumn: 'the same model and cap without offload, step s; row / peer',
+        rows: offloaded.map(({ outcome, figures }) => {
+          const peer = peerOf(outcome.run);
+          return {
+            cells: [
+              figures.key,
+              placement(outcome.run.offload),
+              outcome.run.capBytes === undefined ? 'none' : gib(outcome.run.capBytes),
+              seconds(figures.stepMs),
+              seconds(figures.computeMs),
+              seconds(figures.communicationMs),
+              seconds(figures.optimizerMs),
+              `${seconds(figures.offloadIoMs)} (${seconds(figures.offloadOverlappedMs ?? 0)})`,
+            ],
+            peer: typeof peer === 'number' ? `${seconds(peer)}; ${ratio(figures.stepMs, peer)}` : peer,
+          };
+        }),
+      },
+      {
+        title: 'Offload I/O against the disk measured by the same ranks in the same run',
+        columns: [
+          'row',
+          'offload GB read / written per step (all ranks)',
+          'offload I/O s (of it in read and write calls)',
+          'offload GB/s',
+        ],
+        peerColumn: "disk GB/s write / read; the disk's time for the same bytes / the offload's",
+        rows: offloaded.map(({ figures }) => ({
+          cells: [
+            figures.key,
+            `${gb(figures.offloadReadBytes)} / ${gb(figures.offloadWrittenBytes)}`,
+            `${seconds(figures.offloadIoMs)} (${seconds(figures.offloadTransferMs)})`,
+            figures.offloadTransferMs > 0
+              ? gb(
+                  (figures.offloadReadBytes + figures.offloadWrittenBytes) /
+                    (figures.offloadTransferMs / 1000),
+                )
+              : '–',
+          ],
+          peer:
+            figures.diskWriteBytesPerSecond === undefined ||
+            figures.diskReadBytesPerSecond === undefined ||
+            figures.ofDiskRate === undefined
+              ? undefined
+              : `${gb(figures.diskWriteBytesPerSecond)} / ${gb(figures.diskReadBytesPerSecond)}; ${figures.ofDiskRate.toFixed(2)}×`,
+        })),
+      },
+      {
+        title:
+          "Peak memory per rank (the cgroup's peak) against the plan's prediction (FSDP's estimate with offload inside)",
+        columns: ['row', 'offload', 'cap per rank', 'outcome', 'peak per rank'],
+        peerColumn: 'predicted per rank; row / peer',
+        rows: results.outcomes.map((outcome) => {
+          const peaks = outcome.cgroupPeakBytes ?? outcome.ranks?.map((rank) => rank.peakRssBytes);
+          const peak = peaks === undefined || peaks.length === 0 ? undefined : Math.max(...peaks);
+          const { run } = outcome;
+          const result =
+            outcome.skipped !== undefined
+              ? outcome.skipped.startsWith('refused')
+                ? verdictOf(outcome.skipped)
+                : `skipped: ${outcome.skipped}`
+              : outcome.failed !== undefined
+                ? `failed: ${outcome.failed.split('\n')[0]}`
+                : 'trained';
+          return {
+            cells: [
+              `${run.model}${run.tag === undefined ? '' : ` (${run.tag})`}`,
+              placement(run.offload),
+              run.capBytes === undefined ? 'none' : gib(run.capBytes),
+              result,
+              peak === undefined ? '–' : gib(peak),
+            ],
+            peer: `${gib(outcome.predictedPerRankBytes)}${peak === undefined ? '' : `; ${ratio(peak, outcome.predictedPerRankBytes)}`}`,
+          };
+        }),
+      },
+    ],
+    targets: [
+      {
+        name: 'the headline model trains under its cap with optimizer state on disk',
+        met: summary.headline === undefined ? undefined : summary.headline.outcome === 'trained',
+        figure:
+          summary.headline === undefined
+            ? 'not run'
+            : `${summary.headline.key}: ${verdictOf(summary.headline.outcome)}; without offload: ${summary.withoutOffload === undefined ? 'not run' : verdictOf(summary.withoutOffload.outcome)}`,
+      },
+      {
+        name: 'offload I/O >= 0.6× the disk rate measured in the same run',
+        met: summary.ofDiskRate === undefined ? undefined : summary.ofDiskRate >= 0.6,
+        figure: summary.ofDiskRate === undefined ? 'not measured' : `${summary.ofDiskRate.toFixed(2)}×`,
+      },
+    ],
+  };
+}
+
 // ---------------------------------------------------------------- bench/cluster (cluster-bench.ts)
 interface ClusterResults {
   skipped?: string;
@@ -849,5 +1045,12 @@ export const benchmarks: Benchmark[] = [
     command: 'npm run bench:scale',
     render: renderer(renderScale),
     headline: headliner(headlineScale),
+  },
+  {
+    file: 'scale-offload.json',
+    title: '@fsdp-ts/fsdp: offload (optimizer state on disk; models larger than the ranks together)',
+    command: 'BENCH_SCALE_OFFLOAD=only npm run bench:scale',
+    render: renderer(renderScaleOffload),
+    headline: headliner(headlineScaleOffload),
   },
 ];

@@ -44,6 +44,7 @@ export {
   estimateMemoryPerRank,
   type MemoryEstimate,
   type MemoryEstimateRequest,
+  type OffloadPlacement,
   smallestFittingWorldSize,
   type UnitSize,
 } from './memory-estimate';

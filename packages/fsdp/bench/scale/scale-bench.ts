@@ -17,10 +17,14 @@
  * BENCH_SCALE_FORCE=1 to run capped rows predicted to exceed their cap (the headline runs anyway), BENCH_SCALE_CAP=2G to
  * cap every row (rows keep their own cap where they have one),
  * BENCH_SCALE_STEPS=n measured steps (default 3), BENCH_SCALE_CHECKPOINT=0 to skip checkpoints,
+ * BENCH_SCALE_OFFLOAD=only to run only the offload rows (=0: none; default with the others: scale-offload-report.ts),
+ * BENCH_SCALE_OFFLOAD_MODEL / _CAP (default 1.3B under 4G) and BENCH_SCALE_OFFLOAD_PEER_MODEL / _PEER_CAP
+ * (default 350M under 2G) their models, BENCH_SCALE_OFFLOAD_WORLD_SIZE (default 4), BENCH_SCALE_OFFLOAD_STRETCH=1 the stretch rows (parameters on disk too),
  * BENCH_SCALE_RESERVE=6 GiB left available to the rest of the machine (a run that could take more
  * is skipped), BENCH_SCALE_LOG=file to append every run's stderr (phases, launcher), BENCH_SCALE_DEFERRED=0 to build every model whole before wrapping (default: FSDP runs build it
  * inside nn's deferredInit, so each rank makes only its shards).
- * Writes bench-results/scale.json, scale.md and scale-memory.svg at the repository root.
+ * Writes bench-results/scale.json, scale.md and scale-memory.svg at the repository root, and the
+ * offload rows apart in scale-offload.json and scale-offload.md (so a run of them alone leaves the others').
  * scale-plan.ts plans and predicts, scale-run.ts runs a row, scale-rank.ts is one rank,
  * scale-report.ts writes the table and the targets.
  */
@@ -30,6 +34,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRun } from '../../../../bench/internal/run-context';
 import { gptParameterCount, scaleModels } from './scale-config';
+import { offloadFigures, offloadReportLines, offloadSummary } from './scale-offload-report';
 import { GiB, plan } from './scale-plan';
 import { memoryPlot } from './scale-plot';
 import { median, peakPerRank, reportLines } from './scale-report';
@@ -61,28 +66,43 @@ plan().forEach((run, index) => {
   process.stderr.write(`${how} (${((performance.now() - started) / 1000).toFixed(0)} s)\n`);
 });
 
-const lines = reportLines(outcomes, diskBytesPerSecond);
 const resultsDirectory = join(repositoryRoot, 'bench-results');
 if (!existsSync(resultsDirectory)) mkdirSync(resultsDirectory, { recursive: true });
-writeFileSync(join(resultsDirectory, 'scale.md'), `${lines.join('\n')}\n`);
-writeFileSync(
-  join(resultsDirectory, 'scale.json'),
-  `${JSON.stringify({ date: new Date().toISOString(), context: benchmarkRun.finish(), diskBytesPerSecond, loadAverage: os.loadavg(), outcomes }, null, 2)}\n`,
-);
-writeFileSync(
-  join(resultsDirectory, 'scale-memory.svg'),
-  memoryPlot(
-    outcomes.map((outcome) => ({
-      parameters: gptParameterCount(scaleModels[outcome.run.model]),
-      strategy: outcome.run.strategy,
-      worldSize: outcome.run.worldSize,
-      capped: outcome.run.capBytes !== undefined,
-      // A run stopped by its cap shows the cap, not what it needed: no dot.
-      measuredBytes: outcome.failed === undefined ? peakPerRank(outcome) : undefined,
-      predictedBytes: outcome.predictedPerRankBytes,
-    })),
-    2 * GiB,
-  ),
-);
-process.stdout.write(`${lines.join('\n')}\n`);
+const offloadOutcomes = outcomes.filter((outcome) => outcome.run.offloadRow === true);
+const otherOutcomes = outcomes.filter((outcome) => outcome.run.offloadRow !== true);
+if (offloadOutcomes.length > 0) {
+  const figures = offloadOutcomes.map(offloadFigures);
+  const summary = offloadSummary(offloadOutcomes, figures);
+  const offloadLines = offloadReportLines(offloadOutcomes, figures, summary);
+  writeFileSync(join(resultsDirectory, 'scale-offload.md'), `${offloadLines.join('\n')}\n`);
+  writeFileSync(
+    join(resultsDirectory, 'scale-offload.json'),
+    `${JSON.stringify({ date: new Date().toISOString(), context: benchmarkRun.finish(), loadAverage: os.loadavg(), outcomes: offloadOutcomes, figures: figures.map((row) => row ?? null), summary }, null, 2)}\n`,
+  );
+  process.stdout.write(`${offloadLines.join('\n')}\n`);
+}
+if (otherOutcomes.length > 0) {
+  const lines = reportLines(otherOutcomes, diskBytesPerSecond);
+  writeFileSync(join(resultsDirectory, 'scale.md'), `${lines.join('\n')}\n`);
+  writeFileSync(
+    join(resultsDirectory, 'scale.json'),
+    `${JSON.stringify({ date: new Date().toISOString(), context: benchmarkRun.finish(), diskBytesPerSecond, loadAverage: os.loadavg(), outcomes: otherOutcomes }, null, 2)}\n`,
+  );
+  writeFileSync(
+    join(resultsDirectory, 'scale-memory.svg'),
+    memoryPlot(
+      otherOutcomes.map((outcome) => ({
+        parameters: gptParameterCount(scaleModels[outcome.run.model]),
+        strategy: outcome.run.strategy,
+        worldSize: outcome.run.worldSize,
+        capped: outcome.run.capBytes !== undefined,
+        // A run stopped by its cap shows the cap, not what it needed: no dot.
+        measuredBytes: outcome.failed === undefined ? peakPerRank(outcome) : undefined,
+        predictedBytes: outcome.predictedPerRankBytes,
+      })),
+      2 * GiB,
+    ),
+  );
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
 rmSync(scratch, { recursive: true, force: true });

@@ -1,7 +1,14 @@
 /** Shapes, requests and results of `npm run bench:scale` (scale-bench.ts drives, scale-rank.ts runs). */
+import type { OffloadStatistics } from '@fsdp-ts/fsdp';
 import type { GPTConfig } from '@fsdp-ts/nn';
 
 export type ScaleStrategy = 'single' | 'no-shard' | 'full-shard';
+
+/** FSDP's `offload` option without its directory (the run gives each row its own). */
+export interface ScaleOffload {
+  optimizerState?: 'none' | 'memory' | 'disk';
+  parameters?: 'none' | 'disk';
+}
 
 /** GPT-2 shapes with a byte-level vocabulary (256) and 64 positions. */
 export const scaleModels = {
@@ -9,6 +16,10 @@ export const scaleModels = {
   '100M': { vocabSize: 256, dModel: 768, nLayers: 14, nHeads: 12, seqLen: 64, seed: 0 },
   '350M': { vocabSize: 256, dModel: 1024, nLayers: 28, nHeads: 16, seqLen: 64, seed: 0 },
   '1.3B': { vocabSize: 256, dModel: 2048, nLayers: 26, nHeads: 16, seqLen: 64, seed: 0 },
+  // The offload stretch row (16·P ≈ 40 GiB, more than the test machine's memory).
+  '2.7B': { vocabSize: 256, dModel: 2560, nLayers: 34, nHeads: 20, seqLen: 64, seed: 0 },
+  // Validates the offload rows end to end in a minute (BENCH_SCALE_OFFLOAD_MODEL=20M).
+  '20M': { vocabSize: 256, dModel: 512, nLayers: 6, nHeads: 8, seqLen: 64, seed: 0 },
 } satisfies Record<string, GPTConfig>;
 export type ScaleModelName = keyof typeof scaleModels;
 
@@ -40,6 +51,13 @@ export interface ScaleRunRequest {
   warmupSteps: number;
   measuredSteps: number;
   checkpointDirectory?: string;
+  /** FSDP's offload option, with the directory this run's ranks write under. */
+  offload?: ScaleOffload & { directory: string };
+  /**
+   * Every rank measures the disk at once before and after training (disk-rate.ts): `bytes`
+   * written under `directory` (8 MiB writes, fdatasync every 64 MiB, fsync) and read back uncached.
+   */
+  diskProbe?: { bytes: number; directory: string };
   /** Each rank writes `<output>.rank<R>.json`. */
   output: string;
 }
@@ -74,7 +92,14 @@ export interface ScaleRankResult {
     allGatherWaitMs: number;
     reductionWaitMs: number;
     optimizerMs: number;
+    /** FSDP's offloadStatistics after the step (the offload's I/O time and bytes), when offloading. */
+    offload?: OffloadStatistics;
+    /** This process's storage I/O during the step (/proc/self/io read_bytes, write_bytes). */
+    storageReadBytes: number;
+    storageWrittenBytes: number;
   }[];
+  /** The disk probe before and after training (every rank at once, between barriers), ms. */
+  diskProbe?: { bytes: number; writeMs: number[]; readMs: number[] };
   /**
    * Save and load between barriers (every rank at once), and the disk measured right before and
    * after the save the same way: every rank writing `diskBytesPerRank` (its checkpoint file's

@@ -4,7 +4,7 @@
  * of AdamW at batch 1 × seqLen, times every phase, optionally saves and loads a checkpoint, and
  * writes its figures to `<output>.rank<R>.json`.
  */
-import { readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -14,7 +14,7 @@ import { backward, crossEntropy, deferredInit, GPT, type Module, TransformerBloc
 import { AdamW } from '@fsdp-ts/optim';
 import { initBackend, Storage } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
-import { timeSequentialWrite } from './disk-rate';
+import { timeSequentialWrite, timeUncachedRead } from './disk-rate';
 import type { ScaleRankResult, ScaleRunRequest } from './scale-config';
 
 const scriptStartMs = Date.now();
@@ -90,11 +90,42 @@ const model: Module & { forward(tokens: tf.Tensor): tf.Tensor } =
         shardingStrategy: request.strategy === 'single' ? 'no-shard' : request.strategy,
         autoWrapPolicy: [TransformerBlock],
         activationCheckpointing: request.activationCheckpointing,
+        ...(request.offload === undefined ? {} : { offload: request.offload }),
       });
 const wrapMs = performance.now() - started;
 sampleRss('wrapped');
 const estimateBytes = model instanceof FullyShardedDataParallel ? model.memoryEstimate.totalBytes : undefined;
 const optimizer = new AdamW(model.parameters(), { lr: 1e-4 });
+if (request.offload !== undefined && model instanceof FullyShardedDataParallel)
+  model.offloadOptimizerState(optimizer);
+
+/** This process's bytes read from and written to storage so far (/proc/self/io; every thread). */
+function storageIo(): { read: number; written: number } {
+  const text = readFileSync('/proc/self/io', 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return { read: field('read_bytes'), written: field('write_bytes') };
+}
+
+/** Every rank at once, between barriers: the time of `work` on the slowest rank. */
+function concurrently(work: () => void): number {
+  group!.barrier().wait();
+  const started = performance.now();
+  work();
+  group!.barrier().wait();
+  return performance.now() - started;
+}
+
+/** The disk as the offload sees it (disk-rate.ts): every rank writing, then reading back uncached. */
+let diskProbe: ScaleRankResult['diskProbe'];
+function probeDisk(): void {
+  if (request.diskProbe === undefined || group === null) return;
+  const { bytes, directory } = request.diskProbe;
+  mkdirSync(directory, { recursive: true });
+  const file = join(directory, `disk-probe-rank${rank}.bin`);
+  diskProbe ??= { bytes, writeMs: [], readMs: [] };
+  diskProbe.writeMs.push(concurrently(() => timeSequentialWrite(file, bytes, true)));
+  diskProbe.readMs.push(concurrently(() => timeUncachedRead(file)));
+}
 
 const tokenValues = Int32Array.from(
   { length: request.batch * request.seqLen },
@@ -147,10 +178,12 @@ function measureTrainingState(): ScaleRankResult['trainingStateBytes'] {
 let trainingStateBytes: ScaleRankResult['trainingStateBytes'] = { parameters: 0, gradients: 0, optimizer: 0 };
 const steps: ScaleRankResult['steps'] = [];
 let firstStepAtMs = 0;
+probeDisk();
 for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   if (step === 0) firstStepAtMs = Date.now();
   const stepStart = performance.now();
   const cpuStart = process.cpuUsage();
+  const ioStart = storageIo();
   const loss = backward(model, () => crossEntropy(model.forward(tokens), targets));
   const backwardDone = performance.now();
   sampleRss(step === 0 ? 'first backward' : 'backward');
@@ -159,6 +192,7 @@ for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
   optimizer.zeroGrad();
   const stepEnd = performance.now();
   const cpu = process.cpuUsage(cpuStart);
+  const ioEnd = storageIo();
   sampleRss(step === 0 ? 'first optimizer step' : 'optimizer step');
   const statistics =
     model instanceof FullyShardedDataParallel ? model.statistics : { allGatherWaitMs: 0, reductionWaitMs: 0 };
@@ -174,8 +208,14 @@ for (let step = 0; step < request.warmupSteps + request.measuredSteps; step++) {
     allGatherWaitMs: statistics.allGatherWaitMs,
     reductionWaitMs: statistics.reductionWaitMs,
     optimizerMs: stepEnd - backwardDone,
+    ...(request.offload === undefined || !(model instanceof FullyShardedDataParallel)
+      ? {}
+      : { offload: { ...model.offloadStatistics } }),
+    storageReadBytes: ioEnd.read - ioStart.read,
+    storageWrittenBytes: ioEnd.written - ioStart.written,
   });
 }
+probeDisk();
 
 const result: ScaleRankResult = {
   rank,
@@ -192,6 +232,7 @@ const result: ScaleRankResult = {
   firstStepAtMs,
   steps,
   checkpoint: undefined,
+  ...(diskProbe === undefined ? {} : { diskProbe }),
 };
 // Written before the checkpoint too, so a rank stopped while saving (the cgroup counts the page
 // cache its writes dirty) still reports its training figures.
@@ -206,13 +247,6 @@ if (
   // Every rank writes as many bytes as its checkpoint file at the same time, right before and
   // right after the save (disk-rate.ts); the save is timed between barriers the same way.
   const fileBytes = checkpointFileBytes(model);
-  const concurrently = (work: () => void) => {
-    group.barrier().wait();
-    const started = performance.now();
-    work();
-    group.barrier().wait();
-    return performance.now() - started;
-  };
   const diskFile = join(request.checkpointDirectory, `..`, `disk-rate-${rank}-${process.pid}.bin`);
   const diskBeforeMs = concurrently(() => timeSequentialWrite(diskFile, fileBytes));
   let saved: ReturnType<typeof saveCheckpoint> | undefined;

@@ -56,7 +56,7 @@ export function diskWriteRate(scratch: string, total = 512 * MiB): number {
 export function execute(run: PlannedRun, index: number, scratch: string): RunOutcome {
   const prediction = predict(run);
   const outcome: RunOutcome = { run, predictedPerRankBytes: prediction.perRank };
-  const skip = reasonToSkip(run, prediction.perRank);
+  const skip = reasonToSkip(run, prediction.perRank, scratch);
   if (skip !== undefined) {
     outcome.skipped = skip;
     return outcome;
@@ -67,6 +67,8 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     settings.withCheckpoints && run.strategy !== 'single' && run.checkpoint !== false
       ? join(scratch, `checkpoint-${index}`)
       : undefined;
+  // An offload row's ranks write under their own directory, removed after the run.
+  const offloadDirectory = run.offloadRow === true ? join(scratch, `offload-${index}`) : undefined;
   const request: ScaleRunRequest = {
     model: run.model,
     config,
@@ -76,10 +78,16 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     batch: 1,
     seqLen: config.seqLen,
     warmupSteps: 1,
-    measuredSteps: settings.measuredSteps,
+    measuredSteps: run.measuredSteps ?? settings.measuredSteps,
     deferred: settings.deferred,
     activationCheckpointing: run.activationCheckpointing ?? settings.recomputeEverywhere,
     ...(checkpointDirectory === undefined ? {} : { checkpointDirectory }),
+    ...(run.offload === undefined || offloadDirectory === undefined
+      ? {}
+      : { offload: { ...run.offload, directory: offloadDirectory } }),
+    ...(offloadDirectory === undefined
+      ? {}
+      : { diskProbe: { bytes: settings.diskProbeBytes, directory: offloadDirectory } }),
     output,
   };
   const launchArguments =
@@ -108,15 +116,22 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     .map((match) => Number(match[2]) * (match[3] === 'GiB' ? GiB : MiB));
   if (peaks.length > 0) outcome.cgroupPeakBytes = peaks;
   if (checkpointDirectory !== undefined) rmSync(checkpointDirectory, { recursive: true, force: true });
+  if (offloadDirectory !== undefined) rmSync(offloadDirectory, { recursive: true, force: true });
   // Each rank writes its figures after training and again after the checkpoint: a run stopped
   // while saving keeps its training figures.
   const files = Array.from({ length: run.worldSize }, (_, rank) => `${output}.rank${rank}.json`);
   if (files.every((file) => existsSync(file)))
     outcome.ranks = files.map((file) => JSON.parse(readFileSync(file, 'utf8')) as ScaleRankResult);
   if (child.status !== 0) {
+    // The launcher's line on how the rank ended, and the error it reported, when it did.
+    const ended = child.stderr.match(/rank \d+ \(local rank \d+\) [^\n;]*/)?.[0];
+    const error = child.stderr.match(/fsdp-run: failure on ranks? [^:\n]*: ([^\n]*)/)?.[1];
     const reason =
-      child.stderr.match(/rank \d+ \(local rank \d+\) [^\n;]*/)?.[0] ??
-      `exit ${child.status}: ${child.stderr.slice(-500)}`;
+      ended === undefined
+        ? `exit ${child.status}: ${child.stderr.slice(-500)}`
+        : error === undefined || ended.includes(error.slice(0, 40))
+          ? ended
+          : `${ended}: ${error.slice(0, 300)}`;
     // The last phase each rank reported (scale-rank.ts prints one line per phase).
     const last = new Map<string, string>();
     for (const match of child.stderr.matchAll(
