@@ -25,6 +25,7 @@ import type { MemoryEstimate } from './memory-estimate';
 import { warnWhenOverMemoryLimit } from './memory-warning';
 import { emptyOffloadStatistics, type OffloadStatistics } from './offload/offload-store';
 import { OffloadedOptimizerState } from './offload/offloaded-optimizer-state';
+import { OffloadedParameters } from './offload/offloaded-parameters';
 import { checkFsdpOptions, type FsdpOptions, type ResolvedFsdpOptions, resolveOptions } from './options';
 import { type FullStateDictOptions, fullStateDict, loadFullStateDict } from './state-dict/full-state-dict';
 import { loadShardedStateDict, shardedStateDict } from './state-dict/sharded-state-dict';
@@ -86,6 +87,8 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   readonly offloadStatistics: OffloadStatistics = emptyOffloadStatistics();
   /** The optimizer state's store when `offload.optimizerState` is not 'none'. */
   readonly #offload: OffloadedOptimizerState | null;
+  /** The parameter shards' store when `offload.parameters` is 'disk' ([Note: offloaded parameters]). */
+  readonly #offloadedParameters: OffloadedParameters | null;
   readonly #units: readonly FsdpUnit[];
   readonly #locations: Map<Parameter, UnitLocation>;
   readonly #ignored: Set<Parameter>;
@@ -126,6 +129,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     this.#units = built.units;
     this.#locations = built.locations;
     this.#ignored = built.ignored;
+    this.#offloadedParameters = this.#offloadParameters();
     this.#training = new TrainingStateMachine(this.options.group.rank);
     this.#runtime = { units: this.#units, training: this.#training };
     checkSameStructure(this.options.group, describeStructure(this.#units));
@@ -154,6 +158,38 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       this.options.sharding,
       this.options.group.size,
     );
+  }
+
+  #offloadParameters(): OffloadedParameters | null {
+    if (this.options.offload.parameters !== 'disk') return null;
+    if (!this.options.sharding.shardParameters) {
+      throw new FsdpError(
+        `offload.parameters 'disk' needs sharded parameters; shardingStrategy '${this.options.shardingStrategy}' keeps whole ones.`,
+        {
+          code: 'invalid-option',
+          expected: "shardingStrategy 'full-shard' or 'shard-grad-op' with offload.parameters 'disk'",
+          actual: this.options.shardingStrategy,
+          fix: "use shardingStrategy 'full-shard' (the default), or offload only the optimizer state.",
+        },
+      );
+    }
+    const offloaded = new OffloadedParameters(
+      this.#units,
+      this.options.offload,
+      this.options.group,
+      this.offloadStatistics,
+    );
+    for (const unit of this.#units) unit.shardPager = offloaded;
+    return offloaded;
+  }
+
+  /**
+   * @internal with offload.parameters 'disk': reads every parameter shard back into memory (they
+   * stay until the next forward), for code that reads or writes the shards outside a step (state
+   * dicts, checkpoints, summonFullParams). Throws this rank's failed read. A no-op otherwise.
+   */
+  residentParameterShards(): void {
+    this.#offloadedParameters?.makeResident('throw');
   }
 
   /** The root unit first, then the units the wrap policy selected, in traversal order (read-only views). */
@@ -257,6 +293,8 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
   /** @internal throws unless idle (for methods that must not run inside forward, backward or summonFullParams). */
   expectIdle(method: string): void {
     this.#training.expectIdle(method);
+    // Every idle method reads or writes the shards: [Note: offloaded parameters].
+    this.residentParameterShards();
   }
 
   /** The process group the parameters are sharded over. */
@@ -269,9 +307,11 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
    * wrapping a `GPT` gives `forward(tokens: tf.Tensor): tf.Tensor` (see ForwardInputs).
    */
   forward(...inputs: ForwardInputs<M>): ForwardOutput<M> {
+    const training = this.#step.current !== null;
+    // A training step settled them when its backward began.
+    if (!training) this.#offloadedParameters?.settle();
     this.#training.beginForward();
     const root = this.#units[0]!;
-    const training = this.#step.current !== null;
     let completed = false;
     try {
       this.#gathering.gatherRoot(root, this.#step.lastOrder);
@@ -279,6 +319,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
         (this.module.forward as (...args: unknown[]) => unknown)(...inputs),
       ) as ForwardOutput<M>;
       completed = true;
+      if (!training) this.#offloadedParameters?.agreeOnReads('reading the offloaded parameters');
       const step = this.#step.current;
       if (step === null || !(output instanceof tf.Tensor) || !this.options.backwardPrefetch) return output;
       // [Note: first backward unit] The last unit of forward is the first of backward: its
@@ -333,7 +374,17 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       );
     }
     this.#offload?.prefetch();
-    return this.#step.begin();
+    const parameters = this.#offloadedParameters;
+    if (parameters === null) return this.#step.begin();
+    parameters.settle();
+    const plan = this.#step.begin();
+    return {
+      ...plan,
+      afterGradients: () => {
+        plan.afterGradients?.();
+        parameters.endBackward();
+      },
+    };
   }
 }
 

@@ -19,10 +19,10 @@ afterAll(() => {
   for (const directory of directories) rmSync(directory, { recursive: true, force: true });
 });
 
-describe.each([1, 2, 3])('offloaded optimizer state at W = %i', (worldSize) => {
+describe.each([1, 2, 3])('offloaded optimizer state and parameters at W = %i', (worldSize) => {
   let reports: OffloadReport[] = [];
 
-  it('trains 10 steps bitwise equal to no offload (AdamW memory and disk, LAMB disk)', async () => {
+  it('trains 10 steps bitwise equal to no offload (AdamW memory and disk, parameters on disk alone and with the state, LAMB disk)', async () => {
     const directory = mkdtempSync(join(tmpdir(), `fsdp-offload-${worldSize}-`));
     directories.push(directory);
     reports = (await spawnThreadRanks(worldSize, fixture, 'offloadRank', {
@@ -34,6 +34,8 @@ describe.each([1, 2, 3])('offloaded optimizer state at W = %i', (worldSize) => {
       expect(runs['adamw-memory']).toEqual(runs['adamw-none']);
       expect(runs['adamw-disk']).toEqual(runs['adamw-none']);
       expect(runs['lamb-disk']).toEqual(runs['lamb-none']);
+      expect(runs['adamw-parameters']).toEqual(runs['adamw-none']);
+      expect(runs['adamw-parameters-state']).toEqual(runs['adamw-none']);
       // The runs train (so equality is not of untouched models) and LAMB differs from AdamW.
       expect(runs['adamw-none']!.losses[9]!).toBeLessThan(runs['adamw-none']!.losses[0]!);
       expect(runs['lamb-none']!.pieces).not.toEqual(runs['adamw-none']!.pieces);
@@ -56,11 +58,22 @@ describe.each([1, 2, 3])('offloaded optimizer state at W = %i', (worldSize) => {
     }
   });
 
+  it('fails the backward on every rank naming a flipped parameter file; the stored shards stay as they were', () => {
+    for (const report of reports) {
+      const { error, flipped, modelUnchanged } = report.parameterCorruption;
+      expect(error?.name, JSON.stringify(error)).toBe('FsdpError');
+      expect(error!.message).toMatch(/parameters-[01]\.bin chunk 0 .*CRC-32/);
+      expect(error!.message).toContain(`${flipped}/parameters-`);
+      expect(modelUnchanged).toBe(true);
+    }
+  });
+
   it('resumes from a checkpoint into an offloaded model as the uninterrupted run', () => {
     for (const report of reports) {
-      const { uninterrupted, resumed } = report.resume;
+      const { uninterrupted, resumed, resumedParameters } = report.resume;
       expect(resumed.losses).toEqual(uninterrupted.losses.slice(5));
       expect(resumed.pieces).toEqual(uninterrupted.pieces);
+      expect(resumedParameters).toEqual(resumed);
       // And the uninterrupted offloaded run is the run without offload.
       expect(uninterrupted).toEqual(report.runs['adamw-disk']);
     }

@@ -171,7 +171,7 @@ describe('FSDP options are checked at run time (one-rank shm group)', () => {
     expect(Object.keys(fullStateDict(model, { rank0Only: false })).length).toBeGreaterThan(0);
   });
 
-  it('checks offload: a directory for disk, no parameters on disk yet, an attached optimizer that can offload', () => {
+  it('checks offload: a directory for disk, parameters on disk only sharded, an attached optimizer that can offload', () => {
     const build = (offload: unknown) =>
       new FullyShardedDataParallel(new Model(), { group, offload } as FsdpOptions);
     const noDirectory = fsdpErrorOf(() => build({ optimizerState: 'disk' }));
@@ -180,9 +180,17 @@ describe('FSDP options are checked at run time (one-rank shm group)', () => {
     expect(fsdpErrorOf(() => build({ optimizerState: 'gpu' })).message).toContain(
       "'none', 'memory' or 'disk'",
     );
-    expect(fsdpErrorOf(() => build({ parameters: 'disk', directory: tmpdir() })).message).toContain(
-      'not supported yet',
+    expect(fsdpErrorOf(() => build({ parameters: 'disk' })).message).toContain('offload.directory');
+    const noShard = fsdpErrorOf(
+      () =>
+        new FullyShardedDataParallel(new Model(), {
+          group,
+          shardingStrategy: 'no-shard',
+          offload: { parameters: 'disk', directory: tmpdir() },
+        }),
     );
+    expect(noShard.code).toBe('invalid-option');
+    expect(noShard.message).toContain("shardingStrategy 'no-shard' keeps whole ones");
     const foreign = fsdpErrorOf(() => build({ offload_param: { device: 'nvme' } }));
     expect(foreign.code).toBe('unknown-option');
     expect(foreign.message).toContain("offload_param is offload: { parameters: 'disk', directory } here");

@@ -10,6 +10,8 @@ import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
  */
 export function modelShards(model: FullyShardedDataParallel): ShardedModelState {
   const noShard = !model.options.sharding.shardParameters;
+  // [Note: offloaded parameters]: the shards are read back before anything views them.
+  model.residentParameterShards();
   const shards: FlatShard[] = [];
   for (const unit of model.units) {
     unit.handles.forEach((handle, index) => {

@@ -4,6 +4,7 @@ import type { Module } from '@fsdp-ts/nn';
 import { bfloat16ToFloat32, float32ToBfloat16, type Parameter } from '@fsdp-ts/tensor';
 import { FsdpError } from '../errors';
 import type { CommunicationDtype } from '../mixed-precision';
+import type { ShardPager } from '../offload/offloaded-parameters';
 import { type ReductionSettings, UnitReduction } from './gradient-reduction';
 
 /**
@@ -61,6 +62,8 @@ export class FsdpUnit implements FsdpUnitView {
   /** bfloat16 all-gather outputs to widen into the unsharded buffers (see [Note: mixed precision]). */
   #widening: [FlatParamHandle, Uint16Array][] = [];
   readonly #gatherDtype: CommunicationDtype;
+  /** With offload.parameters 'disk': pages the shards in before the all-gather, out after ([Note: offloaded parameters]). */
+  shardPager: ShardPager | null = null;
 
   constructor(
     name: string,
@@ -96,6 +99,7 @@ export class FsdpUnit implements FsdpUnitView {
    */
   startUnshard(group: ProcessGroup, dtype: CommunicationDtype = this.#gatherDtype): void {
     if (this.#state !== 'sharded') return;
+    this.shardPager?.pageIn(this);
     for (const handle of this.handles) {
       // Every element is written by the all-gather (or the widening of its bfloat16 output).
       const output = handle.unshardedBuffer({ zeroed: false }).typedArray() as Float32Array;
@@ -119,6 +123,7 @@ export class FsdpUnit implements FsdpUnitView {
     const works = this.#gatherWorks;
     this.#gatherWorks = [];
     for (const work of works) work.wait();
+    this.shardPager?.drop(this);
     for (const [handle, output16] of this.#widening.splice(0)) {
       bfloat16ToFloat32(output16, handle.unshardedBuffer().typedArray() as Float32Array);
     }
@@ -142,6 +147,7 @@ export class FsdpUnit implements FsdpUnitView {
       }
       this.#gatherWorks = [];
       this.#widening = [];
+      this.shardPager?.drop(this);
       for (const handle of this.handles) handle.freeUnsharded();
       this.#state = 'sharded';
       if (failure !== undefined) throw failure;

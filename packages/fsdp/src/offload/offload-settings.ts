@@ -12,7 +12,9 @@ import { checkFsdpOptionKeys } from '../internal/check-option-keys';
  *   written in chunks around `optimizer.step()`: DeepSpeed's `offload_optimizer: { device: 'nvme' }`.
  * - `parameters: 'disk'`: each unit's parameter shard on disk, read before its all-gather:
  *   ZeRO-Infinity's `offload_param: { device: 'nvme' }` (FSDP1's `CPUOffload(offload_params=True)`
- *   is its host-memory form). Not built yet: refused.
+ *   is its host-memory form). Shards are paged in for the optimizer step, state dicts and
+ *   checkpoints, and written back when the next forward begins ([Note: offloaded parameters]).
+ *   Needs a sharded strategy ('full-shard' or 'shard-grad-op').
  *
  * The optimizer must be attached with `model.offloadOptimizerState(optimizer)`.
  */
@@ -92,15 +94,7 @@ export function resolveOffload(offload: OffloadOptions | undefined): OffloadSett
       actual: parameters,
     });
   }
-  if (parameters === 'disk') {
-    throw new FsdpError("offload.parameters 'disk' is not supported yet; parameters stay in memory.", {
-      code: 'invalid-option',
-      expected: "offload.parameters 'none'",
-      actual: parameters,
-      fix: "offload the optimizer state ({ optimizerState: 'disk', directory }), which is 8 of Adam's 16 bytes per parameter, or add ranks.",
-    });
-  }
-  const needsDirectory = optimizerState === 'disk';
+  const needsDirectory = optimizerState === 'disk' || parameters === 'disk';
   const directory = offload.directory;
   if (needsDirectory && (typeof directory !== 'string' || directory.length === 0)) {
     throw new FsdpError('offload to disk needs offload.directory.', {

@@ -76,7 +76,7 @@ export interface SlotStore {
 export function createSlotStore(
   kind: 'memory' | 'disk',
   offsets: readonly number[],
-  place: { directory: string | null; rank: number; syncBytes: number },
+  place: { directory: string | null; rank: number; syncBytes: number; contents?: StoreContents },
   statistics: OffloadStatistics,
 ): SlotStore {
   if (kind === 'memory') return new HostSlotStore(offsets, statistics);
@@ -85,8 +85,17 @@ export function createSlotStore(
     join(place.directory!, `rank-${place.rank}`),
     place.syncBytes,
     statistics,
+    place.contents ?? 'optimizer-state',
   );
 }
+
+/** What a disk store holds: its files are `<contents>-0.bin` and `-1.bin`, its messages name it. */
+export type StoreContents = 'optimizer-state' | 'parameters';
+
+const contentsLabel: Record<StoreContents, string> = {
+  'optimizer-state': 'Offloaded optimizer state',
+  parameters: 'Offloaded parameters',
+};
 
 /** 'memory': two host buffers apart from the model's. */
 class HostSlotStore implements SlotStore {
@@ -182,8 +191,9 @@ class DiskSlotStore implements SlotStore {
     readonly directory: string,
     private readonly syncBytes: number,
     private readonly statistics: OffloadStatistics,
+    private readonly contents: StoreContents = 'optimizer-state',
   ) {
-    this.files = [join(directory, 'optimizer-state-0.bin'), join(directory, 'optimizer-state-1.bin')];
+    this.files = [join(directory, `${contents}-0.bin`), join(directory, `${contents}-1.bin`)];
     const chunks = offsets.length - 1;
     this.#checksums = [new Uint32Array(chunks), new Uint32Array(chunks)];
     openStores.register(this, this.#resources);
@@ -391,7 +401,7 @@ class DiskSlotStore implements SlotStore {
     const start = this.offsets[chunk]! * 4;
     const end = this.offsets[chunk + 1]! * 4;
     return new FsdpError(
-      `Offloaded optimizer state: ${file} chunk ${chunk} (bytes ${start}-${end}) ${what}. The file changed after it was written (or the disk returned other bytes); the step was not taken, the model and its optimizer state are unchanged.`,
+      `${contentsLabel[this.contents]}: ${file} chunk ${chunk} (bytes ${start}-${end}) ${what}. The file changed after it was written (or the disk returned other bytes); the step was not taken, the model and its optimizer state are unchanged.`,
       {
         code: 'offload-failed',
         file,
@@ -410,23 +420,26 @@ class DiskSlotStore implements SlotStore {
     if (code === 'ENOSPC' || code === 'EDQUOT') {
       const needed = this.offsets[this.offsets.length - 1]! * 4 * 2;
       return new FsdpError(
-        `Offloaded optimizer state: the disk of ${file} is full (${String(code)}) writing${where}: ${message}. The step was not taken; the state before it stays valid.`,
+        `${contentsLabel[this.contents]}: the disk of ${file} is full (${String(code)}) writing${where}: ${message}. The step was not taken; the state before it stays valid.`,
         {
           code: 'offload-failed',
           file,
-          expected: `${needed} bytes free under ${this.directory} (two copies of this rank's optimizer state)`,
+          expected: `${needed} bytes free under ${this.directory} (two copies of this rank's ${this.contents === 'parameters' ? 'parameter shards' : 'optimizer state'})`,
           actual: freeBytes(this.directory),
           fix: 'free space on that disk (or point offload.directory at a larger one) and run the step again.',
           cause: error,
         },
       );
     }
-    return new FsdpError(`Offloaded optimizer state: could not ${operation} ${file}${where}: ${message}`, {
-      code: 'offload-failed',
-      file,
-      fix: 'check that offload.directory is on a local, writable disk.',
-      cause: error,
-    });
+    return new FsdpError(
+      `${contentsLabel[this.contents]}: could not ${operation} ${file}${where}: ${message}`,
+      {
+        code: 'offload-failed',
+        file,
+        fix: 'check that offload.directory is on a local, writable disk.',
+        cause: error,
+      },
+    );
   }
 }
 
