@@ -157,6 +157,10 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       this.#units,
       this.options.sharding,
       this.options.group.size,
+      {
+        optimizerState: this.options.offload.optimizerState,
+        parameters: this.options.offload.parameters,
+      },
     );
   }
 

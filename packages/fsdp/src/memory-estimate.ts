@@ -37,8 +37,11 @@ import { resolveShardingPreset, type ShardingPreset, type ShardingStrategy } fro
  *   compared with.
  * - `parameters: 'disk'`: the parameter shards live in files; a unit's shard is read before its
  *   all-gather, so the root's shard and the shards of the running unit and of the units read ahead
- *   (1 + OFFLOAD_PARAMETER_READ_AHEAD of the largest) stay, 4 bytes per element /W each.
- *   Gradient shards stay in memory.
+ *   (1 + OFFLOAD_PARAMETER_READ_AHEAD of the largest) stay through forward and backward, 4 bytes
+ *   per element /W each (`parametersBytes`). The optimizer step reads every shard back and steps
+ *   it in memory (FSDP does not see the step), so from the end of backward to the next step all
+ *   4·owned bytes are resident again while nothing is gathered (`stepParametersBytes`); the
+ *   device peak counts the larger of the two phases. Gradient shards stay in memory.
  * `diskBytes` is what the rank's offload files hold.
  */
 export interface UnitSize {
@@ -109,6 +112,8 @@ const offloadPlacementKeys = {
  */
 export interface MemoryEstimate {
   readonly parametersBytes: number;
+  /** With parameters on disk: every shard, resident again for the optimizer step (0 otherwise). */
+  readonly stepParametersBytes: number;
   readonly gradientsBytes: number;
   readonly optimizerStateBytes: number;
   readonly gatheredBytes: number;
@@ -174,6 +179,7 @@ export function estimateMemoryPerRank(request: MemoryEstimateRequest): MemoryEst
         )
       : owned;
   const parametersBytes = 4 * residentParameterElements;
+  const stepParametersBytes = parametersOn === 'disk' ? 4 * owned : 0;
   const gradientsBytes = 4 * owned;
   const streamedBytesPerElement = (stateOn === 'disk' ? stateBytes : 0) + (parametersOn === 'disk' ? 4 : 0);
   const chunkElements = OFFLOAD_CHUNK_BYTES / stateBytes;
@@ -185,14 +191,14 @@ export function estimateMemoryPerRank(request: MemoryEstimateRequest): MemoryEst
   const optimizerStateBytes = stateOn === 'none' ? stateBytes * owned : 0;
   const hostOptimizerStateBytes = stateOn === 'memory' ? OFFLOAD_SLOTS * stateBytes * owned : 0;
   const deviceBytes =
-    parametersBytes +
+    Math.max(parametersBytes + gatheredBytes, stepParametersBytes) +
     gradientsBytes +
     optimizerStateBytes +
-    gatheredBytes +
     offloadStagingBytes +
     pageCacheBytes;
   return {
     parametersBytes,
+    stepParametersBytes,
     gradientsBytes,
     optimizerStateBytes,
     gatheredBytes,

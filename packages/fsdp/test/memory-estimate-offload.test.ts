@@ -65,6 +65,14 @@ describe('memory estimate with offload', () => {
     const both = estimate({ optimizerState: 'disk', parameters: 'disk' });
     const resident = (10_000_000 + (1 + OFFLOAD_PARAMETER_READ_AHEAD) * 100_000_000) / 4;
     expect(both.parametersBytes).toBe(4 * resident);
+    // The optimizer step holds every shard again, with nothing gathered: the peak is the larger phase.
+    expect(both.stepParametersBytes).toBe(4 * owned);
+    expect(both.deviceBytes).toBe(
+      Math.max(both.parametersBytes + both.gatheredBytes, both.stepParametersBytes) +
+        both.gradientsBytes +
+        both.offloadStagingBytes +
+        both.pageCacheBytes,
+    );
     expect(both.gradientsBytes).toBe(4 * owned);
     expect(both.offloadStagingBytes).toBe(12 * stagedElements);
     expect(both.diskBytes).toBe(OFFLOAD_SLOTS * 12 * owned);
