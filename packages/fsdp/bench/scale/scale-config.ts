@@ -44,6 +44,8 @@ export interface ScaleRunRequest {
   capBytes?: number;
   /** FSDP's activationCheckpointing: recompute each block's forward in backward (keeps only unit inputs). */
   activationCheckpointing: boolean;
+  /** FSDP's backwardPrefetch (default true); false gathers each unit only when its backward needs it. */
+  backwardPrefetch?: boolean;
   /** Build the model inside nn's deferredInit (FSDP runs; a single process builds it whole). */
   deferred: boolean;
   batch: number;

@@ -66,6 +66,8 @@ export interface PlannedRun {
   checkpoint?: boolean;
   /** FSDP's activationCheckpointing for this row (default BENCH_SCALE_RECOMPUTE=1, else off). */
   activationCheckpointing?: boolean;
+  /** FSDP's backwardPrefetch for this row (default true). */
+  backwardPrefetch?: boolean;
   /** Tells this row apart from another of the same model, strategy, world size and capping. */
   tag?: string;
   /** FSDP's offload option for this row (an offload row: its directory is made per run). */
@@ -109,6 +111,7 @@ export function offloadPlan(): PlannedRun[] {
       tag: 'offload-state-disk',
       offload: disk,
       isTarget: true,
+      ...(process.env.BENCH_SCALE_OFFLOAD_BACKWARD_PREFETCH === '0' ? { backwardPrefetch: false } : {}),
     }),
     row({
       ...headline,

@@ -90,6 +90,7 @@ const model: Module & { forward(tokens: tf.Tensor): tf.Tensor } =
         shardingStrategy: request.strategy === 'single' ? 'no-shard' : request.strategy,
         autoWrapPolicy: [TransformerBlock],
         activationCheckpointing: request.activationCheckpointing,
+        ...(request.backwardPrefetch === undefined ? {} : { backwardPrefetch: request.backwardPrefetch }),
         ...(request.offload === undefined ? {} : { offload: request.offload }),
       });
 const wrapMs = performance.now() - started;

@@ -81,6 +81,7 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     measuredSteps: run.measuredSteps ?? settings.measuredSteps,
     deferred: settings.deferred,
     activationCheckpointing: run.activationCheckpointing ?? settings.recomputeEverywhere,
+    ...(run.backwardPrefetch === undefined ? {} : { backwardPrefetch: run.backwardPrefetch }),
     ...(checkpointDirectory === undefined ? {} : { checkpointDirectory }),
     ...(run.offload === undefined || offloadDirectory === undefined
       ? {}

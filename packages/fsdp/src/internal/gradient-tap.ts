@@ -22,6 +22,7 @@ export function tapGradient(
       gradFunc: (dy: tf.Tensor | tf.Tensor[]) => {
         const gradient = dy as tf.Tensor;
         onGradient(gradient);
+        gradient.dispose();
         return [gradient, tf.zerosLike(anchorInput)];
       },
     };

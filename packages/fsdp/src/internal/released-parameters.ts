@@ -1,6 +1,6 @@
 import type { Parameter } from '@fsdp-ts/tensor';
 import { ReleasableTensor } from '@fsdp-ts/tensor';
-import type * as tf from '@tensorflow/tfjs-core';
+import * as tf from '@tensorflow/tfjs-core';
 import type { FsdpUnit } from './fsdp-unit';
 
 /**
@@ -21,9 +21,11 @@ import type { FsdpUnit } from './fsdp-unit';
  * share the dataIds of that call's tensors: see [Note: units called more than once].
  */
 export class ReleasedParameters {
-  readonly tensors = new Map<Parameter, tf.Tensor>();
+  /** What layers see for each Parameter in this call: made on first lookup (see [Note: taps at first use]). */
+  readonly tensors: ReadonlyMap<Parameter, tf.Tensor>;
   private readonly releasable: { tensor: ReleasableTensor; handleIndex: number; index: number }[] = [];
   private readonly unit: FsdpUnit;
+  private readonly wrapped: tf.Tensor[] = [];
 
   /**
    * Tensors over the unit's unsharded views (the unit must be gathered). `wrap` turns a raw tensor
@@ -32,13 +34,27 @@ export class ReleasedParameters {
    */
   constructor(unit: FsdpUnit, wrap: (parameter: Parameter, raw: tf.Tensor) => tf.Tensor) {
     this.unit = unit;
+    const raw = new Map<Parameter, tf.Tensor>();
     unit.handles.forEach((handle, handleIndex) => {
       handle.parameters.forEach((parameter, index) => {
         const tensor = new ReleasableTensor(handle.unshardedView(index));
         this.releasable.push({ tensor, handleIndex, index });
-        this.tensors.set(parameter, wrap(parameter, tensor.tensor));
+        raw.set(parameter, tensor.tensor);
       });
     });
+    this.tensors = new WrappedOnFirstUse(raw, (parameter, tensor) => {
+      const wrapped = tf.keep(wrap(parameter, tensor));
+      this.wrapped.push(wrapped);
+      return wrapped;
+    });
+  }
+
+  /**
+   * The forward call is over: disposes the tensors made for its lookups (the tape holds what the
+   * gradients need; each shares its raw tensor's dataId, so the memory stays with `release()`).
+   */
+  endCall(): void {
+    for (const tensor of this.wrapped.splice(0)) tensor.dispose();
   }
 
   /** Frees the memory of every parameter tensor (idempotent). */
@@ -51,6 +67,47 @@ export class ReleasedParameters {
     for (const { tensor, handleIndex, index } of this.releasable) {
       if (tensor.state === 'released') tensor.restore(this.unit.handles[handleIndex]!.unshardedView(index));
     }
+  }
+}
+
+/**
+ * [Note: taps at first use]
+ * A Parameter's gradient tap is made when the unit's forward first looks the Parameter up, not
+ * when the unit starts, so on the tape each tap sits just before the kernel that uses it. tfjs
+ * walks the tape backwards and keeps every gradient until the node that consumes it runs: with
+ * every tap made at the unit's start, all the unit's weight gradients (as large as its gathered
+ * parameters) waited for the taps at the end of the unit's backward, on top of the restored
+ * parameters; made at first use, each weight gradient reaches its tap (which copies it into the
+ * unsharded gradient buffer and disposes it, see [Note: gradient taps]) as soon as its kernel's
+ * backward has made it. A Parameter the forward never looks up gets no tap and no gradient (its
+ * range of the unsharded gradient is zeroed, as before). Lookups may happen inside a layer's own
+ * tf.tidy, so made tensors are kept and disposed when the call ends (`endCall`).
+ */
+class WrappedOnFirstUse extends Map<Parameter, tf.Tensor> {
+  readonly #raw: ReadonlyMap<Parameter, tf.Tensor>;
+  readonly #wrap: (parameter: Parameter, raw: tf.Tensor) => tf.Tensor;
+
+  constructor(
+    raw: ReadonlyMap<Parameter, tf.Tensor>,
+    wrap: (parameter: Parameter, raw: tf.Tensor) => tf.Tensor,
+  ) {
+    super();
+    this.#raw = raw;
+    this.#wrap = wrap;
+  }
+
+  override has(parameter: Parameter): boolean {
+    return this.#raw.has(parameter);
+  }
+
+  override get(parameter: Parameter): tf.Tensor | undefined {
+    const made = super.get(parameter);
+    if (made !== undefined) return made;
+    const raw = this.#raw.get(parameter);
+    if (raw === undefined) return undefined;
+    const wrapped = this.#wrap(parameter, raw);
+    super.set(parameter, wrapped);
+    return wrapped;
   }
 }
 

@@ -82,6 +82,7 @@ export class UnitForward {
       output = withParameterTensors(parameters.tensors, () => original(...args));
       keep = last && output instanceof tf.Tensor;
     } finally {
+      parameters.endCall();
       if (!keep) {
         parameters.release();
         unit.reshard();
