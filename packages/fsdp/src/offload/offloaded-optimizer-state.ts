@@ -42,7 +42,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   #places: EntryPlace[] = [];
   /** Element offsets of the chunks in a slot: chunk c is [offsets[c], offsets[c + 1]). */
   #offsets: number[] = [0];
-  /** Two resident chunk buffers (shared memory: the reader thread fills one while the other is stepped). */
+  /** Two resident chunk buffers (shared memory: the I/O thread fills one while the other is stepped). */
   #resident: [Float32Array, Float32Array] = [new Float32Array(0), new Float32Array(0)];
   /** Which of the two `#buffersOf` and `#chunkView` use. */
   #active: 0 | 1 = 0;
@@ -114,7 +114,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   }
 
   /**
-   * Starts verifying the current slot on the reader thread (disk), so the step's verification
+   * Starts verifying the current slot on the I/O thread (disk), so the step's verification
    * overlaps backward; FSDP calls it when a backward begins. Resets the statistics.
    */
   prefetch(): void {
@@ -154,7 +154,8 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     const store = this.#store!;
     let index = 0;
     try {
-      // Chunk c is stepped in buffer c mod 2 while the reader thread reads chunk c + 1 into the other.
+      // Chunk c is stepped in buffer c mod 2 while the I/O thread writes chunk c - 1 from the other
+      // buffer and then reads chunk c + 1 into it ([Note: offload I/O thread]: in that order).
       store.startRead(source, 0, this.#chunkView(0, 0));
       for (let chunk = 0; chunk < this.#chunkCount; chunk++) {
         const buffer = (chunk % 2) as 0 | 1;
@@ -166,8 +167,10 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
         for (; index < this.#places.length && this.#places[index]!.chunk === chunk; index++) {
           visit(index, this.#buffersOf(index));
         }
-        if (writes) store.write(this.#other, chunk, this.#chunkView(chunk, buffer));
+        // Written on the I/O thread while the next chunk steps ([Note: offload I/O thread]).
+        if (writes) store.startWrite(this.#other, chunk, this.#chunkView(chunk, buffer));
       }
+      if (writes) store.finishWrites();
     } catch (error) {
       store.drain();
       // The store's errors (a chunk that does not verify, a failed write) stop the pass; endStep
