@@ -48,6 +48,9 @@ export type {
   OptimizerGroupDescription,
   ShardedOptimizerState,
   StatePiece,
+  StreamedPiece,
+  StreamedValues,
+  WrittenPiece,
 } from './sharded-state/optimizer-state';
 export type { SavedLocation } from './sharded-state/saved-parameters';
 // State dicts of flat layouts (plain objects; @fsdp-ts/fsdp makes and loads them from a model).

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CheckpointError } from '@fsdp-ts/checkpoint';
+import { CheckpointError, type StreamedValues } from '@fsdp-ts/checkpoint';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DataFileEntry } from '../src/format/checkpoint-format';
 import { executeReads, type PlannedRead, retargetToPieces } from '../src/reader/verified-range-reader';
@@ -153,5 +153,49 @@ describe('streaming checkpoint writes and reads (bounded chunks, digests on the 
     }
     // Nothing from the damaged block on was copied out (earlier runs were, in 'copy' mode).
     expect(target.subarray((5 * blockBytes) / 4).every((value) => value === 0)).toBe(true);
+  });
+  it('writes streamed values as the same bytes as the arrays, holding one run at a time', () => {
+    const { expAvg } = writeFile('arrays.bin');
+    const parameters = values(10_007, 1);
+    // Each piece produced in runs of 777 elements through one reused buffer.
+    const run = new Float32Array(777);
+    const streamed = (source: Float32Array): StreamedValues => ({
+      length: source.length,
+      stream(sink) {
+        for (let start = 0; start < source.length; start += run.length) {
+          const length = Math.min(run.length, source.length - start);
+          run.set(source.subarray(start, start + length));
+          sink(run.subarray(0, length));
+        }
+      },
+    });
+    const writer = new RankFileWriter(join(work, 'streamed.bin'), blockBytes, writeLimits);
+    writer.append('root', 0, 'parameters', parameters);
+    writer.appendPieces(
+      'root',
+      0,
+      'expAvg',
+      parameters.length,
+      expAvg.map((piece) => ({ offset: piece.offset, values: streamed(piece.values) })),
+    );
+    writer.finish();
+    expect(sha256(readFileSync(join(work, 'streamed.bin')))).toBe(
+      sha256(readFileSync(join(work, 'arrays.bin'))),
+    );
+    expect(writer.streamedBytes).toBe((4000 + 4007) * 4);
+    expect(writer.streamedRunBytesHighWater).toBe(777 * 4);
+    // A producer that hands over fewer (or more) elements than it declared fails the write.
+    const short = new RankFileWriter(join(work, 'short.bin'), blockBytes, writeLimits);
+    const tooFew: StreamedValues = { length: 10, stream: (sink) => sink(new Float32Array(9)) };
+    expect(() => short.appendPieces('root', 0, 'expAvg', 20, [{ offset: 0, values: tooFew }])).toThrow(
+      /produced 9 of the 10 elements/,
+    );
+    short.abandon();
+    const long = new RankFileWriter(join(work, 'long.bin'), blockBytes, writeLimits);
+    const tooMany: StreamedValues = { length: 10, stream: (sink) => sink(new Float32Array(11)) };
+    expect(() => long.appendPieces('root', 0, 'expAvg', 20, [{ offset: 0, values: tooMany }])).toThrow(
+      CheckpointError,
+    );
+    long.abandon();
   });
 });

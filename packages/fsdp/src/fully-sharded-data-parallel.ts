@@ -131,7 +131,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     this.#ignored = built.ignored;
     this.#offloadedParameters = this.#offloadParameters();
     this.#training = new TrainingStateMachine(this.options.group.rank);
-    this.#runtime = { units: this.#units, training: this.#training };
+    this.#runtime = { units: this.#units, training: this.#training, optimizerStateOffload: this.#offload };
     checkSameStructure(this.options.group, describeStructure(this.#units));
     if (replicateGroup !== null) checkSameStructure(replicateGroup, describeStructure(this.#units));
     const parts = {
@@ -252,6 +252,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
       });
     }
     optimizer.offloadState(this.#offload);
+    this.#offload.optimizer = optimizer;
     return optimizer;
   }
 

@@ -126,7 +126,10 @@ export {
   type StagedOptimizerState,
   type StatefulOptimizer,
   type StatePiece,
+  type StreamedPiece,
+  type StreamedValues,
   type WriteCheckpointOptions,
+  type WrittenPiece,
   writeCheckpoint,
 } from '@fsdp-ts/checkpoint';
 

@@ -1,7 +1,8 @@
 /**
  * The offload slot stores alone: chunks round-trip through both slots, a changed byte is an
- * FsdpError naming the file and the chunk on the main thread's read and on the reader thread's
- * (verification and prefetched reads), and the JavaScript CRC-32 fallback is zlib's.
+ * FsdpError naming the file and the chunk on the main thread's read and on the I/O thread's
+ * (verification and prefetched reads), writes on the I/O thread land in order and checksummed,
+ * and the JavaScript CRC-32 fallback is zlib's.
  */
 import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +10,7 @@ import { join } from 'node:path';
 import * as zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FsdpError } from '../src/errors';
-import { tableCrc32 } from '../src/offload/chunk-reader';
+import { tableCrc32 } from '../src/offload/chunk-io-thread';
 import { createSlotStore, emptyOffloadStatistics } from '../src/offload/offload-store';
 
 const directory = mkdtempSync(join(tmpdir(), 'fsdp-offload-store-'));
@@ -109,6 +110,47 @@ describe('offload slot stores', () => {
     // The other chunks still read.
     store.read(0, 1, into.subarray(0, 500));
     expect(into.subarray(0, 500)).toEqual(chunkValues(1, 2));
+    store.release();
+  });
+  it('disk: writes on the I/O thread land before a later read reuses their buffer, checksummed', () => {
+    const statistics = emptyOffloadStatistics();
+    const store = createSlotStore(
+      'disk',
+      offsets,
+      { directory: join(directory, 'thread-writes'), rank: 1, syncBytes: 4096 },
+      statistics,
+    );
+    store.allocate();
+    for (let chunk = 0; chunk < 3; chunk++) store.write(0, chunk, chunkValues(chunk, 3));
+    store.flush(0);
+    // The step's pattern with one buffer: write chunk c from it, then read chunk c + 1 into it.
+    const buffer = shared(2500);
+    const view = (chunk: number) => buffer.subarray(0, offsets[chunk + 1]! - offsets[chunk]!);
+    view(0).set(chunkValues(0, 4));
+    store.startWrite(1, 0, view(0));
+    store.startRead(0, 1, view(1));
+    store.finishRead(0, 1, view(1));
+    expect(view(1)).toEqual(chunkValues(1, 3));
+    view(1).set(chunkValues(1, 4));
+    store.startWrite(1, 1, view(1));
+    store.startRead(0, 2, view(2));
+    store.finishRead(0, 2, view(2));
+    view(2).set(chunkValues(2, 4));
+    store.startWrite(1, 2, view(2));
+    store.finishWrites();
+    store.flush(1);
+    expect(statistics.bytesWritten).toBeGreaterThanOrEqual(2 * 4000 * 4);
+    expect(statistics.writerMs).toBeGreaterThan(0);
+    const into = shared(2500);
+    for (let chunk = 0; chunk < 3; chunk++) {
+      const target = into.subarray(0, offsets[chunk + 1]! - offsets[chunk]!);
+      store.read(1, chunk, target);
+      expect(target).toEqual(chunkValues(chunk, 4));
+    }
+    // The CRC-32 the thread recorded is checked: a changed byte of a thread-written chunk fails.
+    const file = join(directory, 'thread-writes', 'rank-1', 'optimizer-state-1.bin');
+    flipByte(file, 4 * 1000 + 3); // inside chunk 1
+    expect(thrown(() => store.read(1, 1, into.subarray(0, 500))).message).toContain(`${file} chunk 1`);
     store.release();
   });
 });

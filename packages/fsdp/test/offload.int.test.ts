@@ -5,7 +5,8 @@
  * unchanged, and a resume from a checkpoint into an offloaded model equals the uninterrupted run.
  * One launch per world size runs every case (fixtures/offload-rank.ts).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnThreadRanks } from '@fsdp-ts/collectives';
@@ -14,6 +15,22 @@ import type { OffloadReport } from './fixtures/offload-rank';
 
 const fixture = new URL('./fixtures/offload-rank.ts', import.meta.url);
 const directories: string[] = [];
+
+/** A step directory's files by name (their SHA-256); metadata.json parsed, without its time and its digest. */
+function checkpointFiles(path: string): Record<string, unknown> {
+  const files: Record<string, unknown> = {};
+  for (const name of readdirSync(path).sort()) {
+    const bytes = readFileSync(join(path, name));
+    if (name !== 'metadata.json') files[name] = createHash('sha256').update(bytes).digest('hex');
+    else {
+      const { createdAt, metadataSha256, ...rest } = JSON.parse(bytes.toString('utf8'));
+      expect(typeof createdAt).toBe('string');
+      expect(metadataSha256).toMatch(/^[0-9a-f]{64}$/);
+      files[name] = rest;
+    }
+  }
+  return files;
+}
 
 afterAll(() => {
   for (const directory of directories) rmSync(directory, { recursive: true, force: true });
@@ -44,6 +61,40 @@ describe.each([1, 2, 3])('offloaded optimizer state and parameters at W = %i', (
       expect(report.lastStepBytes.written).toBeGreaterThan(0);
     }
   }, 300_000);
+
+  it('saves checkpoints byte-identical to those without offload, streaming the state through at most a chunk', () => {
+    const saved = reports[0]!.saved;
+    const reference = checkpointFiles(saved['adamw-none']!.path);
+    expect(Object.keys(reference)).toContain('metadata.json');
+    expect(Object.keys(reference).filter((name) => name.startsWith('shard-')).length).toBe(2 * worldSize);
+    for (const name of ['adamw-memory', 'adamw-disk', 'adamw-parameters', 'adamw-parameters-state']) {
+      expect(checkpointFiles(saved[name]!.path), name).toEqual(reference);
+    }
+    expect(checkpointFiles(saved['lamb-disk']!.path)).toEqual(checkpointFiles(saved['lamb-none']!.path));
+    // Different states give different files (so the equality above could fail).
+    expect(checkpointFiles(saved['lamb-none']!.path)).not.toEqual(reference);
+    for (const report of reports) {
+      const { saved: rankSaved, chunkBytes } = report;
+      for (const [name, none] of [
+        ['adamw-disk', 'adamw-none'],
+        ['adamw-memory', 'adamw-none'],
+        ['adamw-parameters-state', 'adamw-none'],
+        ['lamb-disk', 'lamb-none'],
+      ] as const) {
+        const { streamed } = rankSaved[name]!;
+        const stateBytes = rankSaved[none]!.stateBytes;
+        // Every byte of the offloaded state was streamed, the writer never held more than a
+        // chunk of it at once, and the state is several chunks (so the bound is not the state).
+        expect(streamed.bytes, name).toBe(stateBytes);
+        expect(streamed.largestRunBytes, name).toBeGreaterThan(0);
+        expect(streamed.largestRunBytes, name).toBeLessThanOrEqual(chunkBytes);
+        expect(stateBytes).toBeGreaterThan(2 * chunkBytes);
+      }
+      // Without offload nothing is streamed: the writer writes the optimizer's own arrays.
+      expect(rankSaved['adamw-none']!.streamed).toEqual({ bytes: 0, largestRunBytes: 0 });
+      expect(rankSaved['adamw-parameters']!.streamed).toEqual({ bytes: 0, largestRunBytes: 0 });
+    }
+  });
 
   it('fails the step on every rank naming the flipped file, with the model unchanged', () => {
     for (const report of reports) {

@@ -274,6 +274,12 @@ export abstract class Optimizer<Options extends BaseOptions> {
   stateDict(options: StateDictOptions = {}): OptimizerStateDict {
     checkOptimKeys(`${this.kind}.stateDict`, options, stateDictOptionKeys, 'unknown-option', {});
     const offload = this.stateOffload;
+    if (options.buffers === false) {
+      // [Note: state dicts without buffers]: steps and hyperparameters, nothing read from an offload.
+      const dict = saveOptimizerState(this.kind, this.paramGroups, this.state, false);
+      for (const entry of Object.values(dict.state)) entry.buffers = {};
+      return dict;
+    }
     if (offload === null)
       return saveOptimizerState(this.kind, this.paramGroups, this.state, options.copy ?? true);
     // Offloaded: copies read from the offload (the dict owns them; `copy` changes nothing).
@@ -311,7 +317,15 @@ export abstract class Optimizer<Options extends BaseOptions> {
       Object.assign(this.paramGroups[index]!, hyperparameters);
     }
     const offload = this.stateOffload;
-    if (offload !== null) {
+    if (options.buffers === false) {
+      // [Note: state dicts without buffers]: the steps change, every buffer stays where it is.
+      for (const [param, state] of loaded.state) {
+        state.buffers.clear();
+        const kept = this.state.get(param);
+        if (kept !== undefined && kept.numel === state.numel)
+          for (const [name, values] of kept.buffers) state.buffers.set(name, values);
+      }
+    } else if (offload !== null) {
       const written: { index: number; name: string; values: Float32Array }[] = [];
       this.offloadedEntries.forEach(({ group, param }, index) => {
         const state = loaded.state.get(param);

@@ -51,7 +51,26 @@ export interface OptimizerStateDict {
 export interface StateDictOptions {
   /** Copy the buffers (default true); false aliases them (see [Note: state dicts without copies]). */
   copy?: boolean;
+  /**
+   * Include the buffers (default true). `stateDict({ buffers: false })` gives every entry with
+   * `buffers: {}` (its step, name, shape and numel); `loadStateDict(dict, { buffers: false })`
+   * loads steps and hyperparameters and leaves every parameter's buffers as they are. See
+   * [Note: state dicts without buffers].
+   */
+  buffers?: boolean;
 }
 
+/**
+ * [Note: state dicts without buffers]
+ * With offloaded state ([Note: offloaded optimizer state]) the buffers live in the offload, and
+ * `stateDict()` reads a copy of every one of them: the whole state in memory at once. A
+ * checkpoint of such an optimizer takes the dict without buffers (steps and hyperparameters) and
+ * streams the buffers from the offload itself, a chunk at a time; loading gives the steps with
+ * `{ buffers: false }` and writes the buffers into the offload the same way.
+ */
+
 /** The keys of StateDictOptions ([Note: option keys] in @fsdp-ts/errors). */
-export const stateDictOptionKeys = { copy: true } as const satisfies OptionKeys<StateDictOptions>;
+export const stateDictOptionKeys = {
+  copy: true,
+  buffers: true,
+} as const satisfies OptionKeys<StateDictOptions>;

@@ -91,6 +91,26 @@ describe('stateDict / loadStateDict', () => {
     expect(() => other.loadStateDict(plain)).not.toThrow();
   });
 
+  it('with { buffers: false }, saves and loads steps and hyperparameters alone (buffers stay)', () => {
+    const params = fixtureParameters();
+    const testCase = fixtures.cases.find((candidate) => candidate.name === 'adam default')!;
+    const optimizer = makeOptimizer(testCase, params);
+    setGrads(params, 0);
+    optimizer.step();
+    optimizer.step();
+    const steps = optimizer.stateDict({ buffers: false });
+    expect(steps.state[0]).toMatchObject({ name: 'encoder.weight', numel: 12, step: 2, buffers: {} });
+    const otherParams = copyOf(params);
+    const other = makeOptimizer(testCase, otherParams);
+    setGrads(otherParams, 1);
+    other.step();
+    const kept = other.stateDict({ copy: false }).state[0]!.buffers.expAvg!;
+    other.loadStateDict(steps, { buffers: false });
+    // The step comes from the dict; the buffer is still the one `other` had (the same array).
+    expect(other.stateDict({ buffers: false }).state[0]!.step).toBe(2);
+    expect(other.stateDict({ copy: false }).state[0]!.buffers.expAvg).toBe(kept);
+  });
+
   describe('clear errors, and nothing changes when a load is refused', () => {
     function trained(): { params: Parameter[]; saved: OptimizerStateDict } {
       const params = fixtureParameters();

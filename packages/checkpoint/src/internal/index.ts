@@ -10,7 +10,7 @@ export { checkCheckpointOptionKeys } from '../errors';
 export { fsyncDirectory } from '../format/durable-files';
 export { checkReplicatedInput, type ReplicatedStateInput } from '../format/replicated-state';
 export { broadcastOutcome, throwIfAnyRankFailed } from '../group-agreement';
-export type { OptimizerLoadTargets } from '../reader/read-checkpoint';
+export type { LoadBatches, OptimizerLoadTargets } from '../reader/read-checkpoint';
 export {
   encodeHeader,
   readHeader,
@@ -19,7 +19,11 @@ export {
   type SafetensorsTensor,
   safetensorsItemSize,
 } from '../safetensors/safetensors-header';
-export { describeGroups, flattenOptimizerState } from '../sharded-state/optimizer-state';
+export {
+  describeGroups,
+  flattenOptimizerState,
+  type OptimizerStateSource,
+} from '../sharded-state/optimizer-state';
 export {
   matchSavedParameters,
   type SavedFlatParameter,

@@ -28,10 +28,30 @@ export interface StagedOptimizerState {
  */
 export interface OptimizerLoadTargets {
   readonly pieces: ReadonlyMap<FlatShard, ReadonlyMap<string, readonly StatePiece[]>>;
+  /** The pieces are filled a batch at a time (state kept elsewhere); absent: all at once. */
+  readonly batches?: LoadBatches;
   /** Called once every rank has verified its reads; the pieces are filled after it returns. */
   commit(): void;
   /** Called once the pieces are filled. */
   finish?(): void;
+}
+
+/**
+ * [Note: loads in batches]
+ * The load's side of [Note: streamed values]: state kept elsewhere (an offload store) is loaded
+ * through one bounded buffer. Its pieces are views of that buffer and fall in `count` batches;
+ * after the ranks agree, batch b is filled alone, in order: `begin(b)` (the producer readies the
+ * buffer for b: reads what b keeps unchanged), the reads of the pieces in b, `end(b)` (the
+ * producer writes the buffer where b lives). Every batch is begun and ended, even one with no
+ * piece, so the producer sees all of its state go through. Pieces of different batches may share
+ * memory; pieces of one batch do not.
+ */
+export interface LoadBatches {
+  readonly count: number;
+  /** The batch of a piece, by its `values` (an array of `pieces`). */
+  batchOf(values: Float32Array): number;
+  begin(batch: number): void;
+  end(batch: number): void;
 }
 
 /**
@@ -95,6 +115,8 @@ export interface LoadedCheckpoint {
 interface Planned {
   /** Reads into the arrays that keep the values (the shards, the optimizer's state): done after the agreement. */
   inPlace: PlannedRead[];
+  /** Reads into pieces filled a batch at a time ([Note: loads in batches]), after `inPlace`. */
+  batched: { batches: LoadBatches; reads: PlannedRead[][] } | null;
   commitOptimizer: (() => void) | null;
   finishOptimizer: (() => void) | null;
   replicated: ReplicatedState;
@@ -150,6 +172,12 @@ export function readCheckpoint(path: string, options: ReadCheckpointOptions): Lo
   try {
     planned!.commitOptimizer?.();
     planned!.bytesRead += executeReads(directory, planned!.inPlace, 'copy');
+    const batched = planned!.batched;
+    for (let batch = 0; batched !== null && batch < batched.batches.count; batch++) {
+      batched.batches.begin(batch);
+      planned!.bytesRead += executeReads(directory, batched.reads[batch]!, 'copy');
+      batched.batches.end(batch);
+    }
     planned!.finishOptimizer?.();
     planned!.commitReplicated?.();
   } catch (error) {
@@ -193,6 +221,7 @@ function planAndVerify(
   for (const shard of shards) {
     inPlace.push(...planBufferReads(directory, metadata, shard, 'parameters', shard.data, matched));
   }
+  let batched: Planned['batched'] = null;
   let commitOptimizer: (() => void) | null = null;
   let finishOptimizer: (() => void) | null = null;
   let stageOptimizer: (() => () => void) | null = null;
@@ -211,11 +240,20 @@ function planAndVerify(
     };
     if (optimizer.prepare !== undefined) {
       const targets = optimizer.prepare(saved, matched);
+      const { batches } = targets;
+      if (batches !== undefined)
+        batched = { batches, reads: Array.from({ length: batches.count }, () => []) };
       for (const shard of shards) {
         for (const name of bufferNames(shard)) {
           // Planned against the shard's layout, then pointed at each parameter's own array.
           const pieces = targets.pieces.get(shard)?.get(name) ?? [];
-          inPlace.push(...retargetToPieces(plan(shard, name, new Float32Array(0)), pieces, name));
+          const reads = retargetToPieces(plan(shard, name, new Float32Array(0)), pieces, name);
+          if (batched === null) inPlace.push(...reads);
+          else {
+            for (const read of reads) {
+              if (read.byteLength > 0) batched.reads[batched.batches.batchOf(read.target)]!.push(read);
+            }
+          }
         }
       }
       commitOptimizer = () => targets.commit();
@@ -235,14 +273,29 @@ function planAndVerify(
       stageOptimizer = () => stage({ saved, buffers, matched });
     }
   }
-  let bytesRead = executeReads(directory, inPlace, 'verify');
+  const batchedReads = batched?.reads.flat() ?? [];
+  let bytesRead = executeReads(directory, [...inPlace, ...batchedReads], 'verify');
   bytesRead += executeReads(directory, staging, 'copy');
-  bytesRead += verifyOwnedFiles(directory, metadata, [...inPlace, ...staging], group.rank, group.size);
+  bytesRead += verifyOwnedFiles(
+    directory,
+    metadata,
+    [...inPlace, ...batchedReads, ...staging],
+    group.rank,
+    group.size,
+  );
   // Every rank needs all of it: each reads the whole (small) file and checks its digest.
   const replicated = readReplicatedState(directory, metadata.replicated);
   bytesRead += metadata.replicated?.bytes ?? 0;
   if (stageOptimizer !== null) commitOptimizer = stageOptimizer();
-  return { inPlace, commitOptimizer, finishOptimizer, replicated, commitReplicated: null, bytesRead };
+  return {
+    inPlace,
+    batched,
+    commitOptimizer,
+    finishOptimizer,
+    replicated,
+    commitReplicated: null,
+    bytesRead,
+  };
 }
 
 function checkOptimizer(

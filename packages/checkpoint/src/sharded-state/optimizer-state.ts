@@ -26,6 +26,43 @@ export interface StatePiece {
   values: Float32Array;
 }
 
+/**
+ * [Note: streamed values]
+ * Values a checkpoint writes without their being in memory at once: state kept elsewhere (an
+ * offload store on disk) is produced when the writer reaches it. `stream(sink)` calls `sink`
+ * with consecutive runs covering elements [0, length) in order; each run is a view the producer
+ * may reuse once `sink` returns (the writer writes and hashes it before returning), so a
+ * producer holds one bounded buffer whatever the state's size. The bytes written are those of
+ * the same values given as an array: a checkpoint does not say how its values were produced.
+ */
+export interface StreamedValues {
+  /** Elements in all. */
+  readonly length: number;
+  /** Hands the values to `sink` in order, a run at a time; throws to fail the save. */
+  stream(sink: (run: Float32Array) => void): void;
+}
+
+/** A state buffer produced as the writer reaches it ([Note: streamed values]), `offset` elements into the shard. */
+export interface StreamedPiece {
+  offset: number;
+  values: StreamedValues;
+}
+
+/** A piece the writer writes: in memory, or streamed. */
+export type WrittenPiece = StatePiece | StreamedPiece;
+
+/**
+ * Where an optimizer's state buffers are when the optimizer does not keep them (an offload,
+ * [Note: state dicts without buffers] in @fsdp-ts/optim): their names and values per parameter
+ * position, produced when written ([Note: streamed values]).
+ */
+export interface OptimizerStateSource {
+  /** The buffers the parameter at `position` has state in. */
+  bufferNames(position: number): readonly string[];
+  /** The values of one of them, produced when the writer reaches them. */
+  values(position: number, name: string): StreamedValues;
+}
+
 /** One param group: its hyperparameters and its parameters' names. */
 export interface OptimizerGroupDescription {
   hyperparameters: Record<string, HyperparameterValue>;
@@ -41,7 +78,7 @@ export interface ShardedOptimizerState {
   readonly kind: string;
   readonly groups: readonly OptimizerGroupDescription[];
   readonly parameters: Record<string, SavedParameterState>;
-  readonly buffers: ReadonlyMap<FlatShard, ReadonlyMap<string, StatePiece[]>>;
+  readonly buffers: ReadonlyMap<FlatShard, ReadonlyMap<string, WrittenPiece[]>>;
 }
 
 /**
@@ -63,11 +100,21 @@ export interface ShardedOptimizerState {
 export function flattenOptimizerState(
   optimizer: CheckpointOptimizer,
   locations: ReadonlyMap<Parameter, { shard: FlatShard; index: number }>,
+  source?: OptimizerStateSource,
 ): ShardedOptimizerState {
-  // The live buffers, not copies: see [Note: checkpoints stream the optimizer state].
-  const dict = optimizer.stateDict({ copy: false });
+  // The live buffers, not copies: see [Note: checkpoints stream the optimizer state]. With the
+  // state elsewhere, the steps alone, and each buffer streamed from there ([Note: streamed values]).
+  const dict = optimizer.stateDict(source === undefined ? { copy: false } : { buffers: false });
+  if (source !== undefined) {
+    for (const [key, state] of Object.entries(dict.state)) {
+      const position = Number(key);
+      const streamed: Record<string, StreamedValues> = {};
+      for (const name of source.bufferNames(position)) streamed[name] = source.values(position, name);
+      (state as { buffers: Record<string, Float32Array | StreamedValues> }).buffers = streamed;
+    }
+  }
   const positions = optimizer.parameters;
-  const buffers = new Map<FlatShard, Map<string, StatePiece[]>>();
+  const buffers = new Map<FlatShard, Map<string, WrittenPiece[]>>();
   const parameters: Record<string, SavedParameterState> = {};
   for (const [key, state] of Object.entries(dict.state)) {
     const parameter = positions[Number(key)]!;
@@ -83,11 +130,11 @@ export function flattenOptimizerState(
     const { shard, index } = location;
     const name = shard.layout.parameters[index]!.names[0]!;
     const offset = shard.intersections[index]!.offsetInShard;
-    const target = buffers.get(shard) ?? new Map<string, StatePiece[]>();
+    const target = buffers.get(shard) ?? new Map<string, WrittenPiece[]>();
     buffers.set(shard, target);
     for (const [buffer, values] of Object.entries(state.buffers)) {
       const pieces = target.get(buffer) ?? [];
-      pieces.push({ offset, values });
+      pieces.push({ offset, values } as WrittenPiece);
       target.set(buffer, pieces);
     }
     parameters[name] = { step: state.step, buffers: Object.keys(state.buffers).sort() };

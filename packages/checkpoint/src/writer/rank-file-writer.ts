@@ -1,6 +1,8 @@
 import { createHash, type Hash } from 'node:crypto';
 import { closeSync, fdatasyncSync, fsyncSync, openSync, writeSync } from 'node:fs';
+import { CheckpointError } from '../errors';
 import type { Segment } from '../format/checkpoint-format';
+import type { StreamedValues, WrittenPiece } from '../sharded-state/optimizer-state';
 
 /**
  * A data file's `sha256` from format version 3 on: the SHA-256 of its block digests in order,
@@ -52,6 +54,10 @@ export class RankFileWriter {
   private state: 'open' | 'finished' = 'open';
   private zeros = new Uint8Array(0);
   private unsynced = 0;
+  /** Bytes of streamed values written ([Note: streamed values]). */
+  streamedBytes = 0;
+  /** The longest run a streamed value handed over at once, in bytes: what its producer staged. */
+  streamedRunBytesHighWater = 0;
 
   constructor(
     readonly path: string,
@@ -77,7 +83,7 @@ export class RankFileWriter {
     handle: number,
     buffer: string,
     numel: number,
-    pieces: readonly { offset: number; values: Float32Array }[],
+    pieces: readonly WrittenPiece[],
   ): void {
     this.expectOpen('appendPieces');
     this.segments.push({ unit, handle, buffer, byteOffset: this.position, numel });
@@ -87,10 +93,47 @@ export class RankFileWriter {
     for (const piece of present.sort((left, right) => left.offset - right.offset)) {
       this.writeZeros(piece.offset - cursor);
       const { values } = piece;
-      this.writeBytes(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+      if (values instanceof Float32Array) {
+        this.writeBytes(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+      } else {
+        this.writeStreamed(values, `${unit}#${handle} '${buffer}'`);
+      }
       cursor = piece.offset + values.length;
     }
     this.writeZeros(numel - cursor);
+  }
+
+  /** Writes the runs a streamed value produces ([Note: streamed values]); exactly `values.length` elements. */
+  private writeStreamed(values: StreamedValues, what: string): void {
+    let produced = 0;
+    values.stream((run) => {
+      if (produced + run.length > values.length) {
+        throw new CheckpointError(
+          `The streamed values of ${what} produced more than the ${values.length} elements they declared.`,
+          {
+            reason: 'invalid-input',
+            expected: values.length,
+            actual: produced + run.length,
+            fix: 'this is a bug in the producer of the streamed values: report it.',
+          },
+        );
+      }
+      this.streamedRunBytesHighWater = Math.max(this.streamedRunBytesHighWater, run.byteLength);
+      this.writeBytes(new Uint8Array(run.buffer, run.byteOffset, run.byteLength));
+      this.streamedBytes += run.byteLength;
+      produced += run.length;
+    });
+    if (produced !== values.length) {
+      throw new CheckpointError(
+        `The streamed values of ${what} produced ${produced} of the ${values.length} elements they declared.`,
+        {
+          reason: 'invalid-input',
+          expected: values.length,
+          actual: produced,
+          fix: 'this is a bug in the producer of the streamed values: report it.',
+        },
+      );
+    }
   }
 
   /** Writes `count` float32 zeros from one buffer of at most a chunk. */

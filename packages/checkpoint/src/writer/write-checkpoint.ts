@@ -32,7 +32,7 @@ import {
 } from '../format/replicated-state';
 import { broadcastOutcome, throwIfAnyRankFailed } from '../group-agreement';
 import type { ShardedModelState } from '../sharded-state/flat-shard';
-import type { ShardedOptimizerState, StatePiece } from '../sharded-state/optimizer-state';
+import type { ShardedOptimizerState, WrittenPiece } from '../sharded-state/optimizer-state';
 import { RankFileWriter } from './rank-file-writer';
 
 /** What writeCheckpoint needs: the group, the neutral description of the state, and the options. */
@@ -70,6 +70,11 @@ export interface SavedCheckpoint {
   step: number;
   /** Bytes this rank wrote. */
   bytes: number;
+  /**
+   * What this rank wrote of streamed values ([Note: streamed values]): their bytes, and the
+   * longest run any of them handed the writer at once (what the producer staged; 0 if none).
+   */
+  streamed: { bytes: number; largestRunBytes: number };
 }
 
 /**
@@ -109,6 +114,7 @@ export function writeCheckpoint(root: string, options: WriteCheckpointOptions): 
   const temporary = temporaryDirectory(root, step, nonce);
 
   let bytes = 0;
+  let streamed = { bytes: 0, largestRunBytes: 0 };
   let writeError: unknown;
   let optimizerState: ShardedOptimizerState | undefined;
   let replicated: SavedReplicatedState | null = null;
@@ -117,7 +123,7 @@ export function writeCheckpoint(root: string, options: WriteCheckpointOptions): 
     // Checked on every rank inside the agreement: a rank with bad input fails the save everywhere.
     checkReplicatedInput(options);
     optimizerState = optimizer?.();
-    bytes = writeRankFiles(temporary, model, optimizerState, blockBytes, written);
+    ({ bytes, streamed } = writeRankFiles(temporary, model, optimizerState, blockBytes, written));
     if (group.rank === 0) {
       written.push(join(temporary, REPLICATED_STATE_FILE));
       replicated = writeReplicatedState(temporary, options);
@@ -154,7 +160,7 @@ export function writeCheckpoint(root: string, options: WriteCheckpointOptions): 
     }
   }
   broadcastOutcome(group, 0, commitError, `Committing checkpoint step ${step}`);
-  return { path, step, bytes };
+  return { path, step, bytes, streamed };
 }
 
 function temporaryDirectory(root: string, step: number, nonce: number): string {
@@ -194,10 +200,11 @@ function writeRankFiles(
   state: ShardedOptimizerState | undefined,
   blockBytes: number,
   written: string[],
-): number {
+): { bytes: number; streamed: SavedCheckpoint['streamed'] } {
   const { shards, shardWorldSize } = model;
   const writing = shards.filter((entry) => entry.writes);
-  if (writing.length === 0 && shards.length > 0) return 0;
+  if (writing.length === 0 && shards.length > 0)
+    return { bytes: 0, streamed: { bytes: 0, largestRunBytes: 0 } };
   const rank = shards[0]?.rank ?? 0;
   const file = dataFileName(rank, shardWorldSize);
   let writer: RankFileWriter;
@@ -211,7 +218,7 @@ function writeRankFiles(
   try {
     for (const entry of writing) {
       writer.append(entry.unit, entry.index, 'parameters', entry.data);
-      const buffers = state?.buffers.get(entry) ?? new Map<string, StatePiece[]>();
+      const buffers = state?.buffers.get(entry) ?? new Map<string, WrittenPiece[]>();
       for (const name of [...buffers.keys()].sort()) {
         writer.appendPieces(entry.unit, entry.index, name, entry.data.length, buffers.get(name)!);
       }
@@ -238,7 +245,10 @@ function writeRankFiles(
   } catch (error) {
     throw ioError(`Writing ${indexPath}`, indexPath, error);
   }
-  return finished.bytes;
+  return {
+    bytes: finished.bytes,
+    streamed: { bytes: writer.streamedBytes, largestRunBytes: writer.streamedRunBytesHighWater },
+  };
 }
 
 function buildMetadata(

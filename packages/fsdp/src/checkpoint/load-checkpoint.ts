@@ -15,6 +15,8 @@ import type { OptimizerStateDict, ParameterStateEntry } from '@fsdp-ts/optim';
 import type { Parameter } from '@fsdp-ts/tensor';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
 import { checkFsdpOptionKeys } from '../internal/check-option-keys';
+import { fsdpRuntime } from '../internal/wrapper-runtime';
+import type { OffloadedOptimizerState } from '../offload/offloaded-optimizer-state';
 import { checkpointShards, parameterShards } from './model-shards';
 import { stageModuleBuffers } from './module-buffers';
 
@@ -68,7 +70,12 @@ export function loadCheckpoint(path: string, options: LoadCheckpointOptions): Lo
           optimizer: {
             kind: optimizer.kind,
             groups: describeGroups(optimizer),
-            prepare: (saved, matched) => optimizerTargets(optimizer, locations!, saved, matched),
+            prepare: (saved, matched) => {
+              const offload = model[fsdpRuntime].optimizerStateOffload;
+              return offload?.optimizer === optimizer
+                ? offloadedOptimizerTargets(optimizer, offload, locations!, saved, matched)
+                : optimizerTargets(optimizer, locations!, saved, matched);
+            },
           },
         }),
   });
@@ -147,6 +154,89 @@ function optimizerTargets(
     finish: () => {
       if (!adopted) optimizer.loadStateDict(dict);
     },
+  };
+}
+
+/**
+ * The targets of an optimizer whose state is offloaded ([Note: offloaded state in checkpoints]):
+ * the saved buffers are read, chunk by chunk of the offload, into views of its resident buffer
+ * and written into its store ([Note: loads in batches]); the optimizer gets the steps and the
+ * hyperparameters alone ([Note: state dicts without buffers] in @fsdp-ts/optim).
+ */
+function offloadedOptimizerTargets(
+  optimizer: CheckpointOptimizer,
+  offload: OffloadedOptimizerState,
+  locations: ReadonlyMap<Parameter, { shard: FlatShard; index: number }>,
+  saved: SavedOptimizer,
+  matched: ReadonlyMap<string, SavedLocation>,
+): OptimizerLoadTargets {
+  offload.prepareLoad();
+  const state: Record<number, ParameterStateEntry> = {};
+  const pieces = new Map<FlatShard, Map<string, StatePiece[]>>();
+  const batchOf = new Map<Float32Array, number>();
+  optimizer.parameters.forEach((parameter, position) => {
+    const location = locations.get(parameter);
+    if (location === undefined) {
+      throw new CheckpointError(`The optimizer steps ${parameter}, which the FSDP model does not manage.`, {
+        reason: 'optimizer-mismatch',
+        fix: 'build the optimizer from the wrapped model (parameters of ignored modules are not checkpointed).',
+      });
+    }
+    const { shard, index } = location;
+    const savedName = matched.get(shard.layout.parameters[index]!.names[0]!)!.name;
+    const savedState = saved.parameters[savedName];
+    if (savedState === undefined) return;
+    const { offsetInShard, length } = shard.intersections[index]!;
+    const entry = offload.entry(position);
+    const shardPieces = pieces.get(shard) ?? new Map<string, StatePiece[]>();
+    pieces.set(shard, shardPieces);
+    for (const name of savedState.buffers) {
+      if (!entry.names.includes(name) || entry.numel !== length) {
+        throw new CheckpointError(
+          `The checkpoint holds '${name}' state (${length} elements here) for ${parameter}; the offloaded ${optimizer.kind} keeps ${entry.names.join(', ')} of ${entry.numel}.`,
+          {
+            reason: 'optimizer-mismatch',
+            expected: { buffers: entry.names, numel: entry.numel },
+            actual: { buffer: name, numel: length },
+            fix: 'build the optimizer as when saving (same kind, same options such as amsgrad).',
+          },
+        );
+      }
+      const values = offload.loadTarget(position, name);
+      if (values.length > 0) batchOf.set(values, entry.chunk);
+      const list = shardPieces.get(name) ?? [];
+      list.push({ offset: offsetInShard, values });
+      shardPieces.set(name, list);
+    }
+    state[position] = {
+      name: parameter.name,
+      shape: [...parameter.shape],
+      numel: length,
+      step: savedState.step,
+      buffers: {},
+    };
+  });
+  let position = 0;
+  const dict: OptimizerStateDict = {
+    format: 'fsdp-ts/optim-state@1',
+    optimizer: optimizer.kind,
+    state,
+    paramGroups: describeGroups(optimizer).map((group, index) => ({
+      hyperparameters: saved.groups[index]!.hyperparameters,
+      params: group.paramNames.map(() => position++),
+      paramNames: group.paramNames,
+    })),
+  };
+  return {
+    pieces,
+    batches: {
+      count: offload.chunkCount,
+      batchOf: (values) => batchOf.get(values)!,
+      begin: (chunk) => offload.beginLoadChunk(chunk),
+      end: (chunk) => offload.endLoadChunk(chunk),
+    },
+    commit: () => optimizer.loadStateDict(dict, { buffers: false }),
+    finish: () => offload.finishLoad(),
   };
 }
 

@@ -8,6 +8,7 @@ import { flattenOptimizerState } from '@fsdp-ts/checkpoint/internal';
 import type { OptionKeys } from '@fsdp-ts/errors';
 import type { FullyShardedDataParallel } from '../fully-sharded-data-parallel';
 import { checkFsdpOptionKeys } from '../internal/check-option-keys';
+import { fsdpRuntime } from '../internal/wrapper-runtime';
 import { checkpointShards, parameterShards } from './model-shards';
 import { moduleBuffers } from './module-buffers';
 
@@ -35,7 +36,9 @@ const saveCheckpointOptionKeys = {
 /**
  * Saves a checkpoint of an FSDP model (and optimizer) under `root/step-NNNNNNNN/`. Collective:
  * every rank calls it with the same step. The model is described as its flat shards
- * ([Note: sharded model state]) and written by writeCheckpoint.
+ * ([Note: sharded model state]) and written by writeCheckpoint; offloaded optimizer state is
+ * streamed from its store ([Note: offloaded state in checkpoints]), the same bytes as without
+ * offload.
  */
 export function saveCheckpoint(root: string, options: SaveCheckpointOptions): SavedCheckpoint {
   checkFsdpOptionKeys('saveCheckpoint', options, saveCheckpointOptionKeys);
@@ -48,6 +51,12 @@ export function saveCheckpoint(root: string, options: SaveCheckpointOptions): Sa
     buffers: { ...moduleBuffers(model), ...rest.buffers },
     ...(optimizer === undefined
       ? {}
-      : { optimizer: () => flattenOptimizerState(optimizer, parameterShards(model, state)) }),
+      : {
+          optimizer: () => {
+            const offload = model[fsdpRuntime].optimizerStateOffload;
+            const source = offload?.optimizer === optimizer ? offload.checkpointSource() : undefined;
+            return flattenOptimizerState(optimizer, parameterShards(model, state), source);
+          },
+        }),
   });
 }

@@ -1,3 +1,4 @@
+import type { OffloadedOptimizerState } from '../offload/offloaded-optimizer-state';
 import type { FsdpUnit } from './fsdp-unit';
 import type { TrainingStateMachine } from './training-state';
 
@@ -12,4 +13,6 @@ export interface WrapperRuntime {
   /** The root unit first, then the wrap policy's units in traversal order. */
   readonly units: readonly FsdpUnit[];
   readonly training: TrainingStateMachine;
+  /** The optimizer state's store when `offload.optimizerState` is not 'none' (checkpoints stream from it). */
+  readonly optimizerStateOffload: OffloadedOptimizerState | null;
 }

@@ -11,22 +11,27 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { FsdpError } from '../errors';
-import { ChunkReader, crc32 } from './chunk-reader';
+import { ChunkIoThread, crc32, type ThreadFailure } from './chunk-io-thread';
 
 /** What offload I/O cost in the last optimizer step (see FullyShardedDataParallel.offloadStatistics). */
 export interface OffloadStatistics {
   /** Wall time the main thread spent in read calls (disk) or copies out of the host buffer (memory). */
   readMs: number;
-  /** Wall time the main thread waited for the reader thread (prefetched reads not done yet). */
+  /** Wall time the main thread waited for the I/O thread (prefetched reads not done yet). */
   waitMs: number;
   /**
-   * Wall time the reader thread spent reading and checksumming (disk): the whole slot's
+   * Wall time the I/O thread spent reading and checksumming (disk): the whole slot's
    * verification while backward ran, and each next chunk while the optimizer stepped one.
    * Overlapped with the main thread except for `waitMs`.
    */
   readerMs: number;
-  /** Wall time in write calls and fdatasync (disk) or copies into the host buffer (memory). */
+  /** Wall time the main thread spent in write calls and fdatasync (disk) or copies into the host buffer (memory). */
   writeMs: number;
+  /**
+   * Wall time the I/O thread spent checksumming and writing the chunks the optimizer stepped
+   * (disk), overlapped with the step of the next chunk except for `waitMs`.
+   */
+  writerMs: number;
   /** Wall time computing CRC-32s of chunks read and written. */
   checksumMs: number;
   bytesRead: number;
@@ -34,7 +39,16 @@ export interface OffloadStatistics {
 }
 
 export function emptyOffloadStatistics(): OffloadStatistics {
-  return { readMs: 0, waitMs: 0, readerMs: 0, writeMs: 0, checksumMs: 0, bytesRead: 0, bytesWritten: 0 };
+  return {
+    readMs: 0,
+    waitMs: 0,
+    readerMs: 0,
+    writeMs: 0,
+    writerMs: 0,
+    checksumMs: 0,
+    bytesRead: 0,
+    bytesWritten: 0,
+  };
 }
 
 export function resetOffloadStatistics(statistics: OffloadStatistics): void {
@@ -50,15 +64,22 @@ export interface SlotStore {
   read(slot: 0 | 1, chunk: number, into: Float32Array): void;
   /** Writes `from` as chunk `chunk` of `slot` (durable after `flush`). */
   write(slot: 0 | 1, chunk: number, from: Float32Array): void;
-  /** Starts verifying every chunk of `slot` on the reader thread (disk; a no-op otherwise). */
+  /**
+   * Starts writing `from` (a view of shared memory, left unchanged until a later read into it or
+   * `finishWrites`) as chunk `chunk` of `slot` on the I/O thread (disk; `write` otherwise).
+   */
+  startWrite(slot: 0 | 1, chunk: number, from: Float32Array): void;
+  /** Waits for the writes started; throws the first that failed. */
+  finishWrites(): void;
+  /** Starts verifying every chunk of `slot` on the I/O thread (disk; a no-op otherwise). */
   prefetchVerify(slot: 0 | 1): void;
   /** Verifies every chunk of `slot` (the prefetched verification when one is in flight for it). */
   verify(slot: 0 | 1, scratch: Float32Array): void;
-  /** Starts reading chunk `chunk` of `slot` into `into` (a view of shared memory) on the reader thread. */
+  /** Starts reading chunk `chunk` of `slot` into `into` (a view of shared memory) on the I/O thread. */
   startRead(slot: 0 | 1, chunk: number, into: Float32Array): void;
   /** Finishes what startRead began (verifying the chunk). */
   finishRead(slot: 0 | 1, chunk: number, into: Float32Array): void;
-  /** Waits for anything in flight on the reader thread, ignoring its outcome. */
+  /** Waits for anything in flight on the I/O thread, ignoring its outcome (error paths; before the main thread's own I/O). */
   drain(): void;
   /** Makes what was written to `slot` durable. */
   flush(slot: 0 | 1): void;
@@ -126,6 +147,12 @@ class HostSlotStore implements SlotStore {
     this.statistics.bytesWritten += from.byteLength;
   }
 
+  startWrite(slot: 0 | 1, chunk: number, from: Float32Array): void {
+    this.write(slot, chunk, from);
+  }
+
+  finishWrites(): void {}
+
   prefetchVerify(): void {}
 
   verify(): void {}
@@ -145,25 +172,18 @@ class HostSlotStore implements SlotStore {
   }
 }
 
-/**
- * 'disk': `rank-<r>/optimizer-state-0.bin` and `-1.bin`, raw little-endian float32, chunk c at
- * byte 4·offsets[c]. Each chunk's CRC-32 is recorded when it is written and checked on every read
- * (a changed byte is an error naming the file and the chunk). Writes go one chunk at a time with
- * an fdatasync every `syncBytes` ([Note: bounded dirty pages] in @fsdp-ts/checkpoint's
- * rank-file-writer.ts): page cache a write dirties is charged to the rank's memory cgroup.
- */
 /** What a disk store holds open, closed when the store is collected without release(). */
 interface OpenResources {
-  reader: ChunkReader | null;
+  thread: ChunkIoThread | null;
   descriptors: [number, number] | null;
 }
 
 /**
- * A model dropped without releasing its offload (FSDP has no destroy) must not keep its reader
+ * A model dropped without releasing its offload (FSDP has no destroy) must not keep its I/O
  * thread and file descriptors: they are closed when the store is garbage collected.
  */
 const openStores = new FinalizationRegistry<OpenResources>((resources) => {
-  resources.reader?.close();
+  resources.thread?.close();
   for (const descriptor of resources.descriptors ?? []) {
     try {
       if (descriptor >= 0) closeSync(descriptor);
@@ -173,18 +193,37 @@ const openStores = new FinalizationRegistry<OpenResources>((resources) => {
   }
 });
 
+/** A request on the I/O thread not yet settled by the main thread. */
+interface InFlight {
+  sequence: number;
+  op: 'verify' | 'read' | 'write';
+  slot: 0 | 1;
+  chunk: number;
+  /** Its request slot on the thread (ChunkIoThread.verifySlot for a verification). */
+  requestSlot: number;
+}
+
+/**
+ * 'disk': `rank-<r>/optimizer-state-0.bin` and `-1.bin`, raw little-endian float32, chunk c at
+ * byte 4·offsets[c]. Each chunk's CRC-32 is recorded when it is written and checked on every read
+ * (a changed byte is an error naming the file and the chunk). Writes go one chunk at a time, on
+ * the main thread (`write`) or the I/O thread (`startWrite`, the step's), with an fdatasync every
+ * `syncBytes` ([Note: bounded dirty pages] in @fsdp-ts/checkpoint's rank-file-writer.ts): page
+ * cache a write dirties is charged to the rank's memory cgroup. A thread write's CRC-32 is
+ * recorded when the main thread settles it (`#complete`), before any read of that chunk is checked.
+ */
 class DiskSlotStore implements SlotStore {
   readonly kind = 'disk';
   readonly files: readonly [string, string];
   #descriptors: [number, number] | null = null;
   readonly #checksums: [Uint32Array, Uint32Array];
   readonly #unsynced: [number, number] = [0, 0];
-  #reader: ChunkReader | null = null;
-  readonly #resources: OpenResources = { reader: null, descriptors: null };
-  /** The slot whose verification is in flight on the reader, or null. */
-  #verifying: 0 | 1 | null = null;
-  /** The reader's timing already counted in `statistics`. */
-  readonly #counted = [0, 0];
+  #thread: ChunkIoThread | null = null;
+  readonly #resources: OpenResources = { thread: null, descriptors: null };
+  /** Requests posted to the thread, oldest first, not yet settled. */
+  #inFlight: InFlight[] = [];
+  /** The thread's timing already counted in `statistics`. */
+  readonly #counted = [0, 0, 0, 0];
 
   constructor(
     private readonly offsets: readonly number[],
@@ -201,8 +240,8 @@ class DiskSlotStore implements SlotStore {
 
   allocate(): void {
     this.release();
-    this.#reader = new ChunkReader(this.offsets.length - 1);
-    this.#resources.reader = this.#reader;
+    this.#thread = new ChunkIoThread(this.offsets.length - 1);
+    this.#resources.thread = this.#thread;
     const chunks = this.offsets.length - 1;
     let largest = 0;
     for (let chunk = 0; chunk < chunks; chunk++)
@@ -253,37 +292,28 @@ class DiskSlotStore implements SlotStore {
     }
     const actual = crc32(bytes);
     this.statistics.checksumMs += performance.now() - checked;
-    const expected = this.#checksums[slot][chunk]!;
-    if (actual !== expected) {
-      throw this.#corrupt(slot, chunk, `has CRC-32 ${hex(actual)} where ${hex(expected)} was written`);
-    }
+    this.#check(slot, chunk, actual);
   }
 
   prefetchVerify(slot: 0 | 1): void {
-    if (this.#reader === null || this.#reader.pending !== 'none') return;
+    if (this.#thread === null || this.#inFlight.length > 0) return;
     const positions: number[] = [];
     const lengths: number[] = [];
     for (let chunk = 0; chunk + 1 < this.offsets.length; chunk++) {
       positions.push(this.offsets[chunk]! * 4);
       lengths.push((this.offsets[chunk + 1]! - this.offsets[chunk]!) * 4);
     }
-    this.#reader.startVerify(this.#descriptor(slot), positions, lengths);
-    this.#verifying = slot;
+    const sequence = this.#thread.startVerify(this.#descriptor(slot), positions, lengths);
+    this.#inFlight.push({ sequence, op: 'verify', slot, chunk: -1, requestSlot: this.#thread.verifySlot });
   }
 
   verify(slot: 0 | 1, scratch: Float32Array): void {
     const chunks = this.offsets.length - 1;
-    if (this.#verifying === slot && this.#reader?.pending === 'verify') {
-      this.#verifying = null;
-      const outcome = this.#wait();
-      if (!outcome.ok) throw this.#corrupt(slot, 0, `could not be read: ${outcome.message}`);
-      for (let chunk = 0; chunk < chunks; chunk++) {
-        const expected = this.#checksums[slot][chunk]!;
-        const actual = outcome.checksums[chunk]!;
-        if (actual !== expected) {
-          throw this.#corrupt(slot, chunk, `has CRC-32 ${hex(actual)} where ${hex(expected)} was written`);
-        }
-      }
+    const pending = this.#inFlight.find((request) => request.op === 'verify' && request.slot === slot);
+    if (pending !== undefined) {
+      const failure = this.#complete(pending);
+      if (failure !== null) throw this.#corrupt(slot, 0, `could not be read: ${failure.message}`);
+      for (let chunk = 0; chunk < chunks; chunk++) this.#check(slot, chunk, this.#thread!.results[chunk]!);
       return;
     }
     this.drain();
@@ -293,46 +323,117 @@ class DiskSlotStore implements SlotStore {
   }
 
   startRead(slot: 0 | 1, chunk: number, into: Float32Array): void {
-    this.drain();
-    this.#reader!.startRead(
+    // A verification in flight reads the whole slot: wait for it (its outcome is beginStep's).
+    if (this.#inFlight.some((request) => request.op === 'verify')) this.drain();
+    const requestSlot = this.#freeRequestSlot();
+    const sequence = this.#thread!.startRead(
       this.#descriptor(slot),
       this.offsets[chunk]! * 4,
       new Uint8Array(into.buffer, into.byteOffset, into.byteLength),
+      requestSlot,
     );
+    this.#inFlight.push({ sequence, op: 'read', slot, chunk, requestSlot });
   }
 
   finishRead(slot: 0 | 1, chunk: number, into: Float32Array): void {
-    if (this.#reader?.pending !== 'read' || this.#verifying !== null) {
+    const pending = this.#inFlight.find(
+      (request) => request.op === 'read' && request.slot === slot && request.chunk === chunk,
+    );
+    if (pending === undefined) {
       this.read(slot, chunk, into);
       return;
     }
-    const outcome = this.#wait();
-    if (!outcome.ok) throw this.#corrupt(slot, chunk, outcome.message);
-    const actual = outcome.checksums[0]!;
+    const failure = this.#complete(pending);
+    if (failure !== null) throw this.#corrupt(slot, chunk, failure.message);
+    this.#check(slot, chunk, this.#thread!.results[this.#thread!.resultIndex(pending.requestSlot)]!);
+  }
+
+  startWrite(slot: 0 | 1, chunk: number, from: Float32Array): void {
+    if (this.#thread === null || !(from.buffer instanceof SharedArrayBuffer)) {
+      this.write(slot, chunk, from);
+      return;
+    }
+    const requestSlot = this.#freeRequestSlot();
+    const sequence = this.#thread.startWrite(
+      this.#descriptor(slot),
+      this.offsets[chunk]! * 4,
+      new Uint8Array(from.buffer, from.byteOffset, from.byteLength),
+      requestSlot,
+      this.syncBytes,
+    );
+    this.#inFlight.push({ sequence, op: 'write', slot, chunk, requestSlot });
+  }
+
+  finishWrites(): void {
+    const last = this.#inFlight.at(-1);
+    if (last !== undefined) this.#complete(last);
+  }
+
+  drain(): void {
+    const last = this.#inFlight.at(-1);
+    if (last === undefined) return;
+    try {
+      this.#complete(last);
+    } catch {
+      // A failed write keeps its chunk's previous CRC-32, so the chunk is never read as valid new
+      // state; a step only succeeds through finishRead/finishWrites, which throw it.
+    }
+  }
+
+  /**
+   * Waits until `request` (and everything posted before it) is done and settles them: each
+   * write's CRC-32 is recorded (a failed write throws its error, after every request up to
+   * `request` is settled); returns `request`'s own failure, if it was a read or a verification.
+   */
+  #complete(request: InFlight): ThreadFailure | null {
+    const thread = this.#thread!;
+    const started = performance.now();
+    thread.waitFor(request.sequence);
+    this.statistics.waitMs += performance.now() - started;
+    this.#countTiming();
+    let writeFailure: unknown;
+    let own: ThreadFailure | null = null;
+    while (this.#inFlight.length > 0 && this.#inFlight[0]!.sequence <= request.sequence) {
+      const done = this.#inFlight.shift()!;
+      const failure = thread.outcome(done.requestSlot);
+      if (done.op === 'write') {
+        if (failure === null)
+          this.#checksums[done.slot][done.chunk] = thread.results[thread.resultIndex(done.requestSlot)]!;
+        else writeFailure ??= this.#ioError('write', done.slot, done.chunk, asError(failure));
+      } else if (done === request) own = failure;
+    }
+    if (writeFailure !== undefined) throw writeFailure;
+    return own;
+  }
+
+  /** A request slot no request in flight holds (waiting for the oldest when all are held). */
+  #freeRequestSlot(): number {
+    const thread = this.#thread!;
+    for (;;) {
+      const held = new Set(this.#inFlight.map((request) => request.requestSlot));
+      for (let slot = 0; slot < thread.requestSlots; slot++) if (!held.has(slot)) return slot;
+      this.#complete(this.#inFlight[0]!);
+    }
+  }
+
+  #countTiming(): void {
+    const timing = this.#thread!.timing;
+    this.statistics.readerMs += timing[0]! - this.#counted[0]!;
+    this.statistics.bytesRead += timing[1]! - this.#counted[1]!;
+    this.statistics.writerMs += timing[2]! - this.#counted[2]!;
+    this.statistics.bytesWritten += timing[3]! - this.#counted[3]!;
+    for (let index = 0; index < 4; index++) this.#counted[index] = timing[index]!;
+  }
+
+  #check(slot: 0 | 1, chunk: number, actual: number): void {
     const expected = this.#checksums[slot][chunk]!;
     if (actual !== expected) {
       throw this.#corrupt(slot, chunk, `has CRC-32 ${hex(actual)} where ${hex(expected)} was written`);
     }
   }
 
-  drain(): void {
-    if (this.#reader !== null && this.#reader.pending !== 'none') this.#wait();
-    this.#verifying = null;
-  }
-
-  #wait() {
-    const started = performance.now();
-    const outcome = this.#reader!.wait();
-    this.statistics.waitMs += performance.now() - started;
-    const timing = this.#reader!.timing;
-    this.statistics.readerMs += timing[0]! - this.#counted[0]!;
-    this.statistics.bytesRead += timing[1]! - this.#counted[1]!;
-    this.#counted[0] = timing[0]!;
-    this.#counted[1] = timing[1]!;
-    return outcome;
-  }
-
   write(slot: 0 | 1, chunk: number, from: Float32Array): void {
+    this.drain();
     const bytes = new Uint8Array(from.buffer, from.byteOffset, from.byteLength);
     const started = performance.now();
     this.#checksums[slot][chunk] = crc32(bytes);
@@ -355,6 +456,7 @@ class DiskSlotStore implements SlotStore {
   }
 
   flush(slot: 0 | 1): void {
+    this.finishWrites();
     const started = performance.now();
     try {
       fdatasyncSync(this.#descriptor(slot));
@@ -367,12 +469,11 @@ class DiskSlotStore implements SlotStore {
 
   release(): void {
     this.drain();
-    this.#reader?.close();
-    this.#reader = null;
-    this.#resources.reader = null;
+    this.#thread?.close();
+    this.#thread = null;
+    this.#resources.thread = null;
     this.#resources.descriptors = null;
-    this.#counted[0] = 0;
-    this.#counted[1] = 0;
+    this.#counted.fill(0);
     if (this.#descriptors !== null) {
       for (const descriptor of this.#descriptors) if (descriptor >= 0) closeSync(descriptor);
       this.#descriptors = null;
@@ -441,6 +542,11 @@ class DiskSlotStore implements SlotStore {
       },
     );
   }
+}
+
+/** A failure the I/O thread reported, as the error it was there (its `code` kept). */
+function asError(failure: ThreadFailure): Error {
+  return Object.assign(new Error(failure.message), { code: failure.code });
 }
 
 function hex(value: number): string {

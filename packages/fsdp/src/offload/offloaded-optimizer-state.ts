@@ -1,5 +1,5 @@
-import { CheckpointError } from '@fsdp-ts/checkpoint';
-import { throwIfAnyRankFailed } from '@fsdp-ts/checkpoint/internal';
+import { CheckpointError, type StreamedValues } from '@fsdp-ts/checkpoint';
+import { type OptimizerStateSource, throwIfAnyRankFailed } from '@fsdp-ts/checkpoint/internal';
 import type { ProcessGroup } from '@fsdp-ts/collectives';
 import type { OffloadedStateEntry, OptimizerStateOffload } from '@fsdp-ts/optim';
 import { FsdpError } from '../errors';
@@ -42,7 +42,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   #places: EntryPlace[] = [];
   /** Element offsets of the chunks in a slot: chunk c is [offsets[c], offsets[c + 1]). */
   #offsets: number[] = [0];
-  /** Two resident chunk buffers (shared memory: the reader thread fills one while the other is stepped). */
+  /** Two resident chunk buffers (shared memory: the I/O thread fills one while the other is stepped). */
   #resident: [Float32Array, Float32Array] = [new Float32Array(0), new Float32Array(0)];
   /** Which of the two `#buffersOf` and `#chunkView` use. */
   #active: 0 | 1 = 0;
@@ -53,6 +53,8 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   #failure: unknown;
   /** The chunk `#resident` holds outside a step (state dicts read entry by entry), or -1. */
   #cachedChunk = -1;
+  /** The optimizer attached (set by the model once `offloadState` succeeded), or null. */
+  optimizer: object | null = null;
 
   constructor(
     private readonly settings: OffloadSettings,
@@ -112,7 +114,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   }
 
   /**
-   * Starts verifying the current slot on the reader thread (disk), so the step's verification
+   * Starts verifying the current slot on the I/O thread (disk), so the step's verification
    * overlaps backward; FSDP calls it when a backward begins. Resets the statistics.
    */
   prefetch(): void {
@@ -152,7 +154,8 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     const store = this.#store!;
     let index = 0;
     try {
-      // Chunk c is stepped in buffer c mod 2 while the reader thread reads chunk c + 1 into the other.
+      // Chunk c is stepped in buffer c mod 2 while the I/O thread writes chunk c - 1 from the other
+      // buffer and then reads chunk c + 1 into it ([Note: offload I/O thread]: in that order).
       store.startRead(source, 0, this.#chunkView(0, 0));
       for (let chunk = 0; chunk < this.#chunkCount; chunk++) {
         const buffer = (chunk % 2) as 0 | 1;
@@ -164,8 +167,10 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
         for (; index < this.#places.length && this.#places[index]!.chunk === chunk; index++) {
           visit(index, this.#buffersOf(index));
         }
-        if (writes) store.write(this.#other, chunk, this.#chunkView(chunk, buffer));
+        // Written on the I/O thread while the next chunk steps ([Note: offload I/O thread]).
+        if (writes) store.startWrite(this.#other, chunk, this.#chunkView(chunk, buffer));
       }
+      if (writes) store.finishWrites();
     } catch (error) {
       store.drain();
       // The store's errors (a chunk that does not verify, a failed write) stop the pass; endStep
@@ -238,6 +243,76 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     this.#current = this.#other;
   }
 
+  /**
+   * [Note: offloaded state in checkpoints]
+   * A checkpoint of offloaded state holds no copy of it ([Note: streamed values] in
+   * @fsdp-ts/checkpoint). Saving: each buffer of each entry is streamed from the current slot
+   * through the first resident chunk buffer (the one the step uses; nothing else is allocated):
+   * the entry's chunk is read and verified (CRC-32) unless it is already there, and the writer
+   * gets a view of the entry's buffer in it. The writer visits entries shard by shard and buffer
+   * by buffer, so a chunk is read up to once per buffer name; memory stays one chunk.
+   * Loading ([Note: loads in batches]): after the ranks agree, chunk by chunk, the first resident
+   * buffer is zeroed (state the checkpoint lacks starts as zeros, as without offload), the
+   * checkpoint's values are read into views of it, and the chunk is written into the other slot;
+   * when every chunk is written the slot is flushed and becomes current ([Note: offload slots]).
+   * A load that fails part-way leaves the current slot as it was. Both are idle-only.
+   */
+  checkpointSource(): OptimizerStateSource {
+    return {
+      bufferNames: (index) => this.#places[index]!.names,
+      values: (index, name): StreamedValues => ({
+        length: this.#places[index]!.numel,
+        stream: (sink) => sink(this.#residentEntry(index, name)),
+      }),
+    };
+  }
+
+  /** The number of chunks in a slot (load batches). */
+  get chunkCount(): number {
+    return this.#offsets.length - 1;
+  }
+
+  /** Entry `index`'s chunk, its element count and buffer names. */
+  entry(index: number): { chunk: number; numel: number; names: readonly string[] } {
+    const { chunk, numel, names } = this.#places[index]!;
+    return { chunk, numel, names };
+  }
+
+  /** Before a load's agreement: allocates the slots (a full disk fails the load on every rank before anything changes). */
+  prepareLoad(): void {
+    this.#expect('idle', 'prepareLoad');
+    this.#store?.drain();
+    this.#cachedChunk = -1;
+    const allocation = this.#tryAllocate();
+    if (allocation !== undefined) throw allocation;
+  }
+
+  /** Where a load reads entry `index`'s buffer `name`: a view of the first resident buffer (valid in its chunk's batch). */
+  loadTarget(index: number, name: string): Float32Array {
+    this.#active = 0;
+    return this.#buffersOf(index).get(name)!;
+  }
+
+  /** Readies the first resident buffer for chunk `chunk` of a load: zeros. */
+  beginLoadChunk(chunk: number): void {
+    this.#expect('idle', 'beginLoadChunk');
+    this.#cachedChunk = -1;
+    this.#chunkView(chunk, 0).fill(0);
+  }
+
+  /** Writes what the load read for chunk `chunk` into the other slot. */
+  endLoadChunk(chunk: number): void {
+    this.#expect('idle', 'endLoadChunk');
+    this.#store!.write(this.#other, chunk, this.#chunkView(chunk, 0));
+  }
+
+  /** Every chunk was written: flushes the other slot, which becomes current. */
+  finishLoad(): void {
+    this.#expect('idle', 'finishLoad');
+    this.#store!.flush(this.#other);
+    this.#current = this.#other;
+  }
+
   /** Removes the files (the model is done with them). */
   release(): void {
     this.#store?.release();
@@ -250,6 +325,25 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
 
   get #other(): 0 | 1 {
     return this.#current === 0 ? 1 : 0;
+  }
+
+  /** Entry `index`'s buffer `name` in the current slot, as a view of the first resident buffer (idle). */
+  #residentEntry(index: number, name: string): Float32Array {
+    this.#expect('idle', 'checkpoint read');
+    const place = this.#places[index]!;
+    if (!this.#allocated) {
+      // Never stepped nor loaded: the state is zeros.
+      this.#cachedChunk = -1;
+      return this.#chunkView(place.chunk, 0).fill(0).subarray(0, place.numel);
+    }
+    if (this.#cachedChunk !== place.chunk) {
+      this.#cachedChunk = -1;
+      this.#store!.drain();
+      this.#readChunk(this.#current, place.chunk);
+      this.#cachedChunk = place.chunk;
+    }
+    this.#active = 0;
+    return this.#buffersOf(index).get(name)!;
   }
 
   #tryAllocate(): unknown {

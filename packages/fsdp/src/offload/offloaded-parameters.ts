@@ -30,7 +30,7 @@ export interface ShardPager {
  *     just before its all-gather and dropped when it completes.
  * Transitions: settle (resident → stored) when a forward begins: every shard written into the
  * other slot and flushed, every rank agrees, the slot switches and the shards are freed; then the
- * current slot is verified on the reader thread and every rank agrees, so a flipped byte is an
+ * current slot is verified on the I/O thread and every rank agrees, so a flipped byte is an
  * error on every rank before the step computes anything. makeResident (stored → resident) at the
  * end of every backward and before any idle method that touches the shards. A backward begins by
  * verifying the slot again (one agreement), so a byte changed after forward is an error on every
@@ -113,7 +113,7 @@ export class OffloadedParameters implements ShardPager {
     this.verify('verifying the offloaded parameters');
   }
 
-  /** Verifies every stored shard on the reader thread; every rank agrees (collective). */
+  /** Verifies every stored shard on the I/O thread; every rank agrees (collective). */
   verify(phase: string): void {
     if (this.#state !== 'stored') {
       this.agreeOnReads(phase);
