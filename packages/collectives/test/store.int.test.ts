@@ -7,7 +7,6 @@ import { storeTlsOptions } from '../src/auth/secure-socket.js';
 import { readEnvironment } from '../src/environment/read-environment.js';
 import { CollectiveError } from '../src/errors.js';
 import { openRendezvousStore } from '../src/store/open-rendezvous-store.js';
-import { PrefixStore } from '../src/store/prefix-store.js';
 import { connectStore, type StoreClient } from '../src/store/store-client.js';
 import { frame } from '../src/store/store-protocol.js';
 import { type StoreServer, startStoreServer } from '../src/store/store-server.js';
@@ -122,7 +121,13 @@ describe('Store', () => {
   it('isolates prefixes and sets keys when a client disconnects', async () => {
     const started = await server();
     const [first, second] = await Promise.all([client(started), client(started)]);
-    const prefixed = new PrefixStore('attempt-1/', first);
+    const prefixed = await connectStore({
+      host: started.host,
+      port: started.port,
+      secret: SECRET,
+      prefix: 'attempt-1/',
+    });
+    cleanups.push(() => prefixed.close());
     await prefixed.set('x', '1');
     expect(await first.check(['x'])).toBe(false);
     expect(text(await first.get('attempt-1/x'))).toBe('1');

@@ -58,3 +58,13 @@ export function resolveJobSecret(env: NodeJS.ProcessEnv = process.env): string |
   }
   return validateJobSecret(content.replace(/\r?\n$/, ''), `FSDP_JOB_SECRET_FILE=${file}`);
 }
+
+/** resolveJobSecret, or a CollectiveError (code 'auth') saying that `who` needs one shared by every host. */
+export function requireJobSecret(env: NodeJS.ProcessEnv, who: string): string {
+  const secret = resolveJobSecret(env);
+  if (secret !== undefined) return secret;
+  throw new CollectiveError(`${who} needs a job secret shared by every host.`, {
+    code: 'auth',
+    fix: 'set FSDP_JOB_SECRET (e.g. `export FSDP_JOB_SECRET=$(openssl rand -hex 32)` before srun) or FSDP_JOB_SECRET_FILE on every host.',
+  });
+}

@@ -2,13 +2,13 @@ import { lookup } from 'node:dns/promises';
 import { rmSync, writeFileSync } from 'node:fs';
 import { hostname, networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { resolveJobSecret } from '../auth/job-secret.js';
+import { requireJobSecret } from '../auth/job-secret.js';
 import { RendezvousClient, type RendezvousEvent } from '../elastic/rendezvous-client.js';
 import type { RoundAssignment } from '../elastic/rendezvous-messages.js';
 import { RendezvousServer } from '../elastic/rendezvous-server.js';
 import { RESTART_SIGNAL } from '../elastic/restart-request.js';
 import { localAddressRoutingTo } from '../environment/socket-address.js';
-import { CollectiveError } from '../errors.js';
+import type { CollectiveError } from '../errors.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
 import { describeRanks } from './failure-report.js';
 import type { ElasticOptions, LaunchOptions } from './launch-options.js';
@@ -60,13 +60,7 @@ class ElasticAgent {
         Array.from({ length: nprocPerNode }, (_, localRank) => localRank),
         false,
       );
-      const secret = resolveJobSecret(this.env);
-      if (secret === undefined) {
-        throw new CollectiveError('An elastic job needs a job secret shared by every launcher.', {
-          code: 'auth',
-          fix: 'set FSDP_JOB_SECRET (e.g. `export FSDP_JOB_SECRET=$(openssl rand -hex 32)`) or FSDP_JOB_SECRET_FILE on every host.',
-        });
-      }
+      const secret = requireJobSecret(this.env, 'An elastic job');
       ({ store, server } = await this.hostRendezvous(secret));
       const address = await localAddressRoutingTo(masterAddr, masterPort).catch(() => 'unknown address');
       const name = `${address} (${hostname()}, pid ${process.pid})`;

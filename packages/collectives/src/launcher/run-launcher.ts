@@ -1,4 +1,4 @@
-import { generateJobSecret, resolveJobSecret } from '../auth/job-secret.js';
+import { generateJobSecret, requireJobSecret, resolveJobSecret } from '../auth/job-secret.js';
 import { CollectiveError } from '../errors.js';
 import { connectStore, type StoreClient } from '../store/store-client.js';
 import { type StoreServer, startStoreServer } from '../store/store-server.js';
@@ -210,15 +210,8 @@ class Launcher {
   }
 
   private jobSecret(): string {
-    const secret = resolveJobSecret(this.env);
-    if (secret !== undefined) return secret;
-    if (this.options.nnodes > 1) {
-      throw new CollectiveError('A multi-node job needs a job secret shared by every node.', {
-        code: 'auth',
-        fix: 'set FSDP_JOB_SECRET (e.g. `export FSDP_JOB_SECRET=$(openssl rand -hex 32)` before srun) or FSDP_JOB_SECRET_FILE on every node.',
-      });
-    }
-    return generateJobSecret();
+    if (this.options.nnodes > 1) return requireJobSecret(this.env, 'A multi-node job');
+    return resolveJobSecret(this.env) ?? generateJobSecret();
   }
 
   private log(message: string): void {

@@ -87,7 +87,9 @@ class WorkerProcess {
           stopped: this.state === 'stopping',
         };
         this.state = 'exited';
-        this.killLeftovers();
+        // [Note: leftover processes] What the worker left running is still in its process group:
+        // SIGKILL it now, while no new process can have reused the pid as its group id.
+        this.signalGroup('SIGKILL');
         const cap = options.memoryCap;
         if (cap !== undefined) {
           exit.memory = {
@@ -123,27 +125,15 @@ class WorkerProcess {
 
   /** Sends `signal` to the worker's process group (a forwarded SIGINT or SIGTERM). */
   signal(signal: NodeJS.Signals): void {
-    if (this.state === 'exited' || this.child.pid === undefined) return;
-    try {
-      process.kill(-this.child.pid, signal);
-    } catch {
-      // Already gone: the 'exit' event is on its way.
-    }
+    if (this.state !== 'exited') this.signalGroup(signal);
   }
 
-  /**
-   * [Note: leftover processes] Processes a worker started and left running when it exited are
-   * still in its process group: SIGKILL them at once, so none outlives fsdp-run. Done right at
-   * the exit, while no new process can have reused the worker's pid as its group id (and a
-   * group that still has members keeps its id reserved).
-   */
-  private killLeftovers(): void {
+  /** `signal` to the worker's process group; ESRCH (the group is empty) is ignored. */
+  private signalGroup(signal: NodeJS.Signals): void {
     if (this.child.pid === undefined) return;
     try {
-      process.kill(-this.child.pid, 'SIGKILL');
-    } catch {
-      // ESRCH: the group is empty, nothing was left behind.
-    }
+      process.kill(-this.child.pid, signal);
+    } catch {}
   }
 
   /** SIGTERM (or `signal`), then SIGKILL after `gracePeriodMs`; resolves when it has exited. */
@@ -152,11 +142,7 @@ class WorkerProcess {
       this.state = 'stopping';
       this.signal(signal);
       const timer = setTimeout(() => {
-        if (this.child.pid !== undefined && this.child.exitCode === null && this.child.signalCode === null) {
-          try {
-            process.kill(-this.child.pid, 'SIGKILL');
-          } catch {}
-        }
+        if (this.child.exitCode === null && this.child.signalCode === null) this.signalGroup('SIGKILL');
       }, gracePeriodMs);
       const exit = await this.exited;
       clearTimeout(timer);

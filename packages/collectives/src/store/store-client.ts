@@ -24,7 +24,7 @@ export interface ConnectStoreOptions {
    * the default timeout of get and wait. Default 60 000.
    */
   timeoutMs?: number;
-  /** Prefix added to every key (see PrefixStore); readEnvironment's `storePrefix`. */
+  /** Prefix added to every key (torch's PrefixStore): readEnvironment's `storePrefix`. */
   prefix?: string;
 }
 
