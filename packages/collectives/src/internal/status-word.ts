@@ -11,14 +11,13 @@ export const PENDING = 0;
 export const SUCCEEDED = 1;
 export const FAILED = 2;
 
-/** The departure word's states ([Note: process exit] in communication-client.ts). */
+/** The departure word ([Note: process exit]). */
 export const STAYING = 0;
 export const DEPARTING = 1;
 export const DEPARTED = 2;
 
 const HEADER_BYTES = 8;
 const STATUS_BYTES = 4096;
-/** Status words carved from one SharedArrayBuffer before a new one is allocated. */
 const WORDS_PER_SLAB = 64;
 
 /**
@@ -101,10 +100,7 @@ export function readFailure(status: Int32Array): CollectiveError {
   return error;
 }
 
-/**
- * A CollectiveError of this copy of the package or of another: an engine module registered from
- * outside is bundled with its own copy of the class, so `instanceof` alone would miss it.
- */
+/** An outside engine module bundles its own copy of CollectiveError: `instanceof` alone misses it. */
 function asCollectiveError(error: unknown): CollectiveError | undefined {
   if (error instanceof CollectiveError) return error;
   const looksLikeOne =

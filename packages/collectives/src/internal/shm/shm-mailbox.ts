@@ -18,22 +18,17 @@ function elementBytes(dtype: CollectiveDtype): number {
   return dtype === 'bfloat16' ? 2 : 4;
 }
 
-/**
- * Elements of this rank's contribution to a collective: what it must make visible to its peers.
- * A pure function of the header, so ranks that agree on the header agree on the path too.
- */
+/** A function of the header, so ranks that agree on it agree on the path. */
 function contributionElements(header: OpHeader, size: number): number {
   if (header.kind === 'reduceScatter') return header.count * size;
   if (header.kind === 'barrier') return 0;
   return header.count;
 }
 
-/** Whether this op's contribution travels in the mailbox ([Note: shm mailbox]) rather than a port. */
 export function travelsInline(header: OpHeader, size: number): boolean {
   return contributionElements(header, size) * elementBytes(header.dtype) <= INLINE_BYTES;
 }
 
-/** Writes this rank's header (and, inline, its contribution) into its mailbox for `header.seq`. */
 export function writeMailbox(
   control: Int32Array,
   rank: number,
@@ -63,19 +58,17 @@ export function writeMailbox(
 /** The kind word of a mailbox that holds a failure notice instead of a header ([Note: failure agreement]). */
 const NOTICE_KIND = 100;
 
-/** Marks this rank's mailbox for `seq` as holding a failure notice (the notice itself goes over the ports). */
+/** The notice itself goes over the ports. */
 export function writeNoticeMailbox(control: Int32Array, rank: number, size: number, seq: number): void {
   const slot = mailboxSlot(rank, size, seq);
   control[slot] = seq;
   control[slot + 1] = NOTICE_KIND;
 }
 
-/** Whether `rank` posted a failure notice for `seq` (after its posted slot reached `seq`). */
 export function postedNotice(control: Int32Array, rank: number, size: number, seq: number): boolean {
   return control[mailboxSlot(rank, size, seq) + 1] === NOTICE_KIND;
 }
 
-/** The header `rank` posted for op `seq` (after its posted slot reached `seq`). */
 export function readHeader(control: Int32Array, rank: number, size: number, seq: number): OpHeader {
   const slot = mailboxSlot(rank, size, seq);
   return {
@@ -90,7 +83,6 @@ export function readHeader(control: Int32Array, rank: number, size: number, seq:
   };
 }
 
-/** A view of `rank`'s inline contribution to the op `header` describes (every rank's header agrees). */
 export function readContribution(
   control: Int32Array,
   rank: number,
@@ -122,7 +114,6 @@ function contribution(control: Int32Array, slot: number, header: OpHeader, size:
 export const ABORT_SLOT = 0;
 export const COMPLETION_WAKE = 1;
 export const MAILBOX_HEADER_WORDS = 8;
-/** The largest contribution (bytes per rank) an op carries in the mailbox instead of a port. */
 export const INLINE_BYTES = 4096;
 export const MAILBOX_WORDS = MAILBOX_HEADER_WORDS + INLINE_BYTES / 4;
 
@@ -142,7 +133,6 @@ export function postedSlot(rank: number, size: number): number {
   return 2 + 2 * size + rank;
 }
 
-/** The first word of `rank`'s mailbox for the op numbered `seq`. */
 export function mailboxSlot(rank: number, size: number, seq: number): number {
   return 2 + 3 * size + (2 * rank + (seq & 1)) * MAILBOX_WORDS;
 }

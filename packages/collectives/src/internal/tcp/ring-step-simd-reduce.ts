@@ -43,10 +43,9 @@ export function simdReduceStep(
     ];
   const inputBytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
   const floatSum = floats && (plan.reduceOp === 'sum' || plan.reduceOp === 'avg');
-  // [Note: blas reduce steps] in native-blas.ts: the sums are added in place in the work array.
+  // [Note: blas reduce steps]
   const blas = floatSum ? native?.add : undefined;
   if (floatSum) countReduceStep(native?.counts, blas === undefined ? 'simd' : 'blas');
-  // An average's division as an exact BLAS scale ([Note: blas reduce steps]).
   const scaleBy =
     blas !== undefined && step.averageOver !== undefined && scalesExactly(step.averageOver)
       ? 1 / step.averageOver
