@@ -1,5 +1,18 @@
 import type { CollectiveBuffer, CollectiveDtype, CollectiveKind, ReduceOp } from '../types.js';
 
+/** The values of an op's fields in the order their wire and mailbox codes number them. */
+export const OP_KINDS: readonly CollectiveKind[] = [
+  'allReduce',
+  'allGather',
+  'reduceScatter',
+  'broadcast',
+  'barrier',
+  'send',
+  'recv',
+];
+export const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
+export const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
+
 /** One op for the communication worker; buffers are views over SharedArrayBuffers. */
 export interface OpMessage {
   type: 'op';

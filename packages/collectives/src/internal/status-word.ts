@@ -89,16 +89,11 @@ export function readFailure(status: Int32Array): CollectiveError {
     });
   }
   const error = new CollectiveError(parsed.message, { code: parsed.code });
-  Object.assign(error, {
-    op: parsed.op,
-    rank: parsed.rank,
-    peer: parsed.peer,
-    expected: parsed.expected,
-    actual: parsed.actual,
-    fix: parsed.fix,
-  });
+  for (const field of DETAILS) Object.assign(error, { [field]: parsed[field] });
   return error;
 }
+
+const DETAILS = ['op', 'rank', 'peer', 'expected', 'actual', 'fix'] as const;
 
 /** An outside engine module bundles its own copy of CollectiveError: `instanceof` alone misses it. */
 function asCollectiveError(error: unknown): CollectiveError | undefined {
@@ -114,12 +109,8 @@ function serializeError(thrown: unknown): SerializedError {
   const error = asCollectiveError(thrown);
   if (error !== undefined) {
     const result: SerializedError = { message: error.message, code: error.code };
-    if (error.op !== undefined) result.op = error.op;
-    if (error.rank !== undefined) result.rank = error.rank;
-    if (error.peer !== undefined) result.peer = error.peer;
-    if (error.expected !== undefined) result.expected = error.expected;
-    if (error.actual !== undefined) result.actual = error.actual;
-    if (error.fix !== undefined) result.fix = error.fix;
+    for (const field of DETAILS)
+      if (error[field] !== undefined) Object.assign(result, { [field]: error[field] });
     return result;
   }
   const message = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);

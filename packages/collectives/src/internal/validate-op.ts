@@ -1,7 +1,6 @@
 import { CollectiveError } from '../errors.js';
 import type { CollectiveBuffer, CollectiveDtype, CollectiveKind, ReduceOp } from '../types.js';
-
-const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
+import { REDUCE_OPS } from './op-message.js';
 
 type Caller = CollectiveKind | 'newGroup';
 

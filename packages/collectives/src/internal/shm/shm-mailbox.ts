@@ -1,18 +1,6 @@
-import type { CollectiveBuffer, CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
+import type { CollectiveBuffer, CollectiveDtype } from '../../types.js';
 import type { OpHeader } from '../engine/engine-base.js';
-import type { OpMessage } from '../op-message.js';
-
-const KINDS: readonly CollectiveKind[] = [
-  'allReduce',
-  'allGather',
-  'reduceScatter',
-  'broadcast',
-  'barrier',
-  'send',
-  'recv',
-];
-const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
-const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
+import { DTYPES, OP_KINDS, type OpMessage, REDUCE_OPS } from '../op-message.js';
 
 function elementBytes(dtype: CollectiveDtype): number {
   return dtype === 'bfloat16' ? 2 : 4;
@@ -47,7 +35,7 @@ export function writeMailbox(
     if (source !== null && source.length > 0) contribution(control, slot, header, size).set(source as never);
   }
   control[slot] = header.seq;
-  control[slot + 1] = KINDS.indexOf(header.kind);
+  control[slot + 1] = OP_KINDS.indexOf(header.kind);
   control[slot + 2] = DTYPES.indexOf(header.dtype);
   control[slot + 3] = REDUCE_OPS.indexOf(header.reduceOp);
   control[slot + 4] = header.root;
@@ -73,7 +61,7 @@ export function readHeader(control: Int32Array, rank: number, size: number, seq:
   const slot = mailboxSlot(rank, size, seq);
   return {
     seq: control[slot]!,
-    kind: KINDS[control[slot + 1]!] ?? 'barrier',
+    kind: OP_KINDS[control[slot + 1]!] ?? 'barrier',
     dtype: DTYPES[control[slot + 2]!] ?? 'float32',
     wireDtype: 'float32',
     reduceOp: REDUCE_OPS[control[slot + 3]!] ?? 'sum',

@@ -1,6 +1,7 @@
 import { CollectiveError } from '../../errors.js';
-import type { CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
+import type { CollectiveKind } from '../../types.js';
 import type { FailureNotice, OpHeader } from '../engine/engine-base.js';
+import { DTYPES, OP_KINDS, REDUCE_OPS } from '../op-message.js';
 
 /**
  * [Note: op header] Before any payload, every op puts a 32-byte little-endian header on each
@@ -21,19 +22,8 @@ import type { FailureNotice, OpHeader } from '../engine/engine-base.js';
 export const HEADER_BYTES = 32;
 const MAGIC = 0x50445346;
 
-const KINDS: readonly (CollectiveKind | 'invalid')[] = [
-  'invalid',
-  'allReduce',
-  'allGather',
-  'reduceScatter',
-  'broadcast',
-  'barrier',
-  'send',
-  'recv',
-];
-const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
+const KINDS: readonly (CollectiveKind | 'invalid')[] = ['invalid', ...OP_KINDS];
 const WIRES: readonly ('float32' | 'bfloat16')[] = ['float32', 'bfloat16'];
-const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
 const ABORT_KIND = 255;
 const LOSS_KIND = 254;
 const FAILURE_KIND = 253;
@@ -70,6 +60,15 @@ export function abortMessageIn(bytes: Buffer): string | undefined {
   const length = abortMessageLength(bytes);
   if (length === undefined || bytes.length < HEADER_BYTES + length) return undefined;
   return bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + length);
+}
+
+/** The message of a complete abort or failure notice at the start of a closed connection's unread bytes. */
+export function noticeMessageIn(bytes: Buffer, peer: number): string | undefined {
+  try {
+    return abortMessageIn(bytes) ?? failureNoticeIn(bytes, peer)?.message;
+  } catch {
+    return undefined;
+  }
 }
 
 export function encodeFailureNotice(notice: FailureNotice): Buffer {

@@ -7,7 +7,7 @@ import {
 } from '@fsdp-ts/kernels';
 import { countReduceStep, type NativeReduce } from './native-blas.js';
 import type { IncomingStep, RingPlan, StepConsumer } from './ring.js';
-import { feedRegion, type StepProgress } from './ring-steps.js';
+import { regionStep, type StepProgress } from './ring-steps.js';
 
 /**
  * [Note: simd reduce steps] Incoming bytes land in the WebAssembly SIMD kernel's input region
@@ -50,12 +50,7 @@ export function simdReduceStep(
     blas !== undefined && step.averageOver !== undefined && scalesExactly(step.averageOver)
       ? 1 / step.averageOver
       : undefined;
-  let pending = 0;
-  const advance = (count: number): void => {
-    pending += count;
-    const whole = Math.floor(pending / elementBytes);
-    if (whole === 0) return;
-    const position = progress.position;
+  const apply = (position: number, whole: number): void => {
     const target = work.subarray(position, position + whole);
     if (blas !== undefined) {
       const incoming = views.inputFloats.subarray(0, whole);
@@ -74,17 +69,6 @@ export function simdReduceStep(
     if (scaleBy !== undefined) blas!.scale(target as Float32Array, scaleBy);
     else step.finish?.(target);
     progress.writeFinal(target);
-    progress.advance(whole);
-    const used = whole * elementBytes;
-    if (pending > used) inputBytes.copyWithin(0, used, pending);
-    pending -= used;
-    if (progress.batchDue()) progress.flush();
   };
-  return {
-    bytes: (step.end - step.start) * elementBytes,
-    consume: (chunk) => feedRegion(chunk, inputBytes, () => pending, advance),
-    end: () => progress.flush(),
-    target: () => inputBytes.subarray(pending),
-    advance,
-  };
+  return regionStep(step, progress, inputBytes, elementBytes, apply);
 }

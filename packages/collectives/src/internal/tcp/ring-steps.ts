@@ -83,7 +83,7 @@ export async function runRingSteps(
   }
 }
 
-/** Steps the faster kinds do not take: whole elements from a (realigned) view, a partial one carried over. */
+/** Steps the faster kinds do not take, applied from the scratch's receive region. */
 export function generalStep(
   plan: RingPlan,
   step: IncomingStep,
@@ -93,11 +93,9 @@ export function generalStep(
 ): StepConsumer {
   const { work } = plan;
   const base = step.mode === 'reduce' ? plan.base : undefined;
-  const carry = new Uint8Array(4);
-  let carryLength = 0;
-  const apply = (buffer: ArrayBufferLike, byteOffset: number, length: number): void => {
-    const position = progress.position;
-    const incoming = typedView(work, step.wire, buffer, byteOffset, length);
+  const region = scratch.receiveRegion();
+  const apply = (position: number, length: number): void => {
+    const incoming = typedView(work, step.wire, region.buffer, region.byteOffset, length);
     const target = work.subarray(position, position + length);
     if (base !== undefined) {
       const own = base.subarray(position, position + length) as AccumulatorArray;
@@ -137,34 +135,8 @@ export function generalStep(
     else target.set(incoming as never);
     step.finish?.(target);
     progress.writeFinal(target);
-    progress.advance(length);
-    if (progress.batchDue()) progress.flush();
   };
-  const consume = (chunk: Uint8Array): void => {
-    let offset = 0;
-    if (carryLength > 0) {
-      const take = Math.min(elementBytes - carryLength, chunk.length);
-      carry.set(chunk.subarray(0, take), carryLength);
-      carryLength += take;
-      offset = take;
-      if (carryLength < elementBytes) return;
-      apply(scratch.alignedCopy(carry.subarray(0, elementBytes)), 0, 1);
-      carryLength = 0;
-    }
-    const whole = Math.floor((chunk.length - offset) / elementBytes);
-    if (whole > 0) {
-      const byteOffset = chunk.byteOffset + offset;
-      const bytes = whole * elementBytes;
-      if (byteOffset % elementBytes === 0) apply(chunk.buffer, byteOffset, whole);
-      else apply(scratch.alignedCopy(chunk.subarray(offset, offset + bytes)), 0, whole);
-      offset += bytes;
-    }
-    if (offset < chunk.length) {
-      carry.set(chunk.subarray(offset), 0);
-      carryLength = chunk.length - offset;
-    }
-  };
-  return { bytes: (step.end - step.start) * elementBytes, consume, end: () => progress.flush() };
+  return regionStep(step, progress, region, elementBytes, apply);
 }
 
 function typedView(
@@ -230,12 +202,7 @@ export function bfloat16KernelStep(
     if (encoded === null) progress.flush();
     else progress.flushEncoded(encoded);
   };
-  let pending = 0;
-  const advance = (count: number): void => {
-    pending += count;
-    const whole = Math.floor(pending / 2);
-    if (whole === 0) return;
-    const position = progress.position;
+  const apply = (position: number, whole: number): void => {
     if (!copy) {
       views.outputFloats.set(own.subarray(position, position + whole));
       kernels.addRound(whole, shift);
@@ -249,18 +216,8 @@ export function bfloat16KernelStep(
       if (final !== undefined) final.array.set(floats, position - final.offset);
       else work.subarray(position, position + whole).set(floats);
     }
-    progress.advance(whole);
-    if (pending > whole * 2) inputBytes.copyWithin(0, whole * 2, pending);
-    pending -= whole * 2;
-    if (progress.batchDue()) flushEncoded();
   };
-  return {
-    bytes: (step.end - step.start) * 2,
-    consume: (chunk) => feedRegion(chunk, inputBytes, () => pending, advance),
-    end: flushEncoded,
-    target: () => inputBytes.subarray(pending),
-    advance,
-  };
+  return regionStep(step, progress, inputBytes, 2, apply, flushEncoded);
 }
 
 /** A copy step whose bytes travel as stored: they land in place (a native receive writes them there). */
@@ -297,20 +254,46 @@ export function wireBytes(work: WorkArray, wire: Wire): number {
   return wire === 'bfloat16' ? 2 : work.BYTES_PER_ELEMENT;
 }
 
-/** Feeds `chunk` into a kernel's receive region after its `filled()` bytes, `advance` applying them, until used up. */
-export function feedRegion(
-  chunk: Uint8Array,
+/**
+ * A step whose bytes land in `region` (a kernel's input, or the scratch's receive region; a
+ * native receive writes there, see `target`) and `apply` takes whole elements from its front at
+ * the step's position; a partial element waits there for its other bytes.
+ */
+export function regionStep(
+  step: IncomingStep,
+  progress: StepProgress,
   region: Uint8Array,
-  filled: () => number,
-  advance: (bytes: number) => void,
-): void {
-  let rest = chunk;
-  while (rest.length > 0) {
-    const take = Math.min(rest.length, region.length - filled());
-    region.set(rest.subarray(0, take), filled());
-    advance(take);
-    rest = rest.subarray(take);
-  }
+  elementBytes: number,
+  apply: (position: number, elements: number) => void,
+  end: () => void = () => progress.flush(),
+): StepConsumer {
+  let pending = 0;
+  const advance = (count: number): void => {
+    pending += count;
+    const whole = Math.floor(pending / elementBytes);
+    if (whole === 0) return;
+    apply(progress.position, whole);
+    progress.advance(whole);
+    const used = whole * elementBytes;
+    if (pending > used) region.copyWithin(0, used, pending);
+    pending -= used;
+    if (progress.batchDue()) end();
+  };
+  const consume = (chunk: Uint8Array): void => {
+    for (let rest = chunk; rest.length > 0; ) {
+      const take = Math.min(rest.length, region.length - pending);
+      region.set(rest.subarray(0, take), pending);
+      advance(take);
+      rest = rest.subarray(take);
+    }
+  };
+  return {
+    bytes: (step.end - step.start) * elementBytes,
+    consume,
+    end,
+    target: () => region.subarray(pending),
+    advance,
+  };
 }
 
 /**

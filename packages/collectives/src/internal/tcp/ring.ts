@@ -41,9 +41,9 @@ export interface RingPlan {
   steps: IncomingStep[];
 }
 
-/** One engine's reusable memory: aligned copies of incoming chunks, outgoing bfloat16. */
+/** One engine's reusable memory: the general steps' receive region, outgoing bfloat16. */
 export class RingScratch {
-  private aligned = new ArrayBuffer(1 << 16);
+  private region: Uint8Array | undefined;
   private decoded = new Float32Array(1 << 14);
   private staging = new Uint16Array(0);
   private stagingUsed = 0;
@@ -66,10 +66,10 @@ export class RingScratch {
     return view;
   }
 
-  alignedCopy(bytes: Uint8Array): ArrayBuffer {
-    if (this.aligned.byteLength < bytes.length) this.aligned = new ArrayBuffer(bytes.length * 2);
-    new Uint8Array(this.aligned, 0, bytes.length).set(bytes);
-    return this.aligned;
+  /** Where general steps receive (one step runs at a time), as large as a native receive. */
+  receiveRegion(): Uint8Array {
+    this.region ??= new Uint8Array(1 << 20);
+    return this.region;
   }
 
   floats(length: number): Float32Array {

@@ -11,12 +11,11 @@ import {
 } from '../engine/engine-base.js';
 import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
 import {
-  abortMessageIn,
   encodeAbortFrame,
   encodeFailureNotice,
   encodeGoodbye,
-  failureNoticeIn,
   MAX_EAGER_BYTES,
+  noticeMessageIn,
 } from './frame-header.js';
 import { engineReduce } from './native-blas.js';
 import { NativeOpPath } from './native-op.js';
@@ -226,8 +225,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
 
   private peerLost(link: PeerLink, error: CollectiveError): void {
     // An aborting or disagreeing peer wrote its notice before closing: it may wait unread.
-    const unread = link.unreadBytes();
-    const notice = abortMessageIn(unread) ?? failureMessageIn(unread, link.peer);
+    const notice = noticeMessageIn(link.unreadBytes(), link.peer);
     if (notice !== undefined) this.blame.settle(this.peerAborted(link.peer, notice));
     else if (!this.isBroken()) this.blame.report({ link, error });
     this.failure.lossSeen();
@@ -304,14 +302,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
       });
     }
     await this.frames.receive(link, op.output!);
-  }
-}
-
-function failureMessageIn(unread: Buffer, peer: number): string | undefined {
-  try {
-    return failureNoticeIn(unread, peer)?.message;
-  } catch {
-    return undefined;
   }
 }
 
