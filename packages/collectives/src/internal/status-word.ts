@@ -12,7 +12,6 @@ export const SUCCEEDED = 1;
 export const FAILED = 2;
 
 /** The departure word ([Note: process exit]). */
-export const STAYING = 0;
 export const DEPARTING = 1;
 export const DEPARTED = 2;
 

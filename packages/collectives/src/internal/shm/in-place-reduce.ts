@@ -1,4 +1,3 @@
-import type { ReduceKernelName } from '@fsdp-ts/kernels';
 import {
   finishAverage,
   inPlaceBfloat16Kernels,
@@ -8,6 +7,7 @@ import {
 } from '@fsdp-ts/kernels';
 import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
 import { isArenaBuffer, reserve, type SharedMemory } from './shm-arena.js';
+import { kernelName } from './shm-reduce.js';
 
 /** The accumulator's block stays in L2 between its reduction and its copies out. */
 export const IN_PLACE_BLOCK = 32_768;
@@ -223,9 +223,4 @@ function safeAliasing(
 
 function same(a: CollectiveBuffer, b: CollectiveBuffer): boolean {
   return a.byteOffset === b.byteOffset && a.byteLength === b.byteLength;
-}
-
-function kernelName(floats: boolean, op: ReduceOp): ReduceKernelName {
-  const reduction = op === 'max' ? 'max' : op === 'min' ? 'min' : 'sum';
-  return `${reduction}${floats ? 'Float' : 'Int'}`;
 }

@@ -120,7 +120,8 @@ function reduceBfloat16(
   }
 }
 
-function kernelName(floats: boolean, op: ReduceOp): ReduceKernelName {
+/** The SIMD kernel of `op` over floats or ints (avg sums, then divides). */
+export function kernelName(floats: boolean, op: ReduceOp): ReduceKernelName {
   const reduction = op === 'max' ? 'max' : op === 'min' ? 'min' : 'sum';
   return `${reduction}${floats ? 'Float' : 'Int'}`;
 }

@@ -5,6 +5,7 @@ import {
   type ReduceKernels,
   scalesExactly,
 } from '@fsdp-ts/kernels';
+import { kernelName } from '../shm/shm-reduce.js';
 import { countReduceStep, type NativeReduce } from './native-blas.js';
 import type { IncomingStep, RingPlan, StepConsumer } from './ring.js';
 import { regionStep, type StepProgress } from './ring-steps.js';
@@ -37,10 +38,7 @@ export function simdReduceStep(
   const views = kernels.at(shift);
   const input = floats ? views.inputFloats : views.inputInts;
   const accumulator = floats ? views.accumulatorFloats : views.accumulatorInts;
-  const reduce =
-    kernels.reduce[
-      `${plan.reduceOp === 'max' ? 'max' : plan.reduceOp === 'min' ? 'min' : 'sum'}${floats ? 'Float' : 'Int'}`
-    ];
+  const reduce = kernels.reduce[kernelName(floats, plan.reduceOp)];
   const inputBytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
   const floatSum = floats && (plan.reduceOp === 'sum' || plan.reduceOp === 'avg');
   // [Note: blas reduce steps]

@@ -14,7 +14,7 @@ import {
   reducePair,
   SIMD_BLOCK,
 } from '@fsdp-ts/kernels';
-import type { ReduceOp } from '../../types.js';
+import { kernelName } from '../shm/shm-reduce.js';
 import type { NativeReduce } from './native-blas.js';
 import type { PeerLink } from './peer-link.js';
 import {
@@ -102,7 +102,7 @@ export function generalStep(
       const wireKernels = step.wire === 'bfloat16' && work instanceof Float32Array ? reduceKernels() : null;
       if (wireKernels !== null) {
         // bfloat16 partial sums decoded into the SIMD kernel's input, reduced with this rank's own.
-        const reduce = wireKernels.reduce[floatKernelName(plan.reduceOp)];
+        const reduce = wireKernels.reduce[kernelName(true, plan.reduceOp)];
         for (let done = 0; done < length; done += REDUCE_BLOCK) {
           const count = Math.min(REDUCE_BLOCK, length - done);
           decodeBfloat16(
@@ -149,10 +149,6 @@ function typedView(
   if (wire === 'bfloat16' || work instanceof Uint16Array) return new Uint16Array(buffer, byteOffset, length);
   if (work instanceof Int32Array) return new Int32Array(buffer, byteOffset, length);
   return new Float32Array(buffer, byteOffset, length);
-}
-
-function floatKernelName(reduceOp: ReduceOp): 'sumFloat' | 'maxFloat' | 'minFloat' {
-  return reduceOp === 'max' ? 'maxFloat' : reduceOp === 'min' ? 'minFloat' : 'sumFloat';
 }
 
 /**
