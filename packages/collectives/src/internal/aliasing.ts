@@ -14,17 +14,12 @@ import { isArenaBuffer, type SharedMemory } from './shm/shm-arena.js';
  */
 export type Aliasing = 'separate' | 'in place' | 'overlap';
 
-/** Whether two views are over the same memory, so that their byte offsets compare. */
 export function sameMemory(a: CollectiveBuffer, b: CollectiveBuffer, arena: SharedMemory | null): boolean {
   if (a.buffer === b.buffer) return true;
   return arena !== null && isArenaBuffer(arena, a.buffer) && isArenaBuffer(arena, b.buffer);
 }
 
-/**
- * How `part` (all-gather's input, reduce-scatter's output: one block) relates to `whole` (the
- * other buffer: `size` blocks): in place when it is exactly block `rank` of it, separate when the
- * two share no byte, an overlap otherwise.
- */
+/** `part` (one block) against `whole` (`size` blocks): in place when it is exactly block `rank`. */
 export function blockAliasing(
   whole: CollectiveBuffer,
   part: CollectiveBuffer,
@@ -38,10 +33,6 @@ export function blockAliasing(
   return part.byteOffset === whole.byteOffset + rank * part.byteLength ? 'in place' : 'overlap';
 }
 
-/**
- * Refuses an all-gather or reduce-scatter whose input and output overlap without the op being
- * exactly in place ([Note: in-place all-gather and reduce-scatter]); returns the aliasing.
- */
 export function checkAliasing(
   kind: 'allGather' | 'reduceScatter',
   rank: number,

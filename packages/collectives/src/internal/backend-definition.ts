@@ -4,24 +4,22 @@ import type { EngineInit, EngineModule } from './engine/engine-base.js';
 
 /** What every group has, whatever its backend. */
 export interface GroupIdentity {
-  /** The backend's registered name. */
   backend: string;
   rank: number;
   size: number;
-  /** Unique name of the group (store key prefix, broker key, ...). */
+  /** Unique name of the group (store key prefix, broker key). */
   key: string;
   /** World rank of each group rank. */
   worldRanks: number[];
-  /** Default timeout of set-up and of every op, in milliseconds. */
   timeoutMs: number;
 }
 
-/** A group's identity and its backend's settings (resolved once for the world, inherited by sub-groups). */
+/** Identity and backend settings (resolved once for the world, inherited by sub-groups). */
 export interface GroupSetup<Config = unknown> extends GroupIdentity {
   config: Config;
 }
 
-/** A resource a world group closes on destroy (the rendezvous store's client and server). */
+/** Closed with the world group (the store's client and server). */
 export interface OwnedResource {
   close(): Promise<void>;
 }
@@ -45,15 +43,12 @@ export interface BackendDefinition<Config = unknown> {
     identity: GroupIdentity,
     owned: OwnedResource[],
   ): Promise<Config>;
-  /** Starts this rank's communication worker for one group and resolves once every peer is connected. */
+  /** Starts the group's communication worker; resolves once every peer is connected. */
   start(setup: GroupSetup<Config>): Promise<CommunicationClient>;
-  /** The engine module, imported inside the communication worker (backends of this package). */
+  /** Imported inside the communication worker (backends of this package). */
   loadEngine?: () => Promise<EngineModule>;
-  /** URL of a module exporting `createEngine` (backends registered from outside this package). */
+  /** A module exporting `createEngine` (backends registered from outside). */
   engineModule?: URL;
-  /**
-   * Wakes this rank's communication worker if it is blocked in the transport, after the group
-   * set `init.abort[0]` to 1 on destroy (shm: it waits in Atomics.wait on a doorbell).
-   */
+  /** Wakes a worker blocked in the transport after destroy set `init.abort[0]` (shm: a doorbell). */
   abort(init: EngineInit): void;
 }

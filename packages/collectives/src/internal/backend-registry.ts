@@ -4,11 +4,7 @@ import type { BackendDefinition } from './backend-definition.js';
 import { shmBackend } from './shm/shm-backend.js';
 import { tcpBackend } from './tcp/tcp-backend.js';
 
-/**
- * The one place backends are registered ([Note: backend definition]). The package's own are
- * listed here; `registerBackend` adds one from outside (the test suite's loopback backend), on
- * the thread that creates its groups.
- */
+/** [Note: backend definition]; `registerBackend` adds one from outside, on the thread creating its groups. */
 const backends = new Map<string, BackendDefinition<never>>([
   [tcpBackend.name, tcpBackend as BackendDefinition<never>],
   [shmBackend.name, shmBackend as BackendDefinition<never>],
@@ -35,7 +31,6 @@ export function registerBackend<Config>(definition: BackendDefinition<Config>): 
   backends.set(definition.name, definition as BackendDefinition<never>);
 }
 
-/** The backend registered under `name`; a CollectiveError naming the registered ones otherwise. */
 export function findBackend(name: string, rank?: number): BackendDefinition<unknown> {
   const definition = backends.get(name);
   if (definition === undefined) {
@@ -50,7 +45,6 @@ export function findBackend(name: string, rank?: number): BackendDefinition<unkn
   return definition as BackendDefinition<unknown>;
 }
 
-/** Names of every registered backend, the package's own first. */
 export function registeredBackends(): string[] {
   return [...backends.keys()];
 }

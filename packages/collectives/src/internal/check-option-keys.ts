@@ -3,11 +3,7 @@ import { CollectiveError } from '../errors.js';
 import type { InitProcessGroupOptions } from '../init-process-group.js';
 import type { BroadcastOptions, OpOptions, ReduceOptions, WireOptions } from '../types.js';
 
-/**
- * Throws CollectiveError('unknown-option') for a key outside `known` (see [Note: option keys] in
- * @fsdp-ts/errors). Main thread only: options are checked where they are given, before the
- * communication worker sees them.
- */
+/** [Note: option keys] in @fsdp-ts/errors; main thread only, before the worker sees them. */
 export const checkCollectiveOptionKeys = optionKeysCheck(
   (message, details) => new CollectiveError(message, { ...details, code: 'unknown-option' }),
 );
@@ -17,7 +13,6 @@ const wireKeys = { ...opKeys, wireDtype: true } as const satisfies OptionKeys<Op
 const reduceKeys = { ...wireKeys, op: true } as const satisfies OptionKeys<ReduceOptions>;
 const broadcastKeys = { ...wireKeys, root: true } as const satisfies OptionKeys<BroadcastOptions>;
 
-/** The keys of each op's options ([Note: option keys] in @fsdp-ts/errors). */
 export const opOptionKeys = {
   allReduce: reduceKeys,
   allGather: wireKeys,
@@ -38,7 +33,6 @@ export const torchOpNames: ForeignNames = {
   reduceOp: "op here: 'sum' | 'avg' | 'max' | 'min'",
 };
 
-/** The keys of InitProcessGroupOptions ([Note: option keys] in @fsdp-ts/errors). */
 const initProcessGroupOptionKeys = {
   backend: true,
   rank: true,
@@ -63,7 +57,6 @@ const pytorchInitNames: ForeignNames = {
   device_id: 'no equivalent: collectives move CPU buffers; remove it',
 };
 
-/** Throws CollectiveError('unknown-option') for a key InitProcessGroupOptions does not declare. */
 export function checkInitProcessGroupOptions(options: unknown): void {
   checkCollectiveOptionKeys('initProcessGroup', options, initProcessGroupOptionKeys, pytorchInitNames);
 }

@@ -16,11 +16,10 @@ const queue: OpMessage[] = [];
 let running = false;
 let current: OpMessage | undefined;
 let destroying = false;
-/** The process is ending normally ([Note: process exit] in communication-client.ts). */
+/** [Note: process exit] */
 let departing = false;
 let engine: Engine;
 
-/** The backend's engine: built-in ones by name, others from the module the main thread named. */
 async function createEngine(): Promise<Engine> {
   const module: EngineModule =
     init.engineModule === undefined
@@ -50,8 +49,7 @@ async function drain(): Promise<void> {
 
 async function shutDown(): Promise<void> {
   try {
-    // Nothing left to run (destroy of an idle group): a goodbye first, so peers still finishing
-    // the last op read all of it ([Note: clean departure] in tcp/peer-link.ts).
+    // An idle group's destroy says goodbye first ([Note: clean departure]).
     if (queue.length === 0 && current === undefined) await engine.depart?.();
     await engine.close();
   } finally {
@@ -60,10 +58,8 @@ async function shutDown(): Promise<void> {
   }
 }
 
-/** Every queued op ran: say goodbye, then tell the main thread, blocked at process exit. */
 async function depart(): Promise<void> {
   try {
-    // An engine that never started has no one to say goodbye to.
     if (engine !== undefined) await engine.depart?.();
   } catch {
     // The process is ending: a goodbye that cannot be written leaves peers to see a loss.
@@ -89,7 +85,6 @@ port.on('message', (message: MainToWorkerMessage) => {
       void drain();
     } else if (message.type === 'destroy') {
       destroying = true;
-      // tcp: closing the sockets fails the running op at once instead of at its timeout.
       if (running) void engine.close();
       else void shutDown();
     } else if (message.type === 'depart') {

@@ -22,7 +22,6 @@ type ClientState = 'starting' | 'ready' | 'destroying' | 'destroyed';
  */
 const EXIT_FLUSH_MS = 30_000;
 
-/** Every client not destroyed yet, for the 'exit' hook. */
 const liveClients = new Set<CommunicationClient>();
 let exitHookInstalled = false;
 
@@ -42,24 +41,16 @@ function installExitHook(): void {
 interface WorkerReply {
   type: string;
   port?: number;
-  /** tcp: the abstract socket name the worker also listens on ([Note: local peer sockets]). */
+  /** tcp: [Note: local peer sockets]. */
   localName?: string;
   message?: string;
 }
 
-/**
- * The main thread's side of one communication worker: starts it, hands it ops, and joins it on
- * destroy. If the worker dies, every op still pending is failed from here, so no waiter hangs
- * (see [Note: status word]).
- */
+/** The main thread's side of one communication worker; if it dies, pending ops fail from here. */
 export class CommunicationClient {
   private state: ClientState = 'starting';
-  /**
-   * Every op posted whose outcome no caller has seen yet, unless it succeeded: its status word
-   * and description ([Note: process exit] reports the rest).
-   */
+  /** Ops whose outcome no caller saw yet, unless they succeeded ([Note: process exit]). */
   private readonly pending = new Map<Int32Array, string>();
-  /** The ops no caller had seen when the departure started ([Note: process exit]). */
   private unseenAtExit: [Int32Array, string][] = [];
   private readonly waiters = new Map<string, (reply: WorkerReply) => void>();
   private exitError: CollectiveError | undefined;
@@ -85,7 +76,6 @@ export class CommunicationClient {
     });
   }
 
-  /** Starts a worker and returns once it answered `readyType` ('ready' or 'listening'). */
   static async start<Config>(
     backend: BackendDefinition<Config>,
     init: EngineInit,
@@ -97,8 +87,7 @@ export class CommunicationClient {
     init.departure = new Int32Array(new SharedArrayBuffer(4));
     const worker = startWorker('comm-worker', { workerData: init, transferList: [...transferList] as never });
     const client = new CommunicationClient(worker, init, backend as BackendDefinition<never>);
-    // [Note: process exit] The worker never keeps the event loop alive on its own. After the
-    // listeners: adding a 'message' listener refs the worker's port again.
+    // [Note: process exit] After the listeners: adding one refs the worker's port again.
     worker.unref();
     installExitHook();
     liveClients.add(client);
@@ -106,7 +95,6 @@ export class CommunicationClient {
     return { client, reply };
   }
 
-  /** Waits for the worker's next message of this type (or fails on 'init-failed' / timeout). */
   expect(type: string, timeoutMs: number): Promise<WorkerReply> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -156,17 +144,14 @@ export class CommunicationClient {
     this.worker.postMessage(message);
   }
 
-  /** A caller saw the op's outcome (Work.wait or await): no exit report for it. */
   settled(status: Int32Array): void {
     this.pending.delete(status);
   }
 
-  /** Stops the worker after its current op (pending ones fail with code 'closed'); joins it. */
   async destroy(): Promise<void> {
     if (this.state === 'destroying' || this.state === 'destroyed') return this.exited;
     this.state = 'destroying';
     liveClients.delete(this);
-    // Whoever awaits destroy() holds the event loop until the worker has ended.
     this.worker.ref();
     Atomics.store(this.init.abort, 0, 1);
     this.backend.abort(this.init);
@@ -178,10 +163,7 @@ export class CommunicationClient {
     this.state = 'destroyed';
   }
 
-  /**
-   * [Note: process exit] Asks the worker to finish its queue and say goodbye; false when there
-   * is nothing to do (not started, destroyed, or its worker is gone).
-   */
+  /** [Note: process exit]; false when there is nothing to do. */
   startDeparture(): boolean {
     const word = this.init.departure;
     if (!this.isUsable() || word === undefined) return false;
@@ -191,10 +173,7 @@ export class CommunicationClient {
     return true;
   }
 
-  /**
-   * Blocks until the worker departed or `deadline` (Date.now() ms) passed; reports on stderr every
-   * op no caller waited for that failed or did not finish. True when nothing needed reporting.
-   */
+  /** Blocks until departed or `deadline`; reports unseen failures on stderr; true when there were none. */
   finishDeparture(deadline: number): boolean {
     const word = this.init.departure!;
     while (Atomics.load(word, 0) === DEPARTING) {

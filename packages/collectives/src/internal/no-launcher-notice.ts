@@ -28,7 +28,6 @@ export function noticeNoLauncher(options: { rank?: number; size?: number }, inTh
   process.stderr.write(`${noLauncherLine(process.argv[1])}\n`);
 }
 
-/** The line, naming the script as the user would type it. */
 export function noLauncherLine(scriptPath: string | undefined): string {
   const script = scriptPath === undefined ? 'train.ts' : displayPath(scriptPath);
   return `fsdp-ts: no launcher (RANK and WORLD_SIZE are not set), so this runs as a single process (rank 0 of 1); to start N processes: npx fsdp-run --nproc-per-node N ${script}`;

@@ -1,9 +1,19 @@
 import type { CollectiveBuffer, CollectiveDtype, CollectiveKind, ReduceOp } from '../types.js';
 
-/**
- * One op as the main thread hands it to the communication worker. Buffers are views over
- * SharedArrayBuffers, so the worker reads and writes the caller's memory directly.
- */
+/** The values of an op's fields in the order their wire and mailbox codes number them. */
+export const OP_KINDS: readonly CollectiveKind[] = [
+  'allReduce',
+  'allGather',
+  'reduceScatter',
+  'broadcast',
+  'barrier',
+  'send',
+  'recv',
+];
+export const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
+export const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
+
+/** One op for the communication worker; buffers are views over SharedArrayBuffers. */
 export interface OpMessage {
   type: 'op';
   kind: CollectiveKind;
@@ -23,18 +33,11 @@ export interface OpMessage {
   output: CollectiveBuffer | null;
   status: Int32Array;
   timeoutMs: number;
-  /**
-   * Only on the op of `group.recoverOrAbort(error)` (kind 'barrier'): the failure this rank asks
-   * its peers to agree on ([Note: failure agreement]).
-   */
+  /** recoverOrAbort's op (kind 'barrier'): the failure to agree on ([Note: failure agreement]). */
   notice?: { fingerprint: string; message: string };
 }
 
-/**
- * What the main thread posts to the communication worker: an op; 'destroy'; 'abort' (`group.abort`,
- * [Note: abort]); 'depart' (finish the queue, say goodbye, report on the departure word: [Note:
- * process exit]); tcp's 'connect' with the peers' endpoints.
- */
+/** 'abort': [Note: abort]; 'depart': [Note: process exit]; 'connect': tcp's peer endpoints. */
 export type MainToWorkerMessage =
   | OpMessage
   | { type: 'destroy' }
@@ -42,7 +45,6 @@ export type MainToWorkerMessage =
   | { type: 'depart' }
   | { type: 'connect'; endpoints: string[] };
 
-/** Human-readable description of an op for error messages. */
 export function describeOp(
   op: {
     kind: string;

@@ -6,12 +6,9 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
 
-/** The worker entries this package ships (tsup builds each to `dist/<name>.js`). */
 export type WorkerEntry = 'comm-worker' | 'thread-rank-entry';
 
 /**
- * Starts one of the package's worker entries next to this module.
- *
  * [Note: worker entries] From the build, tsup emits the entries as `dist/<name>.js` beside the
  * bundle, so a relative URL finds them. From source, Node cannot run `.ts` and `--import tsx`
  * does not apply to a Worker's first module on Node 20: the communication worker is bundled by
@@ -22,7 +19,7 @@ export type WorkerEntry = 'comm-worker' | 'thread-rank-entry';
 export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker {
   const here = moduleUrl();
   const fromSource = here.endsWith('.ts');
-  // From the CJS build too, the ESM entries (`.js`) are started: a Worker runs them either way.
+  // The CJS build starts the ESM entries too.
   const url = new URL(`./${entry}.${fromSource ? 'ts' : 'js'}`, here);
   if (!fromSource) return new Worker(url, options);
   if (entry === 'comm-worker') return new Worker(bundledFromSource(url, here), options);
@@ -36,19 +33,13 @@ export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker 
   return new Worker(bootstrap, { ...options, eval: true, execArgv });
 }
 
-/** This module's URL; the CJS build has no import.meta, but has __filename. */
 export function moduleUrl(): string {
   const url: unknown = import.meta.url;
   if (typeof url === 'string') return url;
   return pathToFileURL(__filename).href;
 }
 
-/**
- * From source, the communication worker is bundled once to plain JavaScript with esbuild (a
- * development dependency, present wherever the sources run) and cached in the temp directory
- * under a hash of the sources: starting a worker then costs no TypeScript loader, which matters
- * when a test starts dozens of them on a busy 2-core machine.
- */
+/** Bundled once with esbuild, cached in tmpdir under a hash of the sources: no TypeScript loader per worker. */
 function bundledFromSource(entry: URL, here: string): URL {
   const directory = fileURLToPath(new URL('./', entry));
   const hash = createHash('sha256');
@@ -68,7 +59,6 @@ function bundledFromSource(entry: URL, here: string): URL {
   return pathToFileURL(output);
 }
 
-/** The project packages the communication worker imports ([Note: worker entries]). */
 const WORKER_PACKAGES = ['@fsdp-ts/errors', '@fsdp-ts/kernels'] as const;
 
 function packageDirectory(name: string, here: string): string {
@@ -98,12 +88,11 @@ function writeAtomically(path: string, text: string): void {
   renameSync(temporary, path);
 }
 
-/** `require` resolving from this package (koffi, esbuild, tsx: optional or development dependencies). */
+/** `require` from this package (koffi, esbuild, tsx). */
 export function packageRequire(): NodeJS.Require {
   return createRequire(moduleUrl());
 }
 
-/** Where koffi is installed, resolved from this package on the main thread (undefined: missing). */
 export function resolveKoffi(): string | undefined {
   try {
     return packageRequire().resolve('koffi');
@@ -114,11 +103,7 @@ export function resolveKoffi(): string | undefined {
 
 const loadable = new Map<string, string>();
 
-/**
- * A URL the communication worker can import for an engine module registered from outside the
- * package: JavaScript as it is; TypeScript (tests, running from source) bundled with esbuild once
- * per process into the temp directory, under a hash of the bundle.
- */
+/** An outside engine module the worker can import: TypeScript bundled once per process into tmpdir. */
 export function loadableModule(module: URL): string {
   if (!module.pathname.endsWith('.ts')) return module.href;
   const known = loadable.get(module.href);

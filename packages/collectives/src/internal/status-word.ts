@@ -11,14 +11,12 @@ export const PENDING = 0;
 export const SUCCEEDED = 1;
 export const FAILED = 2;
 
-/** The departure word's states ([Note: process exit] in communication-client.ts). */
-export const STAYING = 0;
+/** The departure word ([Note: process exit]). */
 export const DEPARTING = 1;
 export const DEPARTED = 2;
 
 const HEADER_BYTES = 8;
 const STATUS_BYTES = 4096;
-/** Status words carved from one SharedArrayBuffer before a new one is allocated. */
 const WORDS_PER_SLAB = 64;
 
 /**
@@ -90,21 +88,13 @@ export function readFailure(status: Int32Array): CollectiveError {
     });
   }
   const error = new CollectiveError(parsed.message, { code: parsed.code });
-  Object.assign(error, {
-    op: parsed.op,
-    rank: parsed.rank,
-    peer: parsed.peer,
-    expected: parsed.expected,
-    actual: parsed.actual,
-    fix: parsed.fix,
-  });
+  for (const field of DETAILS) Object.assign(error, { [field]: parsed[field] });
   return error;
 }
 
-/**
- * A CollectiveError of this copy of the package or of another: an engine module registered from
- * outside is bundled with its own copy of the class, so `instanceof` alone would miss it.
- */
+const DETAILS = ['op', 'rank', 'peer', 'expected', 'actual', 'fix'] as const;
+
+/** An outside engine module bundles its own copy of CollectiveError: `instanceof` alone misses it. */
 function asCollectiveError(error: unknown): CollectiveError | undefined {
   if (error instanceof CollectiveError) return error;
   const looksLikeOne =
@@ -118,12 +108,8 @@ function serializeError(thrown: unknown): SerializedError {
   const error = asCollectiveError(thrown);
   if (error !== undefined) {
     const result: SerializedError = { message: error.message, code: error.code };
-    if (error.op !== undefined) result.op = error.op;
-    if (error.rank !== undefined) result.rank = error.rank;
-    if (error.peer !== undefined) result.peer = error.peer;
-    if (error.expected !== undefined) result.expected = error.expected;
-    if (error.actual !== undefined) result.actual = error.actual;
-    if (error.fix !== undefined) result.fix = error.fix;
+    for (const field of DETAILS)
+      if (error[field] !== undefined) Object.assign(result, { [field]: error[field] });
     return result;
   }
   const message = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);

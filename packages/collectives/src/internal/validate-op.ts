@@ -1,9 +1,7 @@
 import { CollectiveError } from '../errors.js';
 import type { CollectiveBuffer, CollectiveDtype, CollectiveKind, ReduceOp } from '../types.js';
+import { REDUCE_OPS } from './op-message.js';
 
-const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
-
-/** An op, or a group method that validates like one (errors name it). */
 type Caller = CollectiveKind | 'newGroup';
 
 function invalid(
@@ -24,7 +22,7 @@ function invalid(
   });
 }
 
-/** The dtype of a buffer: Float32Array and Int32Array say it; a Uint16Array must be declared bfloat16. */
+/** A Uint16Array must be declared bfloat16. */
 export function resolveDtype(
   kind: Caller,
   rank: number,
@@ -176,10 +174,8 @@ export function checkRank(
   }
 }
 
-/** A buffer as the worker sees it, and how to bring results back to the caller's buffer. */
 export interface Staged {
   shared: CollectiveBuffer;
-  /** Copies the worker's result back into a caller buffer that is not SharedArrayBuffer-backed. */
   copyBack: (() => void) | undefined;
 }
 

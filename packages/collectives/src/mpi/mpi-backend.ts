@@ -12,17 +12,15 @@ import {
   THREAD_LEVELS,
 } from './mpi-library.js';
 
-/** The mpi backend's settings: where koffi and the MPI library are (the worker loads them again). */
+/** The worker loads koffi and the library again. */
 export interface MpiConfig {
   koffiPath: string;
   libraryPath: string;
 }
 
 /**
- * Whether this process was started as a rank of an MPI job: by Open MPI's mpirun/mpiexec
- * (OMPI_COMM_WORLD_SIZE), by a PMIx launcher (PMIX_RANK; `srun --mpi=pmix` sets it too) or by
- * `srun --mpi=pmi2` (PMI_RANK with SLURM_*). initProcessGroup then defaults to the mpi backend
- * unless RANK is set (a torchrun-style launcher inside an MPI job keeps tcp).
+ * Started by mpirun/mpiexec (OMPI_COMM_WORLD_SIZE), a PMIx launcher (PMIX_RANK) or srun
+ * --mpi=pmi2 (PMI_RANK with SLURM_*), and RANK unset (a torchrun-style launcher keeps tcp).
  */
 export function mpiLaunched(env: NodeJS.ProcessEnv = process.env): boolean {
   const set = (name: string) => (env[name] ?? '').trim() !== '';
@@ -30,7 +28,7 @@ export function mpiLaunched(env: NodeJS.ProcessEnv = process.env): boolean {
   return set('OMPI_COMM_WORLD_SIZE') || set('PMIX_RANK') || (set('PMI_RANK') && set('SLURM_PROCID'));
 }
 
-/** This rank as the MPI launcher states it, before MPI is initialised (undefined outside MPI jobs). */
+/** This rank as the MPI launcher states it, before MPI is initialised. */
 export function mpiLaunchedRank(
   env: NodeJS.ProcessEnv = process.env,
 ): { rank: number; size: number } | undefined {
@@ -103,7 +101,7 @@ function startMpi(rank: number): MpiRuntime {
   return runtime;
 }
 
-/** MPI_Finalize at a clean exit, after the communication client's own exit hook ([Note: mpi threads]). */
+/** [Note: mpi threads] */
 function installFinalize(library: MpiLibrary): void {
   if (finalizeInstalled) return;
   finalizeInstalled = true;
@@ -117,10 +115,7 @@ function groupTag(key: string): number {
   return 100 + (createHash('sha256').update(key).digest().readUInt32BE(0) % 30_000);
 }
 
-/**
- * mpi: processes started by mpirun/mpiexec or srun --mpi=pmix; the system's Open MPI moves the
- * bytes over whatever it knows (shared memory between local ranks, tcp, UCX) ([Note: mpi engine]).
- */
+/** mpi: the system's Open MPI moves the bytes ([Note: mpi engine]). */
 export const mpiBackend: BackendDefinition<MpiConfig> = {
   name: 'mpi',
 
@@ -173,6 +168,6 @@ export const mpiBackend: BackendDefinition<MpiConfig> = {
   loadEngine: () => import('./mpi-engine.js'),
 
   abort() {
-    // The worker tests init.abort between MPI_Test calls; nothing blocks its thread for long.
+    // The worker tests init.abort between MPI_Test calls.
   },
 };

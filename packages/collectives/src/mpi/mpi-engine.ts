@@ -14,23 +14,18 @@ import { loadMpiLibrary, MPI_ANY_SOURCE, type MpiLibrary } from './mpi-library.j
 /** The bytes each in-flight send reads, kept alive by its requests array ([Note: send buffers outlive their requests]). */
 const sendBuffers = new WeakMap<BigUint64Array, Uint8Array>();
 
-/** What the mpi backend's communication worker starts from. */
 export interface MpiInit extends EngineInit {
-  /** koffi, resolved on the main thread. */
   koffiPath: string;
-  /** The MPI library the main thread initialised (the same file). */
   libraryPath: string;
-  /** MPI_COMM_WORLD rank of each group rank. */
   worldRanks: number[];
   /** MPI_Comm_create_group's tag: tells apart groups created at the same time. */
   tag: number;
 }
 
-/** Point-to-point tags on a group's communicator (collectives have their own context). */
 const HEADER_TAG = 1;
 const PAYLOAD_TAG = 2;
 const ABORT_TAG = 3;
-/** Headers of send/recv: their own stream, as their sequence numbers are their own. */
+/** send/recv headers: their own stream, as are their sequence numbers. */
 const PEER_HEADER_TAG = 4;
 /** Bytes of one header, failure notice or abort notice (JSON, zero-padded). */
 const MESSAGE_BYTES = 4096;
@@ -65,12 +60,11 @@ class MpiEngine extends EngineBase<MpiInit> {
   private readonly sleep = new Int32Array(new SharedArrayBuffer(4));
   private readonly abortRequest = new BigUint64Array(1);
   private readonly abortMessage = new Uint8Array(MESSAGE_BYTES);
-  /** Abort notices sent, kept alive until the group closes (MPI reads them later). */
+  /** Kept alive until the group closes (MPI reads them later). */
   private readonly sent: { request: BigUint64Array; bytes: Uint8Array }[] = [];
-  /** Header receives of the running op, by peer (null: none from that peer), for waitingOn. */
   private headerRequests: (BigUint64Array | null)[] = [];
   private waitingPeer: number | undefined;
-  /** Ops left with requests in flight (timeout, abort): their communicator cannot be freed. */
+  /** Requests left in flight (timeout, abort): the communicator cannot be freed. */
   private abandoned = false;
   private closed = false;
 
@@ -124,7 +118,6 @@ class MpiEngine extends EngineBase<MpiInit> {
     await this.collective(op);
   }
 
-  /** Sends `mine` to every peer and checks every peer's header ([Note: engine base]). */
   private async exchangeHeaders(op: OpMessage, mine: OpHeader): Promise<void> {
     const peers = this.peers();
     if (peers.length === 0) return;
@@ -135,7 +128,6 @@ class MpiEngine extends EngineBase<MpiInit> {
     this.checkHeaders(op, mine, headers);
   }
 
-  /** Starts one MPI call on a fresh request and progresses it to completion. */
   private async mpiCall(
     call: string,
     start: (request: BigUint64Array) => number,
@@ -146,7 +138,6 @@ class MpiEngine extends EngineBase<MpiInit> {
     await this.complete(request, peer);
   }
 
-  /** The MPI type of the op's elements as they are stored (bfloat16 as 16-bit integers). */
   private elementType(op: OpMessage): unknown {
     const { uint16, int, float } = this.mpi.handles;
     return op.dtype === 'bfloat16' ? uint16 : op.dtype === 'int32' ? int : float;
@@ -242,7 +233,7 @@ class MpiEngine extends EngineBase<MpiInit> {
         );
   }
 
-  /** Receives one message from each of `peers` on HEADER_TAG; by group rank, null for the others. */
+  /** One message from each of `peers`, by group rank (null for the others). */
   private async receiveFrom(peers: readonly number[], tag = HEADER_TAG): Promise<(Uint8Array | null)[]> {
     const messages: (Uint8Array | null)[] = new Array(this.init.size).fill(null);
     const requests = new BigUint64Array(peers.length);
@@ -287,7 +278,7 @@ class MpiEngine extends EngineBase<MpiInit> {
     return requests;
   }
 
-  /** Progresses `requests` until all completed ([Note: mpi progress]); `peer`: who is awaited. */
+  /** [Note: mpi progress]; `peer`: who is awaited. */
   private async complete(requests: BigUint64Array, peer?: number): Promise<void> {
     this.waitingPeer = peer;
     const started = performance.now();
@@ -321,7 +312,6 @@ class MpiEngine extends EngineBase<MpiInit> {
     }
   }
 
-  /** The peer whose header has not arrived, else the peer of a running send/recv. */
   protected override waitingOn(): number | undefined {
     for (let peer = 0; peer < this.headerRequests.length; peer++) {
       const request = this.headerRequests[peer];
@@ -331,7 +321,7 @@ class MpiEngine extends EngineBase<MpiInit> {
     return this.waitingPeer;
   }
 
-  /** [Note: failure agreement]: the notice where the next header belongs, one reply from each peer. */
+  /** [Note: failure agreement] */
   protected override async collectNotices(
     notice: FailureNotice,
     _op: OpMessage,
@@ -360,13 +350,12 @@ class MpiEngine extends EngineBase<MpiInit> {
     this.sent.push({ request: requests, bytes });
   }
 
-  /** MPI cannot close a peer's view of this rank: peers fail at their own timeouts (or mpirun ends the job). */
+  /** MPI cannot close a peer's view of this rank: peers fail at their own timeouts. */
   protected override closeTransport(): void {}
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    // A receive still posted (no abort arrived) is cancelled; a completed one is MPI_REQUEST_NULL.
     if (this.mpi.test(this.abortRequest, this.flag, this.status) === 0 && this.flag[0] === 0) {
       this.mpi.cancel(this.abortRequest);
       this.mpi.requestFree(this.abortRequest);
@@ -389,7 +378,6 @@ class MpiEngine extends EngineBase<MpiInit> {
     );
   }
 
-  /** Throws the abort error once a peer's abort notice has arrived ([Note: abort]). */
   private checkAbortNotice(): void {
     if (this.isBroken()) return;
     this.check(this.mpi.test(this.abortRequest, this.flag, this.status), 'MPI_Test');
@@ -409,7 +397,6 @@ class MpiEngine extends EngineBase<MpiInit> {
   private encode(message: Message): Uint8Array {
     const bytes = new TextEncoder().encode(JSON.stringify(message));
     if (bytes.length <= MESSAGE_BYTES) return bytes;
-    // Only a notice's free text can be this long: keep its start.
     return this.encode(truncated(message));
   }
 
@@ -445,7 +432,6 @@ function truncated(message: Message): Message {
   return message;
 }
 
-/** bfloat16 bits as float32 values (a scratch copy the reduction runs on). */
 function widen(bits: Uint16Array): Float32Array {
   const values = new Float32Array(bits.length);
   decodeBfloat16(bits, values);
@@ -464,7 +450,6 @@ function overlaps(a: ArrayBufferView, b: ArrayBufferView): boolean {
   );
 }
 
-/** Whether `block` is rank `rank`'s block of `whole` (in-place all-gather). */
 function isBlock(whole: CollectiveBuffer, block: CollectiveBuffer, rank: number): boolean {
   return (
     whole.buffer === block.buffer &&

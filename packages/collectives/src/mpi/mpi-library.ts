@@ -15,14 +15,12 @@ export { resolveKoffi };
 export const MPI_LIBRARY_VARIABLE = 'FSDP_MPI_LIBRARY';
 const DEFAULT_LIBRARY = 'libmpi.so.40';
 
-/** MPI_THREAD_* as Open MPI numbers them (mpi.h). */
 export const THREAD_LEVELS = ['single', 'funneled', 'serialized', 'multiple'] as const;
 export const MPI_THREAD_MULTIPLE = 3;
 export const MPI_ANY_SOURCE = -1;
 /** MPI_IN_PLACE is `(void *) 1` in Open MPI's mpi.h. */
 const MPI_IN_PLACE = 1;
 
-/** An opaque MPI handle (a koffi pointer) or a request/communicator slot. */
 type Handle = unknown;
 type Buffer = ArrayBufferView | null;
 type Slot = BigUint64Array;
@@ -48,16 +46,14 @@ export interface MpiHandles {
   errorsReturn: Handle;
 }
 
-/** The MPI calls this package makes; each returns MPI's error code (0 = MPI_SUCCESS). */
+/** Each call returns MPI's error code (0 = MPI_SUCCESS). */
 export type MpiLibrary = ReturnType<typeof loadMpiLibrary>;
 
-/** The library file to open: FSDP_MPI_LIBRARY, else libmpi.so.40. */
 export function mpiLibraryPath(env: NodeJS.ProcessEnv = process.env): string {
   const configured = env[MPI_LIBRARY_VARIABLE]?.trim();
   return configured === undefined || configured === '' ? DEFAULT_LIBRARY : configured;
 }
 
-/** Opens the MPI library through koffi at `koffiPath`; a CollectiveError naming the fix otherwise. */
 export function loadMpiLibrary(koffiPath: string | undefined, path: string, rank?: number) {
   const where = rank === undefined ? {} : { rank };
   if (koffiPath === undefined) {

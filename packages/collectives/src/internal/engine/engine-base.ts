@@ -31,20 +31,15 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     this.recvSeq = new Array<number>(init.size).fill(0);
   }
 
-  /** Runs the op's schedule on this backend's transport; `seq` is the op's sequence number. */
   protected abstract execute(op: OpMessage, seq: number): void | Promise<void>;
 
   /** Closes every connection of the transport, so peers blocked on this rank fail at once. */
   protected abstract closeTransport(): void;
 
-  /** Sends the abort notice (this rank, `message`) to every peer; see [Note: abort]. */
+  /** [Note: abort] */
   protected abstract sendAbort(message: string): void;
 
-  /**
-   * [Note: failure agreement] on this transport: sends `notice` where each peer's next op header
-   * belongs, judges each reply; resolves with the first disagreement, or undefined once all
-   * agreed. A backend without notices disagrees at once, so recoverOrAbort aborts.
-   */
+  /** [Note: failure agreement]: the first disagreement, or undefined; without notices, disagrees at once. */
   protected collectNotices(
     _notice: FailureNotice,
     _op: OpMessage,
@@ -61,7 +56,6 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     this.markBroken(error);
   }
 
-  /** A peer's abort notice arrived: break the group with its error (see [Note: abort]). */
   protected peerAborted(peer: number, message: string): CollectiveError {
     const error = this.abortedError(peer, message);
     // No close here: every peer hears the notice from the aborting rank itself.
@@ -82,7 +76,7 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     );
   }
 
-  /** The peer the running op waits on, for timeout messages; undefined if unknown. */
+  /** The peer the running op waits on, for timeout messages. */
   protected waitingOn(): number | undefined {
     return undefined;
   }
@@ -123,7 +117,6 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     }
   }
 
-  /** The op of recoverOrAbort: resolves if every peer failed alike ([Note: failure agreement]). */
   private async agree(op: OpMessage, seq: number): Promise<void> {
     const mine: FailureNotice = { seq, fingerprint: op.notice!.fingerprint, message: op.notice!.message };
     let disagreeing: number | undefined;
@@ -145,12 +138,10 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     );
   }
 
-  /** This op's header as every rank must state it. */
   protected header(op: OpMessage, seq: number): OpHeader {
     return headerOf(op, seq);
   }
 
-  /** Throws the 'mismatch' error for the first peer whose header differs from `mine`. */
   protected checkHeaders(op: OpMessage, mine: OpHeader, received: readonly (OpHeader | null)[]): void {
     received.forEach((theirs, peer) => {
       if (theirs !== null && !sameOp(mine, theirs)) throw this.mismatch(op, mine, theirs, peer);
@@ -193,7 +184,6 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     );
   }
 
-  /** The error a cancelled op fails with once the main thread destroyed the group. */
   protected cancelledError(op: OpMessage, seq: number): CollectiveError {
     return new CollectiveError(
       `${describeOp(op, seq)} on rank ${this.init.rank} was cancelled: the group was destroyed.`,
@@ -201,7 +191,7 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     );
   }
 
-  /** Marks the group broken (once) and fails the running op; the transport stays open. */
+  /** Breaks the group once and fails the running op; the transport stays open. */
   protected markBroken(error: CollectiveError): void {
     if (this.broken !== undefined) return;
     this.broken = error;
@@ -218,7 +208,6 @@ export abstract class EngineBase<Init extends EngineInit = EngineInit> implement
     return this.broken !== undefined;
   }
 
-  /** How many collectives this engine has run (the sequence number of the last). */
   protected collectivesRun(): number {
     return this.collectiveSeq;
   }
@@ -277,11 +266,7 @@ function withoutFix(error: CollectiveError): string {
   return tail !== '' && error.message.endsWith(tail) ? error.message.slice(0, -tail.length) : error.message;
 }
 
-/**
- * What every rank states about an op before any payload moves, whatever the transport: the tcp
- * backend writes it as a 32-byte frame ([Note: op header]), shm and in-process backends post it
- * as a message. The engine base compares it with every peer's ([Note: engine base]).
- */
+/** What every rank states about an op before any payload moves (tcp: [Note: op header]). */
 export interface OpHeader {
   kind: CollectiveKind;
   dtype: CollectiveDtype;
@@ -309,15 +294,11 @@ export function headerOf(op: OpMessage, seq: number): OpHeader {
   };
 }
 
-/**
- * The header a sender's `send` must carry for this rank's `recv` to accept it: same sequence,
- * dtype and count, and this rank as its destination.
- */
+/** The header a `send` must carry for this rank's `recv`. */
 export function expectedSendHeader(recv: OpHeader, receiver: number): OpHeader {
   return { ...recv, kind: 'send', peer: receiver };
 }
 
-/** Whether two headers describe the same op (the reduction only matters for reducing ops). */
 export function sameOp(mine: OpHeader, theirs: OpHeader): boolean {
   const reduces = mine.kind === 'allReduce' || mine.kind === 'reduceScatter';
   return (
@@ -346,14 +327,12 @@ export function sameOp(mine: OpHeader, theirs: OpHeader): boolean {
  * waits at most the op timeout. Send and recv are not compared.
  */
 export interface FailureNotice {
-  /** The agreement's sequence number in the group's collective sequence. */
   seq: number;
   fingerprint: string;
-  /** The failure as the peers report it if they cannot agree (the abort message). */
+  /** The abort message if the ranks cannot agree. */
   message: string;
 }
 
-/** What a peer put where its next op header belongs. */
 export type NoticeReply = { type: 'notice'; notice: FailureNotice } | { type: 'op'; header: OpHeader };
 
 /** Why `reply` from `peer` disagrees with `mine`; undefined when it agrees. */
@@ -368,49 +347,33 @@ export function disagreement(mine: FailureNotice, peer: number, reply: NoticeRep
   return undefined;
 }
 
-/** What every backend's worker-side init carries (workerData of the communication worker). */
+/** The communication worker's workerData, whatever the backend. */
 export interface EngineInit {
-  /** The backend's registered name. */
   backend: string;
   rank: number;
   size: number;
   /** Slot 0 becomes 1 when the main thread destroys the group. */
   abort: Int32Array;
-  /**
-   * The departure word ([Note: process exit] in communication-client.ts): slot 0 is DEPARTING
-   * while the main thread waits at process exit, DEPARTED once the worker finished its queue and
-   * the engine said goodbye. Set by CommunicationClient.start.
-   */
+  /** The departure word ([Note: process exit]), set by CommunicationClient.start. */
   departure?: Int32Array;
-  /**
-   * A module exporting `createEngine` for backends registered from outside the package (see
-   * backend-registry.ts); built-in backends leave it out and are found by name.
-   */
+  /** For backends registered from outside: a module exporting `createEngine`. */
   engineModule?: string;
 }
 
-/** What the communication worker gives an engine. */
 export interface EngineContext {
-  /** Posts a message to the main thread ('listening', 'ready', 'init-failed', ...). */
   notify(message: unknown): void;
 }
 
-/** A backend inside the communication worker: runs one op at a time, in issue order. */
+/** A backend inside the communication worker: one op at a time, in issue order. */
 export interface Engine {
   run(op: OpMessage): Promise<void>;
-  /** Handles a non-op message from the main thread (tcp: the peers' endpoints). */
   control?(message: MainToWorkerMessage): void;
-  /** `group.abort(error)` on this rank: tell every peer, then break the group (see [Note: abort]). */
   abort(message: string): void;
-  /**
-   * The process ends normally and every queued op has run: tell the peers this rank leaves, after
-   * every byte it sent ([Note: clean departure] in tcp/peer-link.ts). Optional: shm has no wire.
-   */
+  /** A normal exit after every queued op: tell the peers ([Note: clean departure]). */
   depart?(): void | Promise<void>;
   close(): void | Promise<void>;
 }
 
-/** What a backend's engine module exports. */
 export interface EngineModule {
   createEngine(init: EngineInit, context: EngineContext): Engine;
 }

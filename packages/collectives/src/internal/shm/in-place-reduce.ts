@@ -1,4 +1,3 @@
-import type { ReduceKernelName } from '@fsdp-ts/kernels';
 import {
   finishAverage,
   inPlaceBfloat16Kernels,
@@ -8,8 +7,9 @@ import {
 } from '@fsdp-ts/kernels';
 import type { CollectiveBuffer, CollectiveDtype, ReduceOp } from '../../types.js';
 import { isArenaBuffer, reserve, type SharedMemory } from './shm-arena.js';
+import { kernelName } from './shm-reduce.js';
 
-/** Elements per step: the accumulator's block stays in L2 between its reduction and its copies out. */
+/** The accumulator's block stays in L2 between its reduction and its copies out. */
 export const IN_PLACE_BLOCK = 32_768;
 
 /**
@@ -140,9 +140,7 @@ function reduceChained(
   return true;
 }
 
-/** Elements per bfloat16 step: the float32 scratch block (64 KiB) stays in L2. */
 const BFLOAT16_BLOCK = 16_384;
-/** This thread's scratch block of the arena (the largest asked for so far), or null when it is full. */
 let scratch: { arena: SharedMemory; address: number; bytes: number } | undefined;
 
 function scratchBlock(arena: SharedMemory, bytes: number): number | null {
@@ -223,12 +221,6 @@ function safeAliasing(
   );
 }
 
-/** Two views over exactly the same bytes of the arena. */
 function same(a: CollectiveBuffer, b: CollectiveBuffer): boolean {
   return a.byteOffset === b.byteOffset && a.byteLength === b.byteLength;
-}
-
-function kernelName(floats: boolean, op: ReduceOp): ReduceKernelName {
-  const reduction = op === 'max' ? 'max' : op === 'min' ? 'min' : 'sum';
-  return `${reduction}${floats ? 'Float' : 'Int'}`;
 }

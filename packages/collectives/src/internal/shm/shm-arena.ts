@@ -11,7 +11,6 @@
  * length]) and starts with the token; its byte offsets are then arena addresses.
  */
 
-/** The part of the WebAssembly API used here (the project's tsconfig has no DOM library). */
 export interface SharedMemory {
   readonly buffer: SharedArrayBuffer;
   grow(pages: number): number;
@@ -29,7 +28,6 @@ const COPIED_WORD = 6;
 const FULL_WORD = 7;
 const FIRST_UNIT = 1;
 const UNIT = 64;
-/** 4 GiB: the most a 32-bit WebAssembly memory can address. */
 export const ARENA_MAX_PAGES = 65_536;
 
 /**
@@ -87,7 +85,6 @@ export function reserve(memory: SharedMemory, bytes: number): number | null {
   }
 }
 
-/** Whether a reservation's range was lost to a failed grow ([Note: arena full]). */
 export function arenaFull(memory: SharedMemory): boolean {
   return Atomics.load(new Int32Array(memory.buffer, 0, 16), FULL_WORD) === 1;
 }
@@ -104,7 +101,6 @@ function arenaBytes(memory: SharedMemory, needed: number): number {
   return memory.buffer.byteLength;
 }
 
-/** Whether `buffer` is (a clone of) the arena's memory, see [Note: shm arena]. */
 export function isArenaBuffer(memory: SharedMemory, buffer: ArrayBufferLike): boolean {
   if (!(buffer instanceof SharedArrayBuffer) || buffer.byteLength < PAGE) return false;
   // [Note: stale arena length]
@@ -122,13 +118,11 @@ export function isArenaBuffer(memory: SharedMemory, buffer: ArrayBufferLike): bo
  */
 export type ReductionPath = 'in place' | 'copied';
 
-/** Adds one reduction on `path` to the arena's counts. */
 export function countReduction(memory: SharedMemory, path: ReductionPath): void {
   const header = new Int32Array(memory.buffer, 0, 16);
   Atomics.add(header, path === 'in place' ? IN_PLACE_WORD : COPIED_WORD, 1);
 }
 
-/** The arena's reduction counts so far ([Note: arena reduction counts]). */
 export function reductionCounts(memory: SharedMemory): { inPlace: number; copied: number } {
   const header = new Int32Array(memory.buffer, 0, 16);
   return { inPlace: Atomics.load(header, IN_PLACE_WORD), copied: Atomics.load(header, COPIED_WORD) };

@@ -6,15 +6,11 @@ import type { ShmInit } from './shm-engine.js';
 import { createControl, doorbellSlot } from './shm-mailbox.js';
 import { joinShmGroup, type ThreadRankContext, threadRankContext } from './thread-rank-context.js';
 
-/** The shm backend's settings: the rank thread's context (undefined for a lone rank). */
 export interface ShmConfig {
   thread: ThreadRankContext | undefined;
 }
 
-/**
- * shm: ranks are worker threads of one process (spawnThreadRanks) sharing SharedArrayBuffers;
- * ops are computed in place in the peers' memory ([Note: shm control block]).
- */
+/** shm: worker threads of one process (spawnThreadRanks) ([Note: shm control block]). */
 export const shmBackend: BackendDefinition<ShmConfig> = {
   name: 'shm',
 
@@ -72,9 +68,7 @@ export const shmBackend: BackendDefinition<ShmConfig> = {
 export interface JoinRequest {
   type: 'join';
   key: string;
-  /** Rank in the world of threads. */
   rank: number;
-  /** World ranks of the group's members, in group-rank order. */
   members: number[];
 }
 
@@ -82,15 +76,11 @@ export interface JoinReply {
   type: 'joined';
   key: string;
   control: Int32Array;
-  /** Indexed by group rank; null for the receiver itself. */
+  /** By group rank; null for the receiver. */
   ports: (MessagePort | null)[];
 }
 
-/**
- * Rendezvous for shm groups, living on the thread that spawned the ranks: once every member of a
- * group key has asked to join, it creates the group's control block and one MessageChannel per
- * pair of members, and hands each member its ends.
- */
+/** On the spawning thread: once every member joined, a control block and a MessageChannel per pair. */
 export class ShmBroker {
   private readonly joining = new Map<string, Map<number, MessagePort>>();
 

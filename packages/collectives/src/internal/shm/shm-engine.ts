@@ -32,16 +32,12 @@ import { reduceShared } from './shm-reduce.js';
 export interface ShmInit extends EngineInit {
   backend: 'shm';
   control: Int32Array;
-  /** Indexed by peer rank in this group; null for this rank. */
+  /** By group rank; null for this rank. */
   ports: (MessagePort | null)[];
-  /** The thread ranks' shared arena ([Note: shm arena]), or null. */
+  /** [Note: shm arena] */
   arena: SharedMemory | null;
 }
 
-/**
- * What a rank posts to every peer when it starts a collective (and to one peer for send): the
- * op's header and its buffers; or, for a send, the receiver's acknowledgement.
- */
 type PeerMessage =
   | { type: 'abort'; message: string }
   | { type: 'notice'; notice: FailureNotice }
@@ -51,16 +47,14 @@ type PeerMessage =
 const WAIT_SLICE_MS = 100;
 
 /**
- * The shm backend inside a rank's communication worker. Ranks exchange a message per op (the
- * op's header and its buffers, which are views over SharedArrayBuffers), check that every rank
- * called the same op, then each rank computes its own slice directly in the peers' memory and
- * all wait until everyone is done, so no buffer is handed back while a peer still touches it.
- * The transport blocks the thread (Atomics.wait), so it checks each op's deadline itself.
+ * The shm engine: ranks exchange headers and buffers, then each computes its own slice in the
+ * peers' memory, and all wait until everyone is done, so no buffer is handed back while a peer
+ * still touches it. It blocks the thread (Atomics.wait), so it checks each op's deadline itself.
  */
 export class ShmEngine extends EngineBase<ShmInit> {
   protected override execute(op: OpMessage, seq: number): void {
     const deadline = Date.now() + op.timeoutMs;
-    // shm has no wire: wireDtype is ignored, so it is not part of what ranks must agree on.
+    // No wire: wireDtype is not part of what ranks agree on.
     const header: OpHeader = { ...this.header(op, seq), wireDtype: 'float32' };
     if (op.kind === 'send') this.send(op, header, deadline);
     else if (op.kind === 'recv') this.recv(op, header, deadline);
@@ -81,7 +75,6 @@ export class ShmEngine extends EngineBase<ShmInit> {
     Atomics.notify(control, COMPLETION_WAKE);
   }
 
-  /** The error of the abort notice `peer` posted (its port is drained up to it). */
   private abortNotice(peer: number): CollectiveError {
     for (;;) {
       const received = receiveMessageOnPort(this.init.ports[peer]!);
@@ -129,7 +122,6 @@ export class ShmEngine extends EngineBase<ShmInit> {
     return undefined;
   }
 
-  /** The failure notice `peer` posted on its port; undefined while it has not arrived. */
   private noticeOnPort(peer: number): NoticeReply | undefined {
     for (;;) {
       const received = receiveMessageOnPort(this.init.ports[peer]!);
@@ -140,13 +132,12 @@ export class ShmEngine extends EngineBase<ShmInit> {
     }
   }
 
-  /** A peer's failure notice where this rank expected its header: break as for an abort notice. */
   private peerFailed(peer: number): CollectiveError {
     const reply = this.noticeOnPort(peer);
     return this.peerAborted(peer, reply?.type === 'notice' ? reply.notice.message : 'an error');
   }
 
-  /** Nothing to close: peers blocked on this rank wake up on their own deadlines. */
+  /** Peers blocked on this rank wake up on their own deadlines. */
   protected override closeTransport(): void {}
 
   override close(): void {}
@@ -171,8 +162,7 @@ export class ShmEngine extends EngineBase<ShmInit> {
     for (let peer = 0; peer < size; peer++)
       headers.push(peer === rank ? null : this.receiveHeader(peer, deadline, op, header.seq));
     if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
-      // Nobody goes on with this op: drop the buffers peers posted for it, so the port holds
-      // nothing stale for the next one.
+      // Drop the buffers peers posted for it: nothing stale for the next op.
       headers.forEach((theirs, peer) => {
         if (theirs !== null && !travelsInline(theirs, size)) this.receive(peer, deadline, op, header.seq);
       });
@@ -180,10 +170,9 @@ export class ShmEngine extends EngineBase<ShmInit> {
     }
     if (inline) {
       this.computeInline(op, header);
-      // [Note: shm barrier exit] A barrier still waits until every rank has finished it: then
-      // every rank is awake when any leaves, so ranks leave together. Leaving as soon as every
-      // header is in lets a rank go while a peer still waits for its wake-up (milliseconds on
-      // busy cores), and whatever the rank times next absorbs that lag.
+      // [Note: shm barrier exit] A barrier waits until every rank finished it, so ranks leave
+      // together (else a rank goes while a peer still waits for its wake-up, and its next timing
+      // absorbs the lag).
       if (op.kind === 'barrier') this.finish(op, header.seq, deadline);
       return;
     }
@@ -194,7 +183,6 @@ export class ShmEngine extends EngineBase<ShmInit> {
     this.finish(op, header.seq, deadline);
   }
 
-  /** The header `peer` posted for op `seq`, once it is in (see [Note: shm mailbox]). */
   private receiveHeader(peer: number, deadline: number, op: OpMessage, seq: number): OpHeader {
     const { rank, size, control } = this.init;
     const slot = doorbellSlot(rank);
@@ -208,7 +196,6 @@ export class ShmEngine extends EngineBase<ShmInit> {
     }
   }
 
-  /** An op whose contributions are all in the mailboxes: this rank fills its own buffers. */
   private computeInline(op: OpMessage, header: OpHeader): void {
     const { rank, size, control } = this.init;
     const count = op.count;
@@ -238,8 +225,7 @@ export class ShmEngine extends EngineBase<ShmInit> {
       const sources = all.map((message) => message.input!.subarray(rank * count, (rank + 1) * count));
       reduceShared(sources, [op.output!], op.dtype, op.reduceOp, size, this.init.arena);
     } else if (op.kind === 'allGather') {
-      // Each rank pushes its own input into every rank's output; in place, the input already is
-      // this rank's block of its own output ([Note: in-place all-gather and reduce-scatter]).
+      // Each rank pushes its input into every output (in place, its own is already there).
       const inPlace = blockAliasing(op.output!, op.input!, rank, this.init.arena) === 'in place';
       const targets = all.filter((_, peer) => !(inPlace && peer === rank)).map((message) => message.output!);
       pushGather(op.input!, targets, rank * count);
@@ -248,7 +234,6 @@ export class ShmEngine extends EngineBase<ShmInit> {
     }
   }
 
-  /** Publishes this op as finished and waits until every rank has finished it too. */
   private finish(op: OpMessage, seq: number, deadline: number): void {
     const { rank, size, control } = this.init;
     Atomics.store(control, finishedSlot(rank, size), seq);
@@ -326,7 +311,7 @@ export class ShmEngine extends EngineBase<ShmInit> {
     }
   }
 
-  /** One bounded Atomics.wait on a control slot; throws on timeout or when the group is destroyed. */
+  /** One bounded Atomics.wait; throws on timeout, destroy or abort. */
   private block(
     slot: number,
     seen: number,
@@ -348,7 +333,6 @@ export class ShmEngine extends EngineBase<ShmInit> {
 
 type OpPost = Extract<PeerMessage, { type: 'op' }>;
 
-/** The shm backend's engine module entry (see engine-base.ts): ready as soon as it exists. */
 export function createEngine(init: EngineInit, context: EngineContext): ShmEngine {
   const engine = new ShmEngine(init as ShmInit);
   context.notify({ type: 'ready' });
@@ -358,13 +342,7 @@ export function createEngine(init: EngineInit, context: EngineContext): ShmEngin
 /** Elements per all-gather block: small enough to stay in L2 between its n copies. */
 const GATHER_BLOCK = 65_536;
 
-/**
- * The shm all-gather's data work on one rank: its `input` copied into every view of `targets`
- * (the ranks' outputs) from element `offset` on, block by block, so the input is read from
- * memory once and written once per target (n + 1 passes, not 2n as pulling every input into
- * one's own output would take). In place the rank's own output is not a target
- * ([Note: in-place all-gather and reduce-scatter]).
- */
+/** `input` into every target from element `offset` on, block by block: n + 1 passes, not 2n. */
 export function pushGather(
   input: CollectiveBuffer,
   targets: readonly CollectiveBuffer[],

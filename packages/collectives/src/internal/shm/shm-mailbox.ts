@@ -1,39 +1,22 @@
-import type { CollectiveBuffer, CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
+import type { CollectiveBuffer, CollectiveDtype } from '../../types.js';
 import type { OpHeader } from '../engine/engine-base.js';
-import type { OpMessage } from '../op-message.js';
-
-const KINDS: readonly CollectiveKind[] = [
-  'allReduce',
-  'allGather',
-  'reduceScatter',
-  'broadcast',
-  'barrier',
-  'send',
-  'recv',
-];
-const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
-const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
+import { DTYPES, OP_KINDS, type OpMessage, REDUCE_OPS } from '../op-message.js';
 
 function elementBytes(dtype: CollectiveDtype): number {
   return dtype === 'bfloat16' ? 2 : 4;
 }
 
-/**
- * Elements of this rank's contribution to a collective: what it must make visible to its peers.
- * A pure function of the header, so ranks that agree on the header agree on the path too.
- */
+/** A function of the header, so ranks that agree on it agree on the path. */
 function contributionElements(header: OpHeader, size: number): number {
   if (header.kind === 'reduceScatter') return header.count * size;
   if (header.kind === 'barrier') return 0;
   return header.count;
 }
 
-/** Whether this op's contribution travels in the mailbox ([Note: shm mailbox]) rather than a port. */
 export function travelsInline(header: OpHeader, size: number): boolean {
   return contributionElements(header, size) * elementBytes(header.dtype) <= INLINE_BYTES;
 }
 
-/** Writes this rank's header (and, inline, its contribution) into its mailbox for `header.seq`. */
 export function writeMailbox(
   control: Int32Array,
   rank: number,
@@ -52,7 +35,7 @@ export function writeMailbox(
     if (source !== null && source.length > 0) contribution(control, slot, header, size).set(source as never);
   }
   control[slot] = header.seq;
-  control[slot + 1] = KINDS.indexOf(header.kind);
+  control[slot + 1] = OP_KINDS.indexOf(header.kind);
   control[slot + 2] = DTYPES.indexOf(header.dtype);
   control[slot + 3] = REDUCE_OPS.indexOf(header.reduceOp);
   control[slot + 4] = header.root;
@@ -63,24 +46,22 @@ export function writeMailbox(
 /** The kind word of a mailbox that holds a failure notice instead of a header ([Note: failure agreement]). */
 const NOTICE_KIND = 100;
 
-/** Marks this rank's mailbox for `seq` as holding a failure notice (the notice itself goes over the ports). */
+/** The notice itself goes over the ports. */
 export function writeNoticeMailbox(control: Int32Array, rank: number, size: number, seq: number): void {
   const slot = mailboxSlot(rank, size, seq);
   control[slot] = seq;
   control[slot + 1] = NOTICE_KIND;
 }
 
-/** Whether `rank` posted a failure notice for `seq` (after its posted slot reached `seq`). */
 export function postedNotice(control: Int32Array, rank: number, size: number, seq: number): boolean {
   return control[mailboxSlot(rank, size, seq) + 1] === NOTICE_KIND;
 }
 
-/** The header `rank` posted for op `seq` (after its posted slot reached `seq`). */
 export function readHeader(control: Int32Array, rank: number, size: number, seq: number): OpHeader {
   const slot = mailboxSlot(rank, size, seq);
   return {
     seq: control[slot]!,
-    kind: KINDS[control[slot + 1]!] ?? 'barrier',
+    kind: OP_KINDS[control[slot + 1]!] ?? 'barrier',
     dtype: DTYPES[control[slot + 2]!] ?? 'float32',
     wireDtype: 'float32',
     reduceOp: REDUCE_OPS[control[slot + 3]!] ?? 'sum',
@@ -90,7 +71,6 @@ export function readHeader(control: Int32Array, rank: number, size: number, seq:
   };
 }
 
-/** A view of `rank`'s inline contribution to the op `header` describes (every rank's header agrees). */
 export function readContribution(
   control: Int32Array,
   rank: number,
@@ -122,7 +102,6 @@ function contribution(control: Int32Array, slot: number, header: OpHeader, size:
 export const ABORT_SLOT = 0;
 export const COMPLETION_WAKE = 1;
 export const MAILBOX_HEADER_WORDS = 8;
-/** The largest contribution (bytes per rank) an op carries in the mailbox instead of a port. */
 export const INLINE_BYTES = 4096;
 export const MAILBOX_WORDS = MAILBOX_HEADER_WORDS + INLINE_BYTES / 4;
 
@@ -142,7 +121,6 @@ export function postedSlot(rank: number, size: number): number {
   return 2 + 2 * size + rank;
 }
 
-/** The first word of `rank`'s mailbox for the op numbered `seq`. */
 export function mailboxSlot(rank: number, size: number, seq: number): number {
   return 2 + 3 * size + (2 * rank + (seq & 1)) * MAILBOX_WORDS;
 }

@@ -17,17 +17,11 @@ import { reduceInArena } from './in-place-reduce.js';
 import { countReduction, type SharedMemory } from './shm-arena.js';
 
 /**
- * Reduces `sources` (equal-length views into the ranks' buffers, in rank order) and writes the
- * result into every view of `targets`, like reduceBlocks, with the WebAssembly SIMD kernels for
- * float32 and int32: per block of REDUCE_BLOCK elements, the first source is copied into the
- * kernel's accumulator, every other source into its input and reduced, and the result copied
- * into every target. Each element of each buffer is read or written once, with memcpy
- * (TypedArray.set); the arithmetic stays in L2. bfloat16 sums and averages decode, add and
- * encode inside the bfloat16 kernels' memory (reduceBfloat16); bfloat16 max and min, and threads
- * without SIMD, go through reduceBlocks. When every view lives in the thread ranks' arena
- * (`arena`, [Note: shm arena]), float32, int32 and bfloat16 sum and avg reduce in place there
- * instead (reduceInArena); with an arena, the path taken is counted ([Note: arena reduction counts]).
- * The kernels' regions are moved off the views' page offsets per call ([Note: scratch placement]).
+ * `sources` (equal-length views, rank order) reduced into every view of `targets`, like
+ * reduceBlocks, per REDUCE_BLOCK through the SIMD kernels' memory: each element read or written
+ * once, the arithmetic in L2. bfloat16 sum/avg in the bfloat16 kernels (reduceBfloat16); bfloat16
+ * max/min and no SIMD through reduceBlocks; all in the arena in place (reduceInArena, counted:
+ * [Note: arena reduction counts]). Regions move off the views' page offsets ([Note: scratch placement]).
  */
 export function reduceShared(
   sources: readonly CollectiveBuffer[],
@@ -85,12 +79,8 @@ export function reduceShared(
 }
 
 /**
- * bfloat16 sum or avg, exactly as reduceBlocks computes it (decode the first source, add the
- * others decoded in float32 in rank order, divide once for avg, round once), without leaving
- * the kernels' memory between the steps: per block, each source is copied in once and the
- * result copied out once per target. The bfloat16 regions move off the views' page offsets; the
- * reduce kernels' (used for avg's division only, between the two modules' memories) stay put:
- * their distance to the bfloat16 regions is a multiple of 64 bytes, never 4 to 28.
+ * bfloat16 sum or avg exactly as reduceBlocks computes it, inside the kernels' memory. The reduce
+ * kernels' regions (avg's division) stay put: 64-byte multiples from the bfloat16 ones.
  */
 function reduceBfloat16(
   sources: readonly Uint16Array[],
@@ -130,7 +120,8 @@ function reduceBfloat16(
   }
 }
 
-function kernelName(floats: boolean, op: ReduceOp): ReduceKernelName {
+/** The SIMD kernel of `op` over floats or ints (avg sums, then divides). */
+export function kernelName(floats: boolean, op: ReduceOp): ReduceKernelName {
   const reduction = op === 'max' ? 'max' : op === 'min' ? 'min' : 'sum';
   return `${reduction}${floats ? 'Float' : 'Int'}`;
 }

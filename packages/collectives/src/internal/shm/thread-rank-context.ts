@@ -8,11 +8,10 @@ export interface ThreadRankContext {
   rank: number;
   size: number;
   broker: MessagePort;
-  /** The ranks' shared arena ([Note: shm arena]); null where shared wasm memory is unavailable. */
+  /** [Note: shm arena]; null without shared wasm memory. */
   arena: SharedMemory | null;
 }
 
-/** The rank context when this thread was started by spawnThreadRanks, else undefined. */
 export function threadRankContext(): ThreadRankContext | undefined {
   if (isMainThread) return undefined;
   const context = (workerData as { fsdpThreadRank?: ThreadRankContext } | null)?.fsdpThreadRank;
@@ -22,7 +21,6 @@ export function threadRankContext(): ThreadRankContext | undefined {
 const waiting = new Map<string, (reply: JoinReply) => void>();
 let listening = false;
 
-/** Asks the broker of the spawning thread for a group's control block and ports. */
 export function joinShmGroup(
   context: ThreadRankContext,
   key: string,

@@ -1,6 +1,7 @@
 import { CollectiveError } from '../../errors.js';
-import type { CollectiveDtype, CollectiveKind, ReduceOp } from '../../types.js';
+import type { CollectiveKind } from '../../types.js';
 import type { FailureNotice, OpHeader } from '../engine/engine-base.js';
+import { DTYPES, OP_KINDS, REDUCE_OPS } from '../op-message.js';
 
 /**
  * [Note: op header] Before any payload, every op puts a 32-byte little-endian header on each
@@ -21,19 +22,8 @@ import type { FailureNotice, OpHeader } from '../engine/engine-base.js';
 export const HEADER_BYTES = 32;
 const MAGIC = 0x50445346;
 
-const KINDS: readonly (CollectiveKind | 'invalid')[] = [
-  'invalid',
-  'allReduce',
-  'allGather',
-  'reduceScatter',
-  'broadcast',
-  'barrier',
-  'send',
-  'recv',
-];
-const DTYPES: readonly CollectiveDtype[] = ['float32', 'int32', 'bfloat16'];
+const KINDS: readonly (CollectiveKind | 'invalid')[] = ['invalid', ...OP_KINDS];
 const WIRES: readonly ('float32' | 'bfloat16')[] = ['float32', 'bfloat16'];
-const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
 const ABORT_KIND = 255;
 const LOSS_KIND = 254;
 const FAILURE_KIND = 253;
@@ -42,7 +32,6 @@ const GOODBYE_MARKER = Buffer.from('FSDP-TS-GOODBYE!', 'ascii');
 
 export type { OpHeader };
 
-/** A notice of `kind`: its header (length of `text` at offset 8), then `text`, then `trailer` bytes. */
 function noticeFrame(kind: number, text: Buffer, trailer = 0): Buffer {
   const bytes = Buffer.alloc(HEADER_BYTES + text.length + trailer);
   bytes.writeUInt32LE(MAGIC, 0);
@@ -52,41 +41,44 @@ function noticeFrame(kind: number, text: Buffer, trailer = 0): Buffer {
   return bytes;
 }
 
-/** The first 32 bytes as a header view if they are a notice of `kind`; undefined otherwise. */
 function noticeView(bytes: Uint8Array, kind: number): Buffer | undefined {
   if (bytes.length < HEADER_BYTES) return undefined;
   const view = Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES);
   return view.readUInt32LE(0) === MAGIC && view.readUInt8(4) === kind ? view : undefined;
 }
 
-/** The abort notice: its header, then the message. */
 export function encodeAbortFrame(message: string): Buffer {
   return noticeFrame(ABORT_KIND, Buffer.from(message, 'utf8'));
 }
 
-/** The message length if these 32 bytes are an abort notice's header; undefined otherwise. */
 export function abortMessageLength(bytes: Uint8Array): number | undefined {
   return noticeView(bytes, ABORT_KIND)?.readUInt32LE(8);
 }
 
-/** The message of a complete abort notice at the start of `bytes`; undefined if there is none. */
+/** The message of a complete abort notice at the start of `bytes`. */
 export function abortMessageIn(bytes: Buffer): string | undefined {
   const length = abortMessageLength(bytes);
   if (length === undefined || bytes.length < HEADER_BYTES + length) return undefined;
   return bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + length);
 }
 
-/** The failure notice ([Note: failure agreement]): its header, then the notice as JSON. */
+/** The message of a complete abort or failure notice at the start of a closed connection's unread bytes. */
+export function noticeMessageIn(bytes: Buffer, peer: number): string | undefined {
+  try {
+    return abortMessageIn(bytes) ?? failureNoticeIn(bytes, peer)?.message;
+  } catch {
+    return undefined;
+  }
+}
+
 export function encodeFailureNotice(notice: FailureNotice): Buffer {
   return noticeFrame(FAILURE_KIND, Buffer.from(JSON.stringify(notice), 'utf8'));
 }
 
-/** The JSON length if these 32 bytes are a failure notice's header; undefined otherwise. */
 export function failureNoticeLength(bytes: Uint8Array): number | undefined {
   return noticeView(bytes, FAILURE_KIND)?.readUInt32LE(8);
 }
 
-/** The failure notice in `json` (the bytes after its header); throws 'malformed-frame' for anything else. */
 export function decodeFailureNotice(json: Buffer, peer: number): FailureNotice {
   try {
     const notice = JSON.parse(json.toString('utf8')) as FailureNotice;
@@ -106,25 +98,21 @@ export function decodeFailureNotice(json: Buffer, peer: number): FailureNotice {
   });
 }
 
-/** A complete failure notice at the start of `bytes` (a closed connection's unread bytes); undefined if none. */
 export function failureNoticeIn(bytes: Buffer, peer: number): FailureNotice | undefined {
   const length = failureNoticeLength(bytes);
   if (length === undefined || bytes.length < HEADER_BYTES + length) return undefined;
   return decodeFailureNotice(bytes.subarray(HEADER_BYTES, HEADER_BYTES + length), peer);
 }
 
-/** Why a notice's sender gave up on the rank it names. */
 export type LossReason = 'lost' | 'timeout';
 const REASONS: readonly LossReason[] = ['lost', 'timeout'];
 
-/** A loss notice: the rank its sender gave up on, why ('lost' when absent), in its sender's words. */
 export interface LossNotice {
   lost: number;
   message: string;
   reason?: LossReason;
 }
 
-/** The loss notice: its header, the message, the header again ([Note: blaming a lost peer]). */
 export function encodeLossNotice(notice: LossNotice): Buffer {
   const text = Buffer.from(notice.message, 'utf8');
   const bytes = noticeFrame(LOSS_KIND, text, HEADER_BYTES);
@@ -134,7 +122,6 @@ export function encodeLossNotice(notice: LossNotice): Buffer {
   return bytes;
 }
 
-/** The message length, blamed rank and reason if these 32 bytes are a loss notice's header. */
 export function lossNoticeHeader(
   bytes: Uint8Array,
 ): { length: number; lost: number; reason: LossReason } | undefined {
@@ -145,7 +132,7 @@ export function lossNoticeHeader(
   return { length: view.readUInt32LE(8), lost: view.readInt32LE(12), reason };
 }
 
-/** A complete loss notice at the start or at the end of `bytes` (a closed connection's unread bytes). */
+/** A complete loss notice at the start or the end of a closed connection's unread bytes. */
 export function lossNoticeIn(bytes: Buffer): LossNotice | undefined {
   const atStart = lossNoticeHeader(bytes);
   const at = (start: number, header: { length: number; lost: number; reason: LossReason }) => ({
@@ -163,12 +150,10 @@ export function lossNoticeIn(bytes: Buffer): LossNotice | undefined {
   return bytes.subarray(start, start + HEADER_BYTES).equals(trailer) ? at(start, atEnd) : undefined;
 }
 
-/** What a goodbye says: how many collectives its sender completed before it left. */
 export interface Goodbye {
   collectives: number;
 }
 
-/** The goodbye a rank writes on every connection before its process ends normally. */
 export function encodeGoodbye(goodbye: Goodbye): Buffer {
   const bytes = noticeFrame(GOODBYE_KIND, Buffer.alloc(0));
   bytes.writeUInt32LE(goodbye.collectives >>> 0, 8);
@@ -176,14 +161,12 @@ export function encodeGoodbye(goodbye: Goodbye): Buffer {
   return bytes;
 }
 
-/** The goodbye these 32 bytes are, if they are one. */
 export function goodbyeHeader(bytes: Uint8Array): Goodbye | undefined {
   const view = noticeView(bytes, GOODBYE_KIND);
   if (view === undefined || !view.subarray(16, 32).equals(GOODBYE_MARKER)) return undefined;
   return { collectives: view.readUInt32LE(8) };
 }
 
-/** Whether these 32 bytes are any notice (abort, loss, failure, goodbye) rather than an op header. */
 export function isNoticeHeader(bytes: Uint8Array): boolean {
   return (
     abortMessageLength(bytes) !== undefined ||
@@ -208,15 +191,13 @@ export function encodeHeader(header: OpHeader, eagerBytes = 0): Buffer {
   return bytes;
 }
 
-/** The eager payload byte count of a header frame (offset 28). */
 export function eagerBytesIn(bytes: Uint8Array): number {
   return Buffer.from(bytes.buffer, bytes.byteOffset, HEADER_BYTES).readUInt32LE(28);
 }
 
-/** Largest eager payload a header can announce. */
 export const MAX_EAGER_BYTES = 0xffff_ffff;
 
-/** Decodes a header; throws a CollectiveError (code 'malformed-frame') for anything else. */
+/** Throws 'malformed-frame' for anything but a header. */
 export function decodeHeader(bytes: Uint8Array, peer: number): OpHeader {
   const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const malformed = (what: string): CollectiveError =>

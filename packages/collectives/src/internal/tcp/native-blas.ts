@@ -2,15 +2,8 @@ import { loadNativeFloatAdd, type NativeFloatAdd } from '@fsdp-ts/kernels';
 import { type NativeSwitch, readNativeSwitch } from './native-sockets.js';
 import { COUNTER, count, tcpCounters } from './tcp-connections.js';
 
-/**
- * When the tcp engine reduces float32 sums with OpenBLAS (Linux, the native path only); the
- * arithmetic and its exactness are @fsdp-ts/kernels' ([Note: blas reduce steps]).
- */
-
-/** `FSDP_TCP_BLAS`: unset for the BLAS reduce when OpenBLAS loads, 0 for the SIMD kernels, 1 to require it. */
-export type BlasSetting = NativeSwitch;
-
-export function blasSetting(rank: number): BlasSetting {
+/** `FSDP_TCP_BLAS`: float32 sums through OpenBLAS on the native path ([Note: blas reduce steps]). */
+export function blasSetting(rank: number): NativeSwitch {
   return readNativeSwitch(
     'FSDP_TCP_BLAS',
     rank,
@@ -18,7 +11,6 @@ export function blasSetting(rank: number): BlasSetting {
   );
 }
 
-/** The reduce steps' native add (when OpenBLAS loaded and FSDP_TCP_BLAS is not 0) and the counters. */
 export interface NativeReduce {
   readonly add: NativeFloatAdd | undefined;
   readonly counts: Int32Array | undefined;
@@ -30,7 +22,7 @@ export interface NativeReduce {
  * group's start, not its first ops. `failure` says why FSDP_TCP_BLAS=1 cannot be honoured.
  */
 export function engineReduce(options: {
-  setting: BlasSetting | undefined;
+  setting: NativeSwitch | undefined;
   nativePath: boolean;
   koffiPath: string | undefined;
   counts: Int32Array | undefined;
@@ -50,7 +42,7 @@ export function countReduceStep(buffer: Int32Array | undefined, path: 'blas' | '
   count(buffer, path === 'blas' ? COUNTER.blasSteps : COUNTER.simdSteps);
 }
 
-/** Float32 sum/avg reduce steps run through BLAS and through the SIMD kernels, in this process. */
+/** Test hook: float32 sum/avg reduce steps through BLAS and through SIMD in this process. */
 export function blasReduceCounts(): { blas: number; simd: number } {
   const buffer = tcpCounters();
   return { blas: Atomics.load(buffer, COUNTER.blasSteps), simd: Atomics.load(buffer, COUNTER.simdSteps) };

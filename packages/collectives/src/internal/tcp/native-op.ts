@@ -20,13 +20,9 @@ import type { RingPlan, RingScratch } from './ring.js';
 import { COUNTER, count, tcpCounters } from './tcp-connections.js';
 import { loseNatively } from './tcp-failure.js';
 
-/**
- * Eager bytes announced with the header when the rest of the op runs natively: enough to start
- * the pipeline, small enough for the kernel to take at once ([Note: native data path]).
- */
+/** Eager bytes announced when the rest runs natively: enough to start the pipeline, few enough for the kernel. */
 const NATIVE_EAGER_BYTES = 256 * 1024;
 
-/** What a native op needs from its engine. */
 export interface NativeOpContext {
   rank: number;
   size: number;
@@ -34,23 +30,16 @@ export interface NativeOpContext {
   sockets: NativeSockets;
   scratch: RingScratch;
   abort: Int32Array;
-  /** OpenBLAS's in-place add for reduce steps ([Note: blas reduce steps]). */
   reduce: NativeReduce;
-  /** The process's tcp counters (tcpCounters in tcp-connections.ts). */
   counters: Int32Array | undefined;
-  /** Reads a notice that came where a header was expected, and throws its error. */
+  /** Reads a notice found where a header belongs, and throws its error. */
   frames: NodeNetFrames;
-  /** Whether the group broke or the engine closed: a running exchange or ring stops. */
+  /** The group broke or the engine closed: a running exchange or ring stops. */
   stopped(): boolean;
-  /** Compares this op's header with every peer's; throws 'mismatch' on a difference. */
   checkHeaders(op: OpMessage, mine: OpHeader, headers: readonly (OpHeader | null)[]): void;
 }
 
-/**
- * The native data path of a tcp engine ([Note: native data path]): ring ops whose links are all
- * plain sockets exchange their headers and move their bytes through libc. Owns the receive
- * buffer and the exchange or ring run in progress.
- */
+/** Ring ops over plain sockets, headers and bytes through libc ([Note: native data path]). */
 export class NativeOpPath {
   #receive: Uint8Array | undefined;
   #run: NativeRingRun | undefined;
@@ -58,14 +47,12 @@ export class NativeOpPath {
 
   constructor(private readonly context: NativeOpContext) {}
 
-  /** Whether an op can run on the native data path: every link is a plain socket. */
   usable(): boolean {
     const { links, rank, size } = this.context;
     if (size < 2) return false;
     return links.every((link, peer) => peer === rank || link?.fd() !== undefined);
   }
 
-  /** The peer the running exchange or ring waits on, if any. */
   waitingOn(): number | undefined {
     return this.#exchange?.waitingOn() ?? this.#run?.waitingOn();
   }
@@ -133,13 +120,13 @@ export class NativeOpPath {
     ring.after?.();
   }
 
-  /** What a header exchange did not hand to the kernel, through node:net (after the kernel's bytes). */
+  /** What the exchange did not hand to the kernel, through node:net. */
   #writeUnsent(exchange: NativeHeaderExchange): void {
     for (const link of this.context.links)
       if (link !== null) for (const bytes of exchange.takeUnsent(link)) link.write(bytes);
   }
 
-  /** A ring plan's bytes through libc ([Note: native data path]); `late` goes out first. */
+  /** `late` goes out first. */
   async #runRing(
     plan: RingPlan,
     previous: PeerLink,
@@ -169,7 +156,6 @@ export class NativeOpPath {
   }
 }
 
-/** poll(2) timeout while waiting for headers: long enough to sleep, short enough for the slice. */
 const POLL_MS = 20;
 
 /**
@@ -188,10 +174,10 @@ export class NativeHeaderExchange {
   private readonly received: (Uint8Array | null)[];
   private readonly filled: number[];
   private readonly outgoing = new Map<PeerLink, SendQueue>();
-  /** Links whose end of stream was seen after their header was complete (not polled for it again). */
+  /** Ended after their header was complete (not polled for it again). */
   private readonly endedAfterHeader = new Set<PeerLink>();
   private readonly polls: PollSet;
-  /** A peer whose first bytes are an abort or loss notice, for the engine to read through node:net. */
+  /** A peer whose first bytes are a notice, for node:net to read. */
   notice: PeerLink | undefined;
 
   constructor(
@@ -211,19 +197,16 @@ export class NativeHeaderExchange {
     this.polls = new PollSet(links.length + 1);
   }
 
-  /** Each peer's 32 header bytes (null for this rank), once `run` returned 'done' without a notice. */
   headers(): (Uint8Array | null)[] {
     return this.received;
   }
 
-  /** What has not reached the kernel yet for `link`, in order (its queue is emptied). */
   takeUnsent(link: PeerLink): Uint8Array[] {
     const outgoing = this.outgoing.get(link);
     this.outgoing.delete(link);
     return outgoing?.take() ?? [];
   }
 
-  /** The peer this exchange waits on (for timeout messages). */
   waitingOn(): number | undefined {
     const index = this.filled.findIndex(
       (count, peer) => this.received[peer] !== null && count < HEADER_BYTES,
@@ -231,11 +214,7 @@ export class NativeHeaderExchange {
     return index >= 0 ? index : undefined;
   }
 
-  /**
-   * Moves header bytes until every peer's header is in and every header sent to a peer other
-   * than the next rank has reached the kernel ('done'; the next rank's eager bytes may still be
-   * queued), or the event loop must run ('yield').
-   */
+  /** 'done' once every header is in and out (the next rank's eager bytes may still be queued). */
   run(sliceMs: number): 'done' | 'yield' {
     const started = performance.now();
     if (this.takeQueuedHeaders()) return 'done';
@@ -279,7 +258,6 @@ export class NativeHeaderExchange {
     }
   }
 
-  /** Every header in, and nothing but the next rank's bytes still to send. */
   private complete(): boolean {
     for (const [peer, header] of this.received.entries())
       if (header !== null && this.filled[peer]! < HEADER_BYTES) return false;
@@ -287,10 +265,7 @@ export class NativeHeaderExchange {
     return true;
   }
 
-  /**
-   * Header bytes node:net queued before the op (a faster peer's frame, read between ops): taken
-   * up to each header's end, the rest put back for the ring. True when a notice was found.
-   */
+  /** Header bytes node:net queued before the op; the rest goes back for the ring. True at a notice. */
   private takeQueuedHeaders(): boolean {
     for (const [peer, link] of this.links.entries()) {
       const header = this.received[peer];
@@ -309,10 +284,7 @@ export class NativeHeaderExchange {
     return false;
   }
 
-  /**
-   * An abort, loss or failure notice ([Note: failure agreement]), or a goodbye ([Note: clean
-   * departure]), where a header belongs: back to the link's queue for the engine.
-   */
+  /** A notice or goodbye where a header belongs goes back to the link's queue. */
   private isNotice(link: PeerLink, header: Uint8Array): boolean {
     if (!isNoticeHeader(header)) return false;
     link.requeue([header.slice()]);
@@ -334,10 +306,7 @@ export class NativeHeaderExchange {
     return 'lost';
   }
 
-  /**
-   * Waits for header bytes, room to send, or trouble; returns a link that reset, or whose stream
-   * ended before its header was complete (after recv found nothing more on it).
-   */
+  /** Waits for bytes, room or trouble; returns a link that reset. */
   private poll(): PeerLink | undefined {
     const { polls } = this;
     const polled: PeerLink[] = [];
@@ -358,8 +327,7 @@ export class NativeHeaderExchange {
       const revents = polls.revents(index);
       const link = polled[index]!;
       if ((revents & (POLLERR | POLLHUP)) !== 0) return link;
-      // The end of a stream: recv reads what is left of a pending header, then meets the end; a
-      // stream that ends after its header is the ring's to drain and judge.
+      // An end before the header is complete is recv's to meet; after it, the ring's to judge.
       if ((revents & POLLRDHUP) !== 0 && this.filled[link.peer]! === HEADER_BYTES)
         this.endedAfterHeader.add(link);
     }
@@ -372,7 +340,7 @@ export class NativeHeaderExchange {
   }
 }
 
-/** Ops whose headers moved natively, and mismatches found among them, in this process. */
+/** Test hook: ops whose headers moved natively, and mismatches among them. */
 export function nativeHeaderCounts(): { exchanges: number; mismatches: number } {
   const buffer = tcpCounters();
   return {

@@ -15,9 +15,8 @@ import type { RingPlan, RingScratch, StepConsumer } from './ring.js';
 import { stepConsumer } from './ring-steps.js';
 import { loseNatively } from './tcp-failure.js';
 
-/** How long one native slice may run before the event loop gets a turn (timers, messages). */
+/** A native slice's longest run before the event loop gets a turn. */
 export const NATIVE_SLICE_MS = 100;
-/** poll(2) timeout inside a slice. */
 const POLL_MS = 20;
 
 /**
@@ -57,18 +56,15 @@ export class NativeRingRun {
     this.startStep();
   }
 
-  /** Bytes to send to the next rank, after those queued before. */
   queueSend(bytes: Uint8Array): void {
     this.sendQueue.push(bytes);
   }
 
-  /** The peer this run waits on (for timeout messages). */
   waitingOn(): number | undefined {
     if (this.stepIndex < this.steps.length) return this.previous.peer;
     return this.sendQueue.pending() ? this.next?.peer : undefined;
   }
 
-  /** Moves bytes until the op is done ('done') or the event loop must run ('yield'). */
   run(sliceMs: number): 'done' | 'yield' {
     const started = performance.now();
     this.drainQueued();
@@ -86,15 +82,13 @@ export class NativeRingRun {
     const nextFd = this.next?.fd() ?? -1;
     const { sockets, receiveBuffer } = this;
     for (;;) {
-      // Every connection is checked for a hang-up on each pass, not only when idle: a rank busy
-      // receiving from one peer must still notice first-hand that another one died.
+      // A hang-up on any connection, each pass: a rank busy receiving must notice another's death first-hand.
       const hungUp = this.pollOnce(previousFd, nextFd, 0);
       if (hungUp !== undefined) return this.lost(hungUp, undefined);
       const sent = this.sendQueue.send(sockets, nextFd);
       if (typeof sent === 'object') return this.lost(this.next!, sent.errno);
       const progressed = sent === 'progress';
       if (this.consumer !== undefined) {
-        // A copy step receives straight into the work array; others through the receive buffer.
         const direct = this.consumer.target?.();
         const received =
           direct === undefined
@@ -118,10 +112,8 @@ export class NativeRingRun {
   }
 
   /**
-   * Waits for the data connections, or trouble on any connection; true on trouble. A hang-up
-   * (the peer's FIN, a reset, an error) counts on every connection, the data ones included (a
-   * killed next rank must be noticed, and named, while this rank only receives), except on the
-   * connection this rank still receives from: there recv returns what is left, then 0.
+   * Waits for the data connections; returns a link in trouble. A hang-up counts on every
+   * connection but the one this rank still receives from (recv returns what is left, then 0).
    */
   private pollOnce(previousFd: number, nextFd: number, timeoutMs: number): PeerLink | undefined {
     const { polls } = this;
@@ -140,10 +132,8 @@ export class NativeRingRun {
     }
     const ready = this.sockets.poll(polls.buffer, count, timeoutMs);
     if (ready <= 0) return undefined;
-    // A reset (POLLERR/POLLHUP: a killed peer with unread data) ends the slice at once; the end
-    // of the stream this rank receives from waits for recv to drain what is left and meet its end
-    // (or for the op to complete first); only then another FIN. The engine then decides which rank
-    // is blamed, looking at every connection ([Note: blaming a lost peer]).
+    // A reset ends the slice at once; the end of the stream received from waits for recv; only
+    // then another FIN. The engine decides the blame ([Note: blaming a lost peer]).
     let reset: PeerLink | undefined;
     let ended: PeerLink | undefined;
     let previousEnded = false;
@@ -162,7 +152,7 @@ export class NativeRingRun {
     return 'yield';
   }
 
-  /** Feeds the bytes node:net read before this slice (the peer's eager bytes, typically). */
+  /** Feeds what node:net read before this slice (the peer's eager bytes, typically). */
   private drainQueued(): void {
     const leftovers: Uint8Array[] = [];
     for (const chunk of this.previous.takeQueued()) {
@@ -173,32 +163,29 @@ export class NativeRingRun {
     if (leftovers.length > 0) this.previous.requeue(leftovers);
   }
 
-  /** Applies `chunk` to the steps in order; returns what is left past the last step. */
+  /** Returns what is left past the last step. */
   private deliver(chunk: Uint8Array): Uint8Array {
     let rest = chunk;
     while (rest.length > 0 && this.consumer !== undefined) {
       const take = Math.min(this.remaining, rest.length);
       this.consumer.consume(rest.subarray(0, take));
-      this.remaining -= take;
       rest = rest.subarray(take);
-      if (this.remaining === 0) {
-        this.consumer.end();
-        this.stepIndex++;
-        this.startStep();
-      }
+      this.received(take);
     }
     return rest;
   }
 
-  /** `count` bytes were received in place (see StepConsumer.target). */
   private advance(count: number): void {
     this.consumer!.advance!(count);
+    this.received(count);
+  }
+
+  private received(count: number): void {
     this.remaining -= count;
-    if (this.remaining === 0) {
-      this.consumer!.end();
-      this.stepIndex++;
-      this.startStep();
-    }
+    if (this.remaining > 0) return;
+    this.consumer!.end();
+    this.stepIndex++;
+    this.startStep();
   }
 
   private startStep(): void {
@@ -214,11 +201,7 @@ export class NativeRingRun {
   }
 }
 
-/**
- * Runs a ring run or a header exchange in slices of NATIVE_SLICE_MS until it is done, yielding to
- * the event loop between slices; throws a link's failure, or once `groupBroke()` (the running op
- * has then already failed with the cause).
- */
+/** Runs a ring run or header exchange in slices; throws a link's failure, or once `groupBroke()`. */
 export async function driveNativeRun(
   run: { run(sliceMs: number): 'done' | 'yield' },
   links: readonly (PeerLink | null)[],
@@ -248,7 +231,7 @@ export class SendQueue {
     return this.chunks.length > 0;
   }
 
-  /** Sends until the kernel takes no more; `{ errno }` when the connection ended (errno undefined: closed). */
+  /** Sends until the kernel takes no more; `{ errno }` when the connection ended. */
   send(sockets: NativeSockets, fd: number): 'progress' | 'blocked' | { errno: number | undefined } {
     let progressed = false;
     while (this.chunks.length > 0) {
@@ -270,7 +253,7 @@ export class SendQueue {
     return progressed ? 'progress' : 'blocked';
   }
 
-  /** What is unsent, in order; the queue is emptied. */
+  /** Empties the queue: what is unsent, in order. */
   take(): Uint8Array[] {
     const [head, ...rest] = this.chunks.splice(0);
     const offset = this.offset;

@@ -17,7 +17,7 @@ export interface NativeSockets {
   poll(fds: ArrayBuffer, count: number, timeoutMs: number): number;
   /** errno of the last call on this thread. */
   errno(): number;
-  /** CPU time of the calling thread, ms (clock_gettime(CLOCK_THREAD_CPUTIME_ID)). */
+  /** CPU time of the calling thread, ms (bench/sweep.ts). */
   threadCpuMs(): number;
   /** The socket's address family (getsockopt SO_DOMAIN: AF_UNIX 1, AF_INET 2, AF_INET6 10), or -1. */
   domain(fd: number): number;
@@ -75,14 +75,9 @@ export class PollSet {
   }
 }
 
-/**
- * A native-path switch read from the environment: unset (or empty) for `auto` (use the native
- * piece when it loads), `0`/`false` for `off`, `1`/`true` for `required` (fail when it cannot
- * load). FSDP_TCP_NATIVE and FSDP_TCP_BLAS read this way.
- */
+/** FSDP_TCP_NATIVE and FSDP_TCP_BLAS: unset or empty `auto`, `0`/`false` `off`, `1`/`true` `required`. */
 export type NativeSwitch = 'auto' | 'off' | 'required';
 
-/** Reads `variable`; any other value is an error naming it, with `fix` saying what each setting does. */
 export function readNativeSwitch(variable: string, rank: number, fix: string): NativeSwitch {
   const value = process.env[variable];
   if (value === undefined || value === '') return 'auto';
@@ -103,9 +98,7 @@ interface Koffi {
 }
 
 /** `FSDP_TCP_NATIVE`: unset for the native path when available, 0 for node:net, 1 to require it. */
-export type NativeSetting = NativeSwitch;
-
-export function nativeSetting(rank: number): NativeSetting {
+export function nativeSetting(rank: number): NativeSwitch {
   return readNativeSwitch(
     'FSDP_TCP_NATIVE',
     rank,
@@ -113,11 +106,7 @@ export function nativeSetting(rank: number): NativeSetting {
   );
 }
 
-/**
- * Where koffi is installed, resolved from this package (main thread), or undefined when the
- * native path is off, koffi is not installed or the platform is not Linux. With
- * FSDP_TCP_NATIVE=1 an unavailable native path is an error.
- */
+/** Where koffi is (main thread), or undefined: native path off, no koffi, not Linux. */
 export function resolveNativeSocketsModule(rank = 0): string | undefined {
   const setting = nativeSetting(rank);
   if (setting === 'off') return undefined;
@@ -134,7 +123,6 @@ export function resolveNativeSocketsModule(rank = 0): string | undefined {
   return path;
 }
 
-/** Loads libc's socket calls through koffi at `koffiPath`; undefined if anything fails. */
 export function loadNativeSockets(koffiPath: string | undefined): NativeSockets | undefined {
   if (koffiPath === undefined) return undefined;
   try {
@@ -204,7 +192,7 @@ export function sendBufferSetting(rank: number): number {
   );
 }
 
-/** The smallest and largest send buffer of the local links this process formed so far (0 until one). */
+/** Test hook: the smallest and largest local link send buffer so far (0 until one). */
 export function localSendBufferBytes(): { smallest: number; largest: number } {
   const buffer = tcpCounters();
   return {
@@ -213,10 +201,7 @@ export function localSendBufferBytes(): { smallest: number; largest: number } {
   };
 }
 
-/**
- * Asks for `bytes` of send buffer on every Unix-domain link (see [Note: local send buffers]);
- * with 0 asks for nothing. Either way the links' sizes go to `report`.
- */
+/** [Note: local send buffers]; with 0 asks for nothing. The sizes go to `report` either way. */
 export function enlargeLocalSendBuffers(
   links: readonly (PeerLink | null)[],
   sockets: NativeSockets,
@@ -228,7 +213,7 @@ export function enlargeLocalSendBuffers(
     if (fd === undefined || sockets.domain(fd) !== AF_UNIX) continue;
     const size = bytes === 0 ? sockets.sendBuffer(fd) : sockets.setSendBuffer(fd, bytes);
     if (size <= 0 || report === undefined) continue;
-    // Several groups' workers may report at once: compare-and-swap until this size is in.
+    // Several groups' workers may report at once.
     const [low, high] = [COUNTER.smallestSendBuffer, COUNTER.largestSendBuffer];
     for (let smallest = Atomics.load(report, low); smallest === 0 || size < smallest; ) {
       const seen = Atomics.compareExchange(report, low, smallest, size);

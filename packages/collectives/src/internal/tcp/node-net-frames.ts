@@ -16,17 +16,15 @@ import type { PreparedOp } from './op-preparation.js';
 import type { PeerLink } from './peer-link.js';
 import { noticeError } from './tcp-failure.js';
 
-/** A peer's header frame: its header and the eager bytes it announces. */
 export interface HeaderFrame {
   header: OpHeader;
   eagerBytes: number;
 }
 
-/** What the engine does with a notice that arrives where a header was expected. */
 export interface NoticeHooks {
-  /** A peer aborted ([Note: abort]): mark the group broken and return the error to throw. */
+  /** [Note: abort]: returns the error to throw. */
   aborted(peer: number, message: string): CollectiveError;
-  /** A peer lost another rank and says so ([Note: blaming a lost peer]); its error is thrown next. */
+  /** [Note: blaming a lost peer]: its error is thrown next. */
   lossNoticed(error: CollectiveError): void;
 }
 
@@ -40,11 +38,7 @@ export interface NoticeHooks {
  * mismatched op may leave the caller's buffers partly written.
  */
 
-/**
- * Frames over the node:net links ([Note: peer link]): header frames with their eager bytes, the
- * notices that may come in their place, and the payloads of send and recv. Barriers, TLS links
- * and ops that do not run natively take this path; the native path reads a notice here too.
- */
+/** Frames over node:net links ([Note: peer link]): headers with eager bytes, notices, send/recv payloads. */
 export class NodeNetFrames {
   constructor(
     private readonly links: readonly (PeerLink | null)[],
@@ -52,10 +46,8 @@ export class NodeNetFrames {
   ) {}
 
   /**
-   * Writes this op's header and eager bytes to every peer and reads theirs (see [Note: eager first
-   * segment]); on a difference, skips what each peer announced. The caller compares the headers.
-   * Eager bytes too many to announce wait for the check: they are returned as `late`, for the
-   * caller to send once it passed.
+   * [Note: eager first segment]; the caller compares the headers. Eager bytes beyond `eagerLimit`
+   * come back as `late`, to send once the check passed.
    */
   async exchange(
     header: OpHeader,
@@ -78,13 +70,11 @@ export class NodeNetFrames {
     );
     const headers = received.map((frame) => frame?.header ?? null);
     if (headers.some((theirs) => theirs !== null && !sameOp(header, theirs))) {
-      // Skip what each peer sent ahead of its check, so the streams stay aligned.
       await this.skipEager(received);
     }
     return { headers, late };
   }
 
-  /** Reads and drops the eager bytes every peer's frame announced. */
   async skipEager(received: readonly (HeaderFrame | null)[]): Promise<void> {
     await Promise.all(
       received.map((frame, peer) =>
@@ -95,18 +85,13 @@ export class NodeNetFrames {
     );
   }
 
-  /**
-   * A peer's header frame; throws the error of an abort or loss notice, or of a goodbye, that
-   * came instead, and for a failure notice the error of an abort with its message ([Note:
-   * failure agreement]).
-   */
+  /** A header frame; a notice or goodbye instead throws its error (a failure notice an abort's). */
   async readFrame(link: PeerLink): Promise<HeaderFrame> {
     const frame = await this.readFrameOrNotice(link);
     if ('notice' in frame) throw this.hooks.aborted(link.peer, frame.notice.message);
     return frame;
   }
 
-  /** A peer's header frame or failure notice; throws the error of an abort or loss notice. */
   async readFrameOrNotice(link: PeerLink): Promise<HeaderFrame | { notice: FailureNotice }> {
     const bytes = await this.readBytes(link, HEADER_BYTES);
     const noticeLength = failureNoticeLength(bytes);
@@ -117,7 +102,6 @@ export class NodeNetFrames {
       const message = await this.readBytes(link, abortLength);
       throw this.hooks.aborted(link.peer, message.toString('utf8'));
     }
-    // A peer lost another rank and says so before it closes ([Note: blaming a lost peer]).
     const loss = lossNoticeHeader(bytes);
     if (loss !== undefined) {
       const message = await this.readBytes(link, loss.length + HEADER_BYTES);
@@ -129,20 +113,17 @@ export class NodeNetFrames {
       this.hooks.lossNoticed(error);
       throw error;
     }
-    // The peer finished and left before this op ([Note: clean departure]).
     const goodbye = goodbyeHeader(bytes);
     if (goodbye !== undefined) throw link.goodbyeRead(goodbye);
     return { header: decodeHeader(bytes, link.peer), eagerBytes: eagerBytesIn(bytes) };
   }
 
-  /** A send's header and payload; resolves once node:net handed them to the kernel. */
   async send(link: PeerLink, header: OpHeader, input: CollectiveBuffer): Promise<void> {
     link.write(encodeHeader(header));
     link.write(new Uint8Array(input.buffer, input.byteOffset, input.byteLength));
     await link.flushed();
   }
 
-  /** A recv's payload, after its header was read and checked. */
   async receive(link: PeerLink, output: CollectiveBuffer): Promise<void> {
     await link.readInto(new Uint8Array(output.buffer, output.byteOffset, output.byteLength));
   }

@@ -26,21 +26,15 @@ import { runRingSteps } from './ring-steps.js';
 /** All-reduces of at most this many bytes use the one-step direct exchange instead of the ring. */
 export const DIRECT_ALL_REDUCE_BYTES = 64 * 1024;
 
-/** An op prepared before its header check (see [Note: eager first segment]). */
+/** An op prepared before its header check ([Note: eager first segment]). */
 export interface PreparedOp {
-  /** Bytes sent right behind the header: to the next rank only, or to every peer. */
   eager: { toNext: Uint8Array | null; toAll: Uint8Array | null };
-  /** The rest of the op, after every header matched (on node:net). */
+  /** The rest on node:net, after every header matched. */
   rest: (previous: PeerLink | null, next: PeerLink | null) => Promise<void>;
-  /** A ring schedule's plan and what follows it, for the native data path. */
   ring?: { plan: RingPlan; after?: () => void };
 }
 
-/**
- * Turns an op into what the tcp engine runs: its eager bytes and the rest, as a ring plan (for
- * the native data path or node:net) or the direct exchange of small all-reduces. One per engine;
- * it owns no state of its own beyond the engine's reusable memory it is given.
- */
+/** An op as its eager bytes and the rest: a ring plan (native or node:net) or a direct exchange. */
 export class OpPreparation {
   constructor(
     private readonly rank: number,
@@ -50,7 +44,6 @@ export class OpPreparation {
     private readonly links: readonly (PeerLink | null)[],
   ) {}
 
-  /** What an op does before its header check (its eager bytes), and the rest, run after it. */
   prepare(op: OpMessage): PreparedOp {
     const { rank, size } = this;
     const ring = (plan: RingPlan, after?: () => void): PreparedOp => ({
@@ -113,8 +106,7 @@ export class OpPreparation {
           );
           plan.base = input;
           if (op.wireDtype === 'bfloat16' && size > 1) {
-            // The last reduce step writes this rank's block straight into the output
-            // ([Note: results in place] in ring.ts): nothing to copy afterwards.
+            // [Note: results in place]: the last reduce step writes straight into the output.
             plan.final = { array: op.output as Float32Array, offset: rank * op.count };
             return ring(plan);
           }
@@ -130,9 +122,7 @@ export class OpPreparation {
       case 'allGather': {
         const output = op.output!;
         if (op.wireDtype === 'bfloat16') {
-          // [Note: bfloat16 all-gather own block] One pass over the input writes the bytes this
-          // rank sends first and its own block of the output (the input rounded to bfloat16,
-          // the values every peer receives), instead of a copy, a rounding pass and an encode.
+          // One pass writes the bytes sent first and this rank's own block, rounded as peers receive it.
           const encoded = this.scratch.takeStaging(op.count);
           const own = (output as Float32Array).subarray(rank * op.count, (rank + 1) * op.count);
           encodeRoundBfloat16(op.input as Float32Array, own, encoded);
@@ -154,10 +144,8 @@ export class OpPreparation {
   }
 
   /**
-   * A ring plan over a bfloat16 buffer's values (`input`, default `bits`), whose results land
-   * as bfloat16 in `bits` from element `offset` of the work array on ([Note: results in
-   * place] in ring.ts). The work array gets the decoded input except the initial range, which this
-   * rank only sends, straight from the input's bytes (exact in bfloat16), and never reads.
+   * A ring plan over a bfloat16 buffer whose results land in `bits` from work element `offset`
+   * ([Note: results in place]); the initial range is sent from the input's bytes, never decoded.
    */
   private bfloat16InPlace(plan: RingPlan, bits: Uint16Array, offset: number, input = bits): RingPlan {
     const work = plan.work as Float32Array;
@@ -184,13 +172,9 @@ export class OpPreparation {
 }
 
 /**
- * The latency-optimal all-reduce for small buffers: every rank sends its whole buffer to every
- * peer (one step instead of the ring's 2(size-1)), then each reduces all contributions in rank
- * order, so all ranks compute the same bits. The payload goes out right behind the op header
- * ([Note: eager first segment] in node-net-frames.ts).
+ * [Note: direct all-reduce] Small buffers: every rank sends its whole buffer to every peer right
+ * behind the header (one step instead of 2(size-1)); each reduces all in rank order, same bits.
  */
-
-/** What a direct all-reduce sends to every peer (after rounding `work` for a bfloat16 wire). */
 export function directAllReducePayload(
   work: Float32Array | Int32Array,
   options: ReducePlanOptions,
@@ -200,7 +184,6 @@ export function directAllReducePayload(
   return encodeRange(work, 0, work.length, options.reduceWire, scratch);
 }
 
-/** The rest of a direct all-reduce once `payload` went to every peer: receive and reduce. */
 export async function finishDirectAllReduce(
   work: Float32Array | Int32Array,
   payload: Uint8Array,
@@ -235,16 +218,11 @@ export async function finishDirectAllReduce(
   work.set(accumulator as never);
 }
 
-/**
- * The tcp engine's reusable float32 and int32 arrays that reductions run on when they cannot run
- * on the caller's buffer (bfloat16 buffers, reduce-scatter's output); they grow to the largest op
- * and are reused, so an op allocates nothing once the group has run one as large.
- */
+/** Reusable float32 and int32 arrays for reductions that cannot run on the caller's buffer; they only grow. */
 export class WorkArrays {
   private floats = new Float32Array(0);
   private ints = new Int32Array(0);
 
-  /** The array the reduction runs on: the buffer itself, or float32 scratch for bfloat16. */
   workFor(buffer: WorkArray, dtype: OpMessage['dtype'], length: number, copyFrom: WorkArray): WorkArray {
     if (dtype === 'bfloat16') {
       const work = this.floatScratch(length);
@@ -257,12 +235,10 @@ export class WorkArrays {
     return work;
   }
 
-  /** Uninitialised float32 or int32 scratch as long as `like`. */
   scratchFor(like: Float32Array | Int32Array): Float32Array | Int32Array {
     return like instanceof Int32Array ? this.intScratch(like.length) : this.floatScratch(like.length);
   }
 
-  /** Uninitialised float32 scratch of `length` elements. */
   floatScratch(length: number): Float32Array {
     if (this.floats.length < length) this.floats = new Float32Array(length);
     return this.floats.subarray(0, length);

@@ -29,10 +29,9 @@ type LinkState = 'open' | 'departed' | 'failed';
  */
 
 /**
- * One authenticated connection to a peer, carrying both directions. Reads are "give me exactly
- * n bytes, chunk by chunk" (the handler runs synchronously on each chunk of the socket's own
- * buffers, so nothing is copied); bytes that arrive before anyone asks wait in a queue. Writes
- * are counted so an op can wait until the kernel has taken every byte it referenced.
+ * [Note: peer link] One authenticated connection to a peer, both directions. A read takes exactly
+ * n bytes, chunk by chunk, from the socket's own buffers (no copy); bytes nobody asked for yet
+ * wait in a queue. Writes are counted, so an op can wait until the kernel has every byte.
  */
 export class PeerLink {
   private state: LinkState = 'open';
@@ -41,9 +40,8 @@ export class PeerLink {
   private pendingWrites = 0;
   private flushWaiters: { resolve: () => void; reject: (error: Error) => void }[] = [];
   private failure: CollectiveError | undefined;
-  /** The peer's goodbye, once it departed ([Note: clean departure]). */
   private departure: Goodbye | undefined;
-  /** node:net reading is held for the native data path ([Note: held reading]). */
+  /** [Note: held reading] */
   private held = false;
 
   constructor(
@@ -67,12 +65,10 @@ export class PeerLink {
     socket.resume();
   }
 
-  /** Whether a read is waiting for bytes from this peer. */
   isReading(): boolean {
     return this.sink !== undefined;
   }
 
-  /** Feeds the next `bytes` bytes from the peer to `onBytes`, in order; resolves after the last. */
   read(bytes: number, onBytes: (chunk: Buffer) => void): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.sink !== undefined) throw new Error(`PeerLink ${this.peer}: overlapping reads`);
@@ -85,7 +81,6 @@ export class PeerLink {
     });
   }
 
-  /** Reads the next `into.length` bytes from the peer into `into`. */
   readInto(into: Uint8Array): Promise<void> {
     let filled = 0;
     return this.read(into.length, (chunk) => {
@@ -103,51 +98,38 @@ export class PeerLink {
     });
   }
 
-  /** Whether some write has not been handed to the kernel yet. */
   hasPendingWrites(): boolean {
     return this.pendingWrites > 0 && this.state === 'open';
   }
 
-  /** Resolves once every write so far has been handed to the kernel. */
   flushed(): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.pendingWrites === 0 || this.state === 'departed') return Promise.resolve();
     return new Promise((resolve, reject) => this.flushWaiters.push({ resolve, reject }));
   }
 
-  /**
-   * The connection's file descriptor for the native data path ([Note: native data path]), or
-   * undefined (a TLS socket, a closed one, or a platform without one).
-   */
+  /** The file descriptor for the native data path; undefined for TLS, closed, or none. */
   fd(): number | undefined {
     if (this.state !== 'open') return undefined;
     const fd = (this.socket as unknown as { _handle?: { fd?: unknown } | null })._handle?.fd;
     return typeof fd === 'number' && fd >= 0 ? fd : undefined;
   }
 
-  /** Why this link failed, or undefined while it is open (or departed). */
   failed(): CollectiveError | undefined {
     return this.failure;
   }
 
-  /** The peer's goodbye once it departed ([Note: clean departure]), else undefined. */
   departed(): Goodbye | undefined {
     return this.departure;
   }
 
-  /**
-   * The goodbye was read where a header belonged: the peer departed. Its end of stream, when it
-   * comes, is no loss. Returns the error the op that expected a header fails with.
-   */
+  /** A goodbye read where a header belonged: departed; returns the waiting op's error. */
   goodbyeRead(goodbye: Goodbye): CollectiveError {
     this.depart(goodbye);
     return this.departedError();
   }
 
-  /**
-   * The native path needs more from (or must still send to) a departed peer: the link fails
-   * with the departure's error, without blaming anyone ([Note: clean departure]).
-   */
+  /** The native path needs more of a departed peer: fail with the departure's error, blaming nobody. */
   failDeparted(): void {
     if (this.state !== 'departed') return;
     this.state = 'failed';
@@ -177,39 +159,32 @@ export class PeerLink {
     this.socket.resume();
   }
 
-  /** Takes the bytes that arrived but nobody read yet (for the native data path). */
   takeQueued(): Buffer[] {
     this.absorbBuffered();
     return this.queued.splice(0);
   }
 
-  /** Puts bytes back in front of the queue, in order (the native path read past its op). */
   requeue(chunks: Uint8Array[]): void {
     this.queued.unshift(...chunks.map((chunk) => Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length)));
   }
 
-  /** Appends bytes read from the kernel after everything node:net holds (a lost connection's rest). */
+  /** Bytes read from the kernel, after everything node:net holds (a lost connection's rest). */
   appendUnread(chunks: Uint8Array[]): void {
     this.absorbBuffered();
     for (const chunk of chunks) this.queued.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length));
   }
 
-  /** Moves what a held socket buffered into the queue: `read()` emits it as 'data', in order. */
   private absorbBuffered(): void {
     if (!this.held) return;
     while (this.socket.readableLength > 0 && this.socket.read() !== null) {}
   }
 
-  /** The native data path saw this connection end (errno set) or close (see native-ring.ts). */
   lostNatively(errno: number | undefined): void {
     if (errno === undefined) this.ended(`rank ${this.peer} closed the connection`, undefined);
     else this.ended(`the connection to rank ${this.peer} failed (errno ${errno})`, undefined);
   }
 
-  /**
-   * Whether what the native path drained from an ended connection ends with a goodbye: the link
-   * is then departed ([Note: clean departure]).
-   */
+  /** Whether what the native path drained from an ended connection ends with a goodbye (then departed). */
   departedNatively(): boolean {
     if (this.state === 'open') {
       const goodbye = this.trailingGoodbye();
@@ -218,13 +193,12 @@ export class PeerLink {
     return this.state === 'departed';
   }
 
-  /** The bytes that arrived but nobody read yet. */
   unreadBytes(): Buffer {
     this.absorbBuffered();
     return Buffer.concat(this.queued);
   }
 
-  /** Sends what was written, then closes this side gracefully (FIN, no reset). */
+  /** FIN after what was written. */
   end(): void {
     this.socket.end();
   }
@@ -234,7 +208,6 @@ export class PeerLink {
     this.socket.destroy();
   }
 
-  /** The peer ended the connection: departed after a goodbye, else lost ([Note: clean departure]). */
   private ended(message: string, cause: unknown): void {
     if (this.state !== 'open') return;
     const goodbye = this.trailingGoodbye();
@@ -246,7 +219,6 @@ export class PeerLink {
     if (this.state !== 'open') return;
     this.state = 'departed';
     this.departure = goodbye;
-    // A waiting read has taken everything queued: nothing more will come for it.
     const sink = this.sink;
     this.sink = undefined;
     sink?.reject(this.departedError());
@@ -265,7 +237,6 @@ export class PeerLink {
     );
   }
 
-  /** The goodbye that ends the bytes queued so far, if they end with one. */
   private trailingGoodbye(): Goodbye | undefined {
     this.absorbBuffered();
     const tail: Buffer[] = [];

@@ -5,9 +5,10 @@ import {
   type ReduceKernels,
   scalesExactly,
 } from '@fsdp-ts/kernels';
+import { kernelName } from '../shm/shm-reduce.js';
 import { countReduceStep, type NativeReduce } from './native-blas.js';
 import type { IncomingStep, RingPlan, StepConsumer } from './ring.js';
-import { feedRegion, type StepProgress } from './ring-steps.js';
+import { regionStep, type StepProgress } from './ring-steps.js';
 
 /**
  * [Note: simd reduce steps] Incoming bytes land in the WebAssembly SIMD kernel's input region
@@ -37,26 +38,17 @@ export function simdReduceStep(
   const views = kernels.at(shift);
   const input = floats ? views.inputFloats : views.inputInts;
   const accumulator = floats ? views.accumulatorFloats : views.accumulatorInts;
-  const reduce =
-    kernels.reduce[
-      `${plan.reduceOp === 'max' ? 'max' : plan.reduceOp === 'min' ? 'min' : 'sum'}${floats ? 'Float' : 'Int'}`
-    ];
+  const reduce = kernels.reduce[kernelName(floats, plan.reduceOp)];
   const inputBytes = new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
   const floatSum = floats && (plan.reduceOp === 'sum' || plan.reduceOp === 'avg');
-  // [Note: blas reduce steps] in native-blas.ts: the sums are added in place in the work array.
+  // [Note: blas reduce steps]
   const blas = floatSum ? native?.add : undefined;
   if (floatSum) countReduceStep(native?.counts, blas === undefined ? 'simd' : 'blas');
-  // An average's division as an exact BLAS scale ([Note: blas reduce steps]).
   const scaleBy =
     blas !== undefined && step.averageOver !== undefined && scalesExactly(step.averageOver)
       ? 1 / step.averageOver
       : undefined;
-  let pending = 0;
-  const advance = (count: number): void => {
-    pending += count;
-    const whole = Math.floor(pending / elementBytes);
-    if (whole === 0) return;
-    const position = progress.position;
+  const apply = (position: number, whole: number): void => {
     const target = work.subarray(position, position + whole);
     if (blas !== undefined) {
       const incoming = views.inputFloats.subarray(0, whole);
@@ -75,17 +67,6 @@ export function simdReduceStep(
     if (scaleBy !== undefined) blas!.scale(target as Float32Array, scaleBy);
     else step.finish?.(target);
     progress.writeFinal(target);
-    progress.advance(whole);
-    const used = whole * elementBytes;
-    if (pending > used) inputBytes.copyWithin(0, used, pending);
-    pending -= used;
-    if (progress.batchDue()) progress.flush();
   };
-  return {
-    bytes: (step.end - step.start) * elementBytes,
-    consume: (chunk) => feedRegion(chunk, inputBytes, () => pending, advance),
-    end: () => progress.flush(),
-    target: () => inputBytes.subarray(pending),
-    advance,
-  };
+  return regionStep(step, progress, inputBytes, elementBytes, apply);
 }

@@ -14,7 +14,7 @@ import {
   reducePair,
   SIMD_BLOCK,
 } from '@fsdp-ts/kernels';
-import type { ReduceOp } from '../../types.js';
+import { kernelName } from '../shm/shm-reduce.js';
 import type { NativeReduce } from './native-blas.js';
 import type { PeerLink } from './peer-link.js';
 import {
@@ -29,11 +29,9 @@ import {
 import { simdReduceStep } from './ring-step-simd-reduce.js';
 
 /**
- * Applies one step's bytes to the work array as they arrive and forwards the processed ranges
- * ([Note: forward batching]). The first kind that fits takes the step: an in-place copy; a
- * float32 step with bfloat16 on the wire, copied or a sum's last step that only rounds ([Note:
- * bfloat16 steps in the kernel's memory]); a reduce step in the work array's own float32 or int32
- * elements, through SIMD or OpenBLAS ([Note: simd reduce steps]); else the general step.
+ * Applies one step's bytes as they arrive and forwards the processed ranges ([Note: forward
+ * batching]), through the first kind that fits: in-place copy, bfloat16 kernel step, SIMD/BLAS
+ * reduce step, general step.
  */
 export function stepConsumer(
   plan: RingPlan,
@@ -61,7 +59,6 @@ export function stepConsumer(
   return generalStep(plan, step, progress, elementBytes, scratch);
 }
 
-/** Reads one step's bytes from `previous` through a step consumer that forwards to `next`. */
 async function runStep(
   plan: RingPlan,
   step: IncomingStep,
@@ -74,10 +71,7 @@ async function runStep(
   consumer.end();
 }
 
-/**
- * Runs a ring plan's incoming steps in order; its initial range was sent already (see
- * initialBytes in ring.ts and [Note: eager first segment] in node-net-frames.ts).
- */
+/** A ring plan's incoming steps over node:net; the initial range went with the header ([Note: eager first segment]). */
 export async function runRingSteps(
   plan: RingPlan,
   previous: PeerLink | null,
@@ -89,11 +83,7 @@ export async function runRingSteps(
   }
 }
 
-/**
- * Every step the faster kinds do not take, or whose kernels did not load. Whole elements are
- * applied from a typed view of the chunk (an aligned copy when its offset is not a multiple of
- * the element size); a partial element is carried to the next chunk.
- */
+/** Steps the faster kinds do not take, applied from the scratch's receive region. */
 export function generalStep(
   plan: RingPlan,
   step: IncomingStep,
@@ -103,18 +93,16 @@ export function generalStep(
 ): StepConsumer {
   const { work } = plan;
   const base = step.mode === 'reduce' ? plan.base : undefined;
-  const carry = new Uint8Array(4);
-  let carryLength = 0;
-  const apply = (buffer: ArrayBufferLike, byteOffset: number, length: number): void => {
-    const position = progress.position;
-    const incoming = typedView(work, step.wire, buffer, byteOffset, length);
+  const region = scratch.receiveRegion();
+  const apply = (position: number, length: number): void => {
+    const incoming = typedView(work, step.wire, region.buffer, region.byteOffset, length);
     const target = work.subarray(position, position + length);
     if (base !== undefined) {
       const own = base.subarray(position, position + length) as AccumulatorArray;
       const wireKernels = step.wire === 'bfloat16' && work instanceof Float32Array ? reduceKernels() : null;
       if (wireKernels !== null) {
         // bfloat16 partial sums decoded into the SIMD kernel's input, reduced with this rank's own.
-        const reduce = wireKernels.reduce[floatKernelName(plan.reduceOp)];
+        const reduce = wireKernels.reduce[kernelName(true, plan.reduceOp)];
         for (let done = 0; done < length; done += REDUCE_BLOCK) {
           const count = Math.min(REDUCE_BLOCK, length - done);
           decodeBfloat16(
@@ -147,34 +135,8 @@ export function generalStep(
     else target.set(incoming as never);
     step.finish?.(target);
     progress.writeFinal(target);
-    progress.advance(length);
-    if (progress.batchDue()) progress.flush();
   };
-  const consume = (chunk: Uint8Array): void => {
-    let offset = 0;
-    if (carryLength > 0) {
-      const take = Math.min(elementBytes - carryLength, chunk.length);
-      carry.set(chunk.subarray(0, take), carryLength);
-      carryLength += take;
-      offset = take;
-      if (carryLength < elementBytes) return;
-      apply(scratch.alignedCopy(carry.subarray(0, elementBytes)), 0, 1);
-      carryLength = 0;
-    }
-    const whole = Math.floor((chunk.length - offset) / elementBytes);
-    if (whole > 0) {
-      const byteOffset = chunk.byteOffset + offset;
-      const bytes = whole * elementBytes;
-      if (byteOffset % elementBytes === 0) apply(chunk.buffer, byteOffset, whole);
-      else apply(scratch.alignedCopy(chunk.subarray(offset, offset + bytes)), 0, whole);
-      offset += bytes;
-    }
-    if (offset < chunk.length) {
-      carry.set(chunk.subarray(offset), 0);
-      carryLength = chunk.length - offset;
-    }
-  };
-  return { bytes: (step.end - step.start) * elementBytes, consume, end: () => progress.flush() };
+  return regionStep(step, progress, region, elementBytes, apply);
 }
 
 function typedView(
@@ -187,10 +149,6 @@ function typedView(
   if (wire === 'bfloat16' || work instanceof Uint16Array) return new Uint16Array(buffer, byteOffset, length);
   if (work instanceof Int32Array) return new Int32Array(buffer, byteOffset, length);
   return new Float32Array(buffer, byteOffset, length);
-}
-
-function floatKernelName(reduceOp: ReduceOp): 'sumFloat' | 'maxFloat' | 'minFloat' {
-  return reduceOp === 'max' ? 'maxFloat' : reduceOp === 'min' ? 'minFloat' : 'sumFloat';
 }
 
 /**
@@ -211,8 +169,7 @@ export function bfloat16KernelStep(
   const own = (plan.base ?? work) as Float32Array;
   const copy = step.mode === 'copy';
   const encoded = forwardWire === 'bfloat16' ? scratch.takeStaging(step.end - step.start) : null;
-  // [Note: scratch placement]: blocks of whole regions keep the arrays' page offsets, so the
-  // regions move off them for the step, as placed at its first element.
+  // [Note: scratch placement]
   const bitsRegion = copy ? BFLOAT16_REGIONS.input : BFLOAT16_REGIONS.encoded;
   const finalStart = final === undefined ? 0 : step.start - final.offset;
   const pairs: [number, ArrayBufferView][] = [];
@@ -230,10 +187,8 @@ export function bfloat16KernelStep(
         );
   const views = kernels.at(shift);
   const inputBytes = new Uint8Array(views.inputHalves.buffer, views.inputHalves.byteOffset, SIMD_BLOCK * 2);
-  // [Note: fast bfloat16 steps forward bfloat16] `flushEncoded` falls back to `flush`, which
-  // encodes from the work array; when results land in the caller's buffer (`final`) this path
-  // does not write the work array, so such a step may forward only bfloat16 (from `encoded`)
-  // or nothing. No plan builds another combination today; this keeps one from sending stale values.
+  // [Note: fast bfloat16 steps forward bfloat16] With `final` this path leaves the work array
+  // unwritten, so it may forward only bfloat16 (from `encoded`) or nothing.
   if (final !== undefined && forwardWire !== null && forwardWire !== 'bfloat16') {
     throw new Error(
       `ring step [${step.start}, ${step.end}): a bfloat16 step with results in place forwards ${forwardWire}, breaking [Note: fast bfloat16 steps forward bfloat16]`,
@@ -243,12 +198,7 @@ export function bfloat16KernelStep(
     if (encoded === null) progress.flush();
     else progress.flushEncoded(encoded);
   };
-  let pending = 0;
-  const advance = (count: number): void => {
-    pending += count;
-    const whole = Math.floor(pending / 2);
-    if (whole === 0) return;
-    const position = progress.position;
+  const apply = (position: number, whole: number): void => {
     if (!copy) {
       views.outputFloats.set(own.subarray(position, position + whole));
       kernels.addRound(whole, shift);
@@ -262,25 +212,11 @@ export function bfloat16KernelStep(
       if (final !== undefined) final.array.set(floats, position - final.offset);
       else work.subarray(position, position + whole).set(floats);
     }
-    progress.advance(whole);
-    if (pending > whole * 2) inputBytes.copyWithin(0, whole * 2, pending);
-    pending -= whole * 2;
-    if (progress.batchDue()) flushEncoded();
   };
-  return {
-    bytes: (step.end - step.start) * 2,
-    consume: (chunk) => feedRegion(chunk, inputBytes, () => pending, advance),
-    end: flushEncoded,
-    target: () => inputBytes.subarray(pending),
-    advance,
-  };
+  return regionStep(step, progress, inputBytes, 2, apply, flushEncoded);
 }
 
-/**
- * A copy step whose bytes travel as the work array holds them, with nothing to finish: they land
- * in place, whole elements or not (no carry, no aligned copies), and a native receive writes
- * them there directly.
- */
+/** A copy step whose bytes travel as stored: they land in place (a native receive writes them there). */
 export function inPlaceCopyStep(plan: RingPlan, step: IncomingStep, progress: StepProgress): StepConsumer {
   const { work } = plan;
   const size = work.BYTES_PER_ELEMENT;
@@ -310,51 +246,66 @@ export function inPlaceCopyStep(plan: RingPlan, step: IncomingStep, progress: St
 /** Forwarded bytes per write (see [Note: forward batching]). */
 const FORWARD_BATCH_BYTES = 256 * 1024;
 
-/** Bytes per element of `work` in `wire`. */
 export function wireBytes(work: WorkArray, wire: Wire): number {
   return wire === 'bfloat16' ? 2 : work.BYTES_PER_ELEMENT;
 }
 
 /**
- * Feeds a socket read into a step's receive region: copies as much of `chunk` as the region has
- * room for after its `filled()` bytes, lets `advance` apply those bytes (it moves what is left to
- * the region's front and lowers `filled()`), and repeats until the chunk is used up. The step
- * kinds that receive into a kernel's region (bfloat16, SIMD reduce) consume this way.
+ * A step whose bytes land in `region` (a kernel's input, or the scratch's receive region; a
+ * native receive writes there, see `target`) and `apply` takes whole elements from its front at
+ * the step's position; a partial element waits there for its other bytes.
  */
-export function feedRegion(
-  chunk: Uint8Array,
+export function regionStep(
+  step: IncomingStep,
+  progress: StepProgress,
   region: Uint8Array,
-  filled: () => number,
-  advance: (bytes: number) => void,
-): void {
-  let rest = chunk;
-  while (rest.length > 0) {
-    const take = Math.min(rest.length, region.length - filled());
-    region.set(rest.subarray(0, take), filled());
-    advance(take);
-    rest = rest.subarray(take);
-  }
+  elementBytes: number,
+  apply: (position: number, elements: number) => void,
+  end: () => void = () => progress.flush(),
+): StepConsumer {
+  let pending = 0;
+  const advance = (count: number): void => {
+    pending += count;
+    const whole = Math.floor(pending / elementBytes);
+    if (whole === 0) return;
+    apply(progress.position, whole);
+    progress.advance(whole);
+    const used = whole * elementBytes;
+    if (pending > used) region.copyWithin(0, used, pending);
+    pending -= used;
+    if (progress.batchDue()) end();
+  };
+  const consume = (chunk: Uint8Array): void => {
+    for (let rest = chunk; rest.length > 0; ) {
+      const take = Math.min(rest.length, region.length - pending);
+      region.set(rest.subarray(0, take), pending);
+      advance(take);
+      rest = rest.subarray(take);
+    }
+  };
+  return {
+    bytes: (step.end - step.start) * elementBytes,
+    consume,
+    end,
+    target: () => region.subarray(pending),
+    advance,
+  };
 }
 
 /**
- * How far one incoming step got: the elements of the work array processed so far, those already
- * forwarded to the next rank, and the writes of final values ([Note: results in place]). Every
- * step kind (ring-steps.ts) advances it as its bytes are applied.
+ * How far one incoming step got: processed, forwarded, final values written ([Note: results in place]).
  *
  * [Note: forward batching] Processed ranges are contiguous in the work array, so they are
  * forwarded as one write per FORWARD_BATCH_BYTES instead of one per socket read: each write is a
  * send() through the loopback TCP stack, and fewer, larger ones cost less CPU per byte.
  */
 export class StepProgress {
-  /** The next element of the work array this step's bytes fill (elements, not bytes). */
+  /** Elements, not bytes. */
   #position: number;
-  /** Elements before this one were forwarded. */
   #forwardedUpTo: number;
-  /** The wire processed ranges go to the next rank in, or null when nothing is forwarded. */
   readonly forwardWire: Wire | null;
-  /** Wire bytes per forwarded element; 0 when nothing is forwarded. */
+  /** 0 when nothing is forwarded. */
   readonly #forwardBytes: number;
-  /** Where this step's final values go, when not the work array ([Note: results in place]). */
   readonly final: RingPlan['final'];
 
   constructor(
@@ -377,17 +328,14 @@ export class StepProgress {
     return this.#position;
   }
 
-  /** `count` more elements were processed. */
   advance(count: number): void {
     this.#position += count;
   }
 
-  /** `filled` bytes of the step landed in place: whole elements among them were processed. */
   filledInPlace(filled: number): void {
     this.#position = this.step.start + Math.floor(filled / this.plan.work.BYTES_PER_ELEMENT);
   }
 
-  /** Whether a full batch of processed bytes waits to be forwarded ([Note: forward batching]). */
   batchDue(): boolean {
     return (this.#position - this.#forwardedUpTo) * this.#forwardBytes >= FORWARD_BATCH_BYTES;
   }
@@ -402,7 +350,6 @@ export class StepProgress {
     else into.set(values as Float32Array);
   }
 
-  /** Forwards what was processed since the last forward, encoded from the work array. */
   flush(): void {
     if (this.forwardWire === null || this.#position === this.#forwardedUpTo) return;
     this.forward!(
@@ -411,7 +358,7 @@ export class StepProgress {
     this.#forwardedUpTo = this.#position;
   }
 
-  /** Forwards what was processed since the last forward from `encoded`, the step's bfloat16 bits. */
+  /** As flush, from `encoded`, the step's bfloat16 bits. */
   flushEncoded(encoded: Uint16Array): void {
     if (this.#position === this.#forwardedUpTo) return;
     const from = this.#forwardedUpTo - this.step.start;

@@ -2,46 +2,34 @@ import { encodeBfloat16, finishAverage, roundToBfloat16InPlace } from '@fsdp-ts/
 import type { ReduceOp } from '../../types.js';
 import { segmentBounds } from '../aliasing.js';
 
-/** The array a ring works on: float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
+/** float32 or int32 accumulators, or raw 16-bit bfloat16 elements. */
 export type WorkArray = Float32Array | Int32Array | Uint16Array;
 
 /** `same`: elements travel as they are in the work array; `bfloat16`: float32 sent as bfloat16. */
 export type Wire = 'same' | 'bfloat16';
 
 export interface IncomingStep {
-  /** Element range of the work array this step's bytes belong to. */
+  /** Element range of the work array. */
   start: number;
   end: number;
   mode: 'reduce' | 'copy';
   wire: Wire;
   /** Runs on each processed range before it is forwarded (final average and rounding). */
   finish?: (values: WorkArray) => void;
-  /**
-   * `finish` only rounds to bfloat16 (a sum's last reduce step ending in bfloat16): a bfloat16
-   * wire step may fuse it ([Note: bfloat16 steps in the kernel's memory]).
-   */
+  /** `finish` only rounds to bfloat16: a bfloat16 step may fuse it ([Note: bfloat16 steps in the kernel's memory]). */
   finishRoundsOnly?: boolean;
-  /**
-   * `finish` only divides by this group size (a float32 average's last reduce step, no rounding):
-   * a BLAS step may scale instead where that is exact ([Note: blas reduce steps]).
-   */
+  /** `finish` only divides by this size: a BLAS step may scale instead ([Note: blas reduce steps]). */
   averageOver?: number;
-  /** Wire to forward the processed range to the next rank in, or null to keep it. */
+  /** Wire to forward the processed range in, or null to keep it. */
   forward: Wire | null;
 }
 
 export interface RingPlan {
   work: WorkArray;
-  /**
-   * Where the rank's own contribution lives when it is not `work` (reduce-scatter reads its
-   * input without copying it): reduce steps compute work = base (op) incoming, and the initial
-   * range is sent from base. Every range is reduced at most once, so base is read once.
-   */
+  /** This rank's contribution when not `work` (reduce-scatter's input): reduce steps compute work = base (op) incoming. */
   base?: WorkArray;
   reduceOp: ReduceOp;
-  /** Range this rank sends first, before anything arrives. */
   initial: { start: number; end: number; wire: Wire } | null;
-  /** The initial range's wire bytes when the plan's maker has them already. */
   initialEncoded?: Uint8Array;
   /**
    * [Note: results in place] Where results go when not the work array: element i of `work` ends
@@ -53,9 +41,9 @@ export interface RingPlan {
   steps: IncomingStep[];
 }
 
-/** Reusable memory for one engine: aligned copies of incoming chunks, and outgoing bfloat16. */
+/** One engine's reusable memory: the general steps' receive region, outgoing bfloat16. */
 export class RingScratch {
-  private aligned = new ArrayBuffer(1 << 16);
+  private region: Uint8Array | undefined;
   private decoded = new Float32Array(1 << 14);
   private staging = new Uint16Array(0);
   private stagingUsed = 0;
@@ -78,10 +66,10 @@ export class RingScratch {
     return view;
   }
 
-  alignedCopy(bytes: Uint8Array): ArrayBuffer {
-    if (this.aligned.byteLength < bytes.length) this.aligned = new ArrayBuffer(bytes.length * 2);
-    new Uint8Array(this.aligned, 0, bytes.length).set(bytes);
-    return this.aligned;
+  /** Where general steps receive (one step runs at a time), as large as a native receive. */
+  receiveRegion(): Uint8Array {
+    this.region ??= new Uint8Array(1 << 20);
+    return this.region;
   }
 
   floats(length: number): Float32Array {
@@ -90,7 +78,7 @@ export class RingScratch {
   }
 }
 
-/** Bytes of `work[start, end)` in `wire`, ready to write (zero-copy for `same`). */
+/** Bytes of `work[start, end)` in `wire` (zero-copy for `same`). */
 export function encodeRange(
   work: WorkArray,
   start: number,
@@ -109,20 +97,15 @@ export function encodeRange(
 
 /** A step's incoming bytes, fed in order; `end()` after the last sends what is left to forward. */
 export interface StepConsumer {
-  /** Wire bytes this step receives. */
   readonly bytes: number;
   consume(chunk: Uint8Array): void;
   end(): void;
-  /**
-   * Where the next incoming bytes belong, so a native receive can write them there (then
-   * `advance`): the work array for a copy step whose bytes land as they are, the SIMD kernel's
-   * input region for a reduce step ([Note: simd reduce steps]); undefined for other steps.
-   */
+  /** Where the next incoming bytes belong, for a native receive (then `advance`); undefined for steps that decode. */
   target?(): Uint8Array;
   advance?(bytes: number): void;
 }
 
-/** The bytes a ring plan sends before anything arrives (its initial range), or null. */
+/** The plan's initial range as wire bytes, or null. */
 export function initialBytes(plan: RingPlan, scratch: RingScratch): Uint8Array | null {
   if (plan.initial === null) return null;
   if (plan.initialEncoded !== undefined) return plan.initialEncoded;
@@ -131,9 +114,7 @@ export function initialBytes(plan: RingPlan, scratch: RingScratch): Uint8Array |
 }
 
 /**
- * Ring schedules. Ring order is group rank order: rank r receives from r-1 and sends to r+1.
- *
- * [Note: ring all-reduce] Reduce-scatter then all-gather over `size` segments: at reduce step k
+ * [Note: ring all-reduce] Rank r receives from r-1 and sends to r+1. Reduce-scatter then all-gather over `size` segments: at reduce step k
  * rank r receives segment r-k-1, adds its own and forwards it at step k+1; after size-1 steps it
  * holds segment r+1 final, finishes it (average, rounding) and forwards it as the first gather
  * step. Every rank ends with the owner's bytes of each segment, so results agree bit for bit.
@@ -142,16 +123,11 @@ function modulo(value: number, size: number): number {
   return ((value % size) + size) % size;
 }
 
-/** Element range of block `index` (modulo `size`) of `count` elements. */
 function block(index: number, count: number, size: number): [number, number] {
   return [modulo(index, size) * count, (modulo(index, size) + 1) * count];
 }
 
-/**
- * What the last reduce step does to its final values: average, round to bfloat16, both, or
- * nothing. Sets `finish` and the flags that say what it does (a fused or BLAS step may then do
- * the same work its own way: `finishRoundsOnly`, `averageOver`).
- */
+/** The last reduce step's `finish` (average, round, both or nothing) and the flags saying which. */
 function setFinisher(step: IncomingStep, reduceOp: ReduceOp, size: number, roundToBfloat16: boolean): void {
   const average = reduceOp === 'avg';
   if (!average && !roundToBfloat16) return;
@@ -167,17 +143,10 @@ export interface ReducePlanOptions {
   rank: number;
   size: number;
   reduceOp: ReduceOp;
-  /** Wire of partial sums. */
   reduceWire: Wire;
-  /**
-   * Wire of a rank's own values: the range it sends first and the first reduce step, which
-   * receives the previous rank's own values (only later steps carry partial sums). bfloat16 for
-   * a bfloat16 buffer, whose values are exact in bfloat16; reduceWire otherwise.
-   */
+  /** Wire of a rank's own values (initial range, first reduce step): bfloat16 for a bfloat16 buffer. */
   ownWire: Wire;
-  /** Wire of final values. */
   gatherWire: Wire;
-  /** Round final values to bfloat16 (they travel as bfloat16, or the buffer holds bfloat16). */
   roundFinal: boolean;
 }
 

@@ -6,8 +6,13 @@ import type { Store } from '../../store/store.js';
 import type { BackendDefinition, GroupSetup } from '../backend-definition.js';
 import { CommunicationClient } from '../communication-client.js';
 import type { EngineInit } from '../engine/engine-base.js';
-import { type BlasSetting, blasSetting } from './native-blas.js';
-import { nativeSetting, resolveNativeSocketsModule, sendBufferSetting } from './native-sockets.js';
+import { blasSetting } from './native-blas.js';
+import {
+  type NativeSwitch,
+  nativeSetting,
+  resolveNativeSocketsModule,
+  sendBufferSetting,
+} from './native-sockets.js';
 import {
   formatEndpoint,
   localHostIdentity,
@@ -29,10 +34,7 @@ export interface TcpConfig {
   secure: boolean;
 }
 
-/**
- * tcp: processes on one or several hosts, an authenticated node:net full mesh formed through the
- * rendezvous store ([Note: tcp mesh]).
- */
+/** tcp: processes on one or several hosts, a full mesh formed through the store ([Note: tcp mesh]). */
 export const tcpBackend: BackendDefinition<TcpConfig> = {
   name: 'tcp',
 
@@ -41,8 +43,7 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
     let secret = options.secret ?? process.env.FSDP_JOB_SECRET;
     let host = options.host ?? '127.0.0.1';
     if (identity.size > 1 && store === undefined) {
-      // env://: the store at MASTER_ADDR:MASTER_PORT (started here by rank 0 unless the launcher
-      // runs it, FSDP_AGENT_STORE=1), the job secret, the data address and this attempt's keys.
+      // env://: the store at MASTER_ADDR:MASTER_PORT, the job secret, the data address.
       const environment = readEnvironment();
       if (environment.worldSize !== identity.size || environment.rank !== identity.rank) {
         throw new CollectiveError(
@@ -106,7 +107,6 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
       init.localIdentity = localIdentity;
       init.localName = newLocalName();
     }
-    // Read (and checked) whether or not the native path that applies it loads.
     init.sendBufferBytes = sendBufferSetting(setup.rank);
     const nativeSockets = resolveNativeSocketsModule(setup.rank);
     if (nativeSockets !== undefined) {
@@ -146,11 +146,11 @@ export const tcpBackend: BackendDefinition<TcpConfig> = {
   loadEngine: () => import('./tcp-engine.js'),
 
   abort() {
-    // Closing the sockets (the worker's close()) wakes everything; nothing blocks the thread.
+    // The worker's close() wakes everything.
   },
 };
 
-/** Publishes this rank's data endpoint in the store and reads every peer's ('' for this rank). */
+/** Every rank's data endpoint through the store ('' for this rank). */
 async function exchangeEndpoints(setup: GroupSetup<TcpConfig>, mine: string): Promise<string[]> {
   const endpoints: string[] = [];
   if (setup.size === 1) return endpoints;
@@ -182,7 +182,6 @@ function resolveSecure(option: boolean | undefined, rank: number): boolean {
   });
 }
 
-/** What a tcp engine starts with: the group's setup as the tcp backend resolved it (tcp-backend.ts). */
 export interface TcpInit extends EngineInit {
   backend: 'tcp';
   key: string;
@@ -191,24 +190,17 @@ export interface TcpInit extends EngineInit {
   timeoutMs: number;
   /** TLS on every data connection ([Note: secure data links]). */
   secure: boolean;
-  /**
-   * Where koffi is installed, for the native data path ([Note: native data path]); undefined to
-   * move every byte through node:net.
-   */
+  /** Where koffi is, for the native data path; undefined: node:net only. */
   nativeSockets?: string;
-  /** FSDP_TCP_NATIVE=1: fail the group's start when the native path cannot load. */
+  /** FSDP_TCP_NATIVE=1. */
   nativeRequired?: boolean;
-  /**
-   * FSDP_TCP_BLAS ([Note: blas reduce steps]): 'auto' adds float32 sums with OpenBLAS on the
-   * native path when it loads, 'required' fails the group's start when it cannot, 'off' never.
-   */
-  blas?: BlasSetting;
-  /** The abstract socket name to listen on too ([Note: local peer sockets]); none for TCP only. */
+  /** FSDP_TCP_BLAS ([Note: blas reduce steps]). */
+  blas?: NativeSwitch;
+  /** Abstract socket to listen on too ([Note: local peer sockets]). */
   localName?: string;
-  /** This host's identity, matched against the peers' published ones. */
   localIdentity?: string;
-  /** The process's tcp counters, shared with the main thread (tcpCounters). */
+  /** tcpCounters, shared with the main thread. */
   counters?: Int32Array;
-  /** FSDP_TCP_SEND_BUFFER: bytes each local link asks for, 0 for the kernel's default ([Note: local send buffers]). */
+  /** FSDP_TCP_SEND_BUFFER ([Note: local send buffers]). */
   sendBufferBytes?: number;
 }

@@ -4,6 +4,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { authenticateSocket, readExactly, type SessionKeys } from '../../auth/authenticate-socket.js';
 import { secureSocket } from '../../auth/secure-socket.js';
 import { CollectiveError } from '../../errors.js';
+import type { TcpInit } from './tcp-backend.js';
 
 /**
  * [Note: tcp mesh] One connection per pair of ranks, both directions: rank i connects to every
@@ -26,22 +27,20 @@ export function groupKeyHash(key: string): number {
   return hash;
 }
 
-export interface MeshOptions {
-  rank: number;
-  size: number;
-  key: string;
-  secret: string;
-  host: string;
-  timeoutMs: number;
-  /** Seal every data byte with TLS ([Note: secure data links]). */
-  secure: boolean;
-  /** The abstract socket name this rank also listens on ([Note: local peer sockets]); none for TCP only. */
-  localName?: string;
-  /** This host's identity; peers publishing the same one are tried over their local socket. */
-  localIdentity?: string;
-  /** The process's tcp counters, shared with the main thread (tcpCounters). */
-  counters?: Int32Array;
-}
+/** What forming the mesh needs of a tcp engine's init (TcpInit). */
+export type MeshOptions = Pick<
+  TcpInit,
+  | 'rank'
+  | 'size'
+  | 'key'
+  | 'secret'
+  | 'host'
+  | 'timeoutMs'
+  | 'secure'
+  | 'localName'
+  | 'localIdentity'
+  | 'counters'
+>;
 
 function identityMagic(options: MeshOptions): number {
   return options.secure ? SECURE_IDENTITY_MAGIC : IDENTITY_MAGIC;
@@ -52,10 +51,7 @@ function linkIdentity(options: MeshOptions, higher: number, lower: number): stri
   return `fsdp-ts ${groupKeyHash(options.key).toString(16)} rank ${higher} -> rank ${lower}`;
 }
 
-/**
- * Listens for the higher ranks' connections from the moment the engine starts (a peer may
- * connect before this rank has learnt every endpoint), authenticating each as it arrives.
- */
+/** Accepts and authenticates the higher ranks' connections from the engine's start (before the endpoints are known). */
 export class PeerAcceptor {
   private readonly accepted = new Map<number, Socket>();
   private readonly expected: number;
@@ -63,7 +59,6 @@ export class PeerAcceptor {
 
   private constructor(
     private readonly server: Server,
-    /** The abstract-socket server ([Note: local peer sockets]), when this rank listens locally. */
     private readonly localServer: Server | undefined,
     private readonly options: MeshOptions,
   ) {
@@ -72,10 +67,7 @@ export class PeerAcceptor {
     localServer?.on('connection', (socket) => this.admit(socket, 'unix'));
   }
 
-  /**
-   * Listens on TCP at `options.host` and, with `options.localName`, on that abstract socket too;
-   * a local socket that cannot listen is left out (`localName()` is then undefined).
-   */
+  /** TCP at `options.host`, and the abstract socket `options.localName` when it can listen. */
   static async listen(options: MeshOptions): Promise<PeerAcceptor> {
     const server = await listening(createServer({ noDelay: true }), (server) =>
       server.listen(0, options.host),
@@ -94,18 +86,15 @@ export class PeerAcceptor {
     return typeof address === 'object' && address !== null ? address.port : 0;
   }
 
-  /** The abstract name peers on this host may connect to, if this rank listens on one. */
   localName(): string | undefined {
     return this.localServer === undefined ? undefined : this.options.localName;
   }
 
-  /** Stops listening (every peer is in, or the engine closes). */
   close(): void {
     this.server.close();
     this.localServer?.close();
   }
 
-  /** Resolves with every higher rank's authenticated socket, by rank. */
   all(): Promise<Map<number, Socket>> {
     const { rank, timeoutMs } = this.options;
     if (this.accepted.size === this.expected) return Promise.resolve(this.accepted);
@@ -169,7 +158,6 @@ export class PeerAcceptor {
   }
 }
 
-/** Connects to every lower rank, authenticates and names itself. */
 export async function connectPeers(
   endpoints: readonly string[],
   options: MeshOptions,
@@ -214,10 +202,7 @@ export async function connectPeers(
   return sockets;
 }
 
-/**
- * Resolves with `socket` once it connected, or rejects with its first error (the listener stays,
- * as before: an error during the handshake fails that step, not the process).
- */
+/** `socket` once connected, or its first error (the listener stays: a later error fails that step, not the process). */
 function connected(socket: Socket): Promise<Socket> {
   return new Promise((resolve, reject) => {
     socket.once('error', reject);
@@ -225,7 +210,6 @@ function connected(socket: Socket): Promise<Socket> {
   });
 }
 
-/** Resolves with `server` once `listen` made it listen, or rejects with its error. */
 function listening(server: Server, listen: (server: Server) => void): Promise<Server> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -281,7 +265,6 @@ async function secureClient(
  */
 export type LocalTransport = 'unix' | 'tcp';
 
-/** FSDP_TCP_LOCAL: `unix` (default where available) or `tcp` (always TCP between ranks). */
 export function localTransportSetting(rank: number): LocalTransport {
   const value = process.env.FSDP_TCP_LOCAL;
   if (value === undefined || value === '' || value === 'unix') return 'unix';
@@ -295,10 +278,7 @@ export function localTransportSetting(rank: number): LocalTransport {
   });
 }
 
-/**
- * This host and network namespace, as far as sockets can tell: boot id and the namespace's
- * inode. Undefined off Linux or when /proc does not say (then every peer is reached over TCP).
- */
+/** Boot id and network namespace inode; undefined off Linux or when /proc does not say. */
 export function localHostIdentity(): string | undefined {
   if (process.platform !== 'linux') return undefined;
   try {
@@ -311,24 +291,21 @@ export function localHostIdentity(): string | undefined {
   }
 }
 
-/** A fresh abstract socket name (without the leading NUL). */
 export function newLocalName(): string {
   return `fsdp-ts-${randomBytes(12).toString('hex')}`;
 }
 
-/** The path node:net listens on and connects to for abstract name `name`. */
 export function abstractPath(name: string): string {
   return `\0${name}`;
 }
 
-/** Where a peer listens: its TCP endpoint and, if it published one, its local socket. */
 export interface PeerEndpoint {
   host: string;
   port: number;
   local?: { name: string; identity: string };
 }
 
-/** `host:port`, then ` unix=<name>@<identity>` when the rank listens locally too. */
+/** `host:port`, then ` unix=<name>@<identity>` when the rank listens locally too (parseEndpoint reads it). */
 export function formatEndpoint(
   hostPort: string,
   local: { name: string; identity: string } | undefined,
@@ -336,7 +313,6 @@ export function formatEndpoint(
   return local === undefined ? hostPort : `${hostPort} unix=${local.name}@${local.identity}`;
 }
 
-/** Reads formatEndpoint's text; a plain `host:port` (an older rank) has no local part. */
 export function parseEndpoint(endpoint: string): PeerEndpoint {
   const [hostPort = '', ...fields] = endpoint.split(' ');
   const separator = hostPort.lastIndexOf(':');
@@ -377,7 +353,7 @@ export function count(buffer: Int32Array | undefined, slot: number): void {
   if (buffer !== undefined) Atomics.add(buffer, slot, 1);
 }
 
-/** Connections of this process that run over a Unix-domain socket, and over TCP. */
+/** Test hook: this process's connections over a Unix-domain socket, and over TCP. */
 export function localLinkCounts(): { unix: number; tcp: number } {
   const buffer = tcpCounters();
   return { unix: Atomics.load(buffer, COUNTER.unixLinks), tcp: Atomics.load(buffer, COUNTER.tcpLinks) };

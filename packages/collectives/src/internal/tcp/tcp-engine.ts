@@ -11,12 +11,11 @@ import {
 } from '../engine/engine-base.js';
 import type { MainToWorkerMessage, OpMessage } from '../op-message.js';
 import {
-  abortMessageIn,
   encodeAbortFrame,
   encodeFailureNotice,
   encodeGoodbye,
-  failureNoticeIn,
   MAX_EAGER_BYTES,
+  noticeMessageIn,
 } from './frame-header.js';
 import { engineReduce } from './native-blas.js';
 import { NativeOpPath } from './native-op.js';
@@ -39,27 +38,19 @@ type EngineState = 'listening' | 'connecting' | 'ready' | 'closed';
  */
 export class TcpEngine extends EngineBase<TcpInit> {
   private state: EngineState = 'listening';
-  /**
-   * The group broke because a peer that had left normally was needed ([Note: clean departure]):
-   * the links stay open and this rank still says goodbye when it leaves.
-   */
+  /** Broken by a departed peer ([Note: clean departure]): links stay open, goodbye still said. */
   private brokenByDeparture = false;
   private acceptor: PeerAcceptor | undefined;
   private readonly links: (PeerLink | null)[];
   private readonly scratch = new RingScratch();
   private readonly work = new WorkArrays();
-  /** Turns each op into its eager bytes and ring plan or direct exchange. */
   private readonly preparation: OpPreparation;
   private readonly notify: (message: unknown) => void;
-  /** Header frames, notices and send/recv payloads over node:net. */
   private readonly frames: NodeNetFrames;
-  /** Ring ops through libc when koffi loads and the links are plain ([Note: native data path]). */
+  /** When koffi loads and the links are plain ([Note: native data path]). */
   private readonly native: NativeOpPath | undefined;
-  /** libc's socket calls when koffi loads and the links are plain ([Note: native data path]). */
   private readonly sockets: NativeSockets | undefined;
-  /** The loss notice and when the links close after a failure ([Note: tcp failure state]). */
   private readonly failure: TcpFailure;
-  /** Whom to blame for a lost connection ([Note: blaming a lost peer]). */
   private readonly blame: LossBlame;
 
   constructor(init: TcpInit, context: EngineContext) {
@@ -149,7 +140,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
       }
       if (this.sockets !== undefined)
         enlargeLocalSendBuffers(this.links, this.sockets, this.init.sendBufferBytes ?? 0, this.init.counters);
-      // Every peer is in: stop listening, so nothing else can even attempt the handshake.
+      // Nothing else may even attempt the handshake.
       this.acceptor!.close();
       this.state = 'ready';
       this.notify({ type: 'ready' });
@@ -201,10 +192,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
     }
   }
 
-  /**
-   * [Note: failure agreement] on tcp: the notice frame on every connection (left open), then one
-   * frame read from each, judged as it comes; the first disagreement decides at once.
-   */
+  /** [Note: failure agreement] on tcp: one frame read from each peer, judged as it comes. */
   protected override collectNotices(
     notice: FailureNotice,
     _op: OpMessage,
@@ -235,28 +223,22 @@ export class TcpEngine extends EngineBase<TcpInit> {
     return peer >= 0 ? peer : undefined;
   }
 
-  /** A link's connection ended ([Note: breaking the group], [Note: blaming a lost peer]). */
   private peerLost(link: PeerLink, error: CollectiveError): void {
-    // A peer that aborted wrote its notice, then closed: the notice may wait unread.
-    // A failing rank that could not agree wrote its failure notice first ([Note: failure agreement]).
-    const unread = link.unreadBytes();
-    const notice = abortMessageIn(unread) ?? failureMessageIn(unread, link.peer);
+    // An aborting or disagreeing peer wrote its notice before closing: it may wait unread.
+    const notice = noticeMessageIn(link.unreadBytes(), link.peer);
     if (notice !== undefined) this.blame.settle(this.peerAborted(link.peer, notice));
     else if (!this.isBroken()) this.blame.report({ link, error });
     this.failure.lossSeen();
   }
 
-  /** Breaks the group for a lost peer, and tells every other peer which one, once. */
   private breakForLoss(error: CollectiveError): void {
     this.markBroken(error);
     this.failure.lost(error);
   }
 
-  /** A timeout naming a peer tells the others first ([Note: timing out tells the others]). */
   protected override breakGroup(error: CollectiveError): void {
-    // [Note: clean departure] An op needed a peer that had left normally (the ranks issued
-    // different ops): this rank cannot go on, but nothing it sent is in doubt, so its links stay
-    // open for peers still finishing earlier ops, and its own exit says goodbye.
+    // [Note: clean departure] An op needed a departed peer: nothing sent is in doubt, so the
+    // links stay open for peers still finishing earlier ops.
     const departed = error.peer === undefined ? undefined : this.links[error.peer]?.departed();
     if (departed !== undefined && !this.isBroken()) {
       this.brokenByDeparture = true;
@@ -268,15 +250,13 @@ export class TcpEngine extends EngineBase<TcpInit> {
     super.breakGroup(error);
   }
 
-  /** An op, failing with the blame's verdict when a lost connection failed it ([Note: eager first segment]). */
+  /** Fails with the blame's verdict when a lost connection failed the op. */
   protected override async execute(op: OpMessage, seq: number): Promise<void> {
     try {
       await this.executeOp(op, seq);
-      // [Note: clean departure] Every byte the op owes a peer is in the kernel before its Work
-      // completes (a barrier's header, say, that node:net could not write at once).
+      // [Note: clean departure] Every byte the op owes is in the kernel before its Work completes.
       for (const link of this.links) if (link?.hasPendingWrites() === true) await link.flushed();
     } catch (error) {
-      // A lost connection failed the op while its blame is being decided: fail with the verdict.
       const verdict = this.blame.deciding;
       if (verdict !== undefined) throw await verdict;
       throw error;
@@ -290,12 +270,11 @@ export class TcpEngine extends EngineBase<TcpInit> {
     const { rank, size } = this.init;
     const previous = this.links[(rank - 1 + size) % size] ?? null;
     const next = this.links[(rank + 1) % size] ?? null;
-    // bfloat16 staging for outgoing bytes: at most max(2, size) x count elements per op.
+    // Outgoing bfloat16: at most max(2, size) x count elements per op.
     const bfloat16Wire = op.wireDtype === 'bfloat16' || op.dtype === 'bfloat16';
     this.scratch.resetStaging(bfloat16Wire ? op.count * Math.max(2, size) : 0);
     const prepared = this.preparation.prepare(op);
-    // A barrier stays on node:net: a header-only exchange measured no cheaper through libc
-    // ([Note: native header exchange]).
+    // Barriers stay on node:net ([Note: native header exchange]).
     if (prepared.ring !== undefined && this.native?.usable() === true)
       return this.native.execute(op, header, prepared.ring, prepared.eager.toNext, previous!, next!);
     // Eager bytes too many to announce wait for the header check ([Note: eager first segment]).
@@ -326,16 +305,6 @@ export class TcpEngine extends EngineBase<TcpInit> {
   }
 }
 
-/** The message of a failure notice at the start of a closed connection's unread bytes. */
-function failureMessageIn(unread: Buffer, peer: number): string | undefined {
-  try {
-    return failureNoticeIn(unread, peer)?.message;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The tcp backend's engine module entry (see engine-base.ts). */
 export function createEngine(init: EngineInit, context: EngineContext): TcpEngine {
   return new TcpEngine(init as TcpInit, context);
 }

@@ -3,10 +3,8 @@ import { encodeLossNotice, type LossNotice, type LossReason, lossNoticeIn } from
 import { type NativeSockets, POLLERR, POLLHUP, POLLRDHUP, PollSet } from './native-sockets.js';
 import type { PeerLink } from './peer-link.js';
 
-/** See [Note: breaking the group]. */
 const PEER_LOSS_CLOSE_DELAY_MS = 1_000;
 
-/** The links after a failure: open, closing PEER_LOSS_CLOSE_DELAY_MS later, or closed. */
 type LinksState = 'open' | 'closing-after-delay' | 'closed';
 
 /**
@@ -28,20 +26,16 @@ type LinksState = 'open' | 'closing-after-delay' | 'closed';
  */
 export class TcpFailure {
   #links: LinksState = 'open';
-  /** The reason the loss notice went out with; undefined while none was sent. */
   #noticeReason: LossReason | undefined;
 
   constructor(private readonly links: readonly (PeerLink | null)[]) {}
 
-  /** The blame for a lost connection was decided ([Note: blaming a lost peer]): tell the others. */
+  /** The blame for a lost connection was decided: tell the others. */
   lost(error: CollectiveError): void {
     this.#sendNotice(error, 'lost');
   }
 
-  /**
-   * An op timed out waiting for a named peer before the group broke another way ([Note: timing
-   * out tells the others]): tell the others, then close after the delay.
-   */
+  /** [Note: timing out tells the others] */
   timedOut(error: CollectiveError): void {
     this.#sendNotice(error, 'timeout');
     this.lossSeen();
@@ -63,7 +57,6 @@ export class TcpFailure {
     this.#close();
   }
 
-  /** The engine closed its links itself: a delayed close has nothing left to do. */
   engineClosed(): void {
     this.#links = 'closed';
   }
@@ -73,7 +66,6 @@ export class TcpFailure {
     for (const link of this.links) link?.close();
   }
 
-  /** Tells every peer but the blamed one which rank this rank gave up on, and why; once. */
   #sendNotice(error: CollectiveError, reason: LossReason): void {
     if (this.#noticeReason !== undefined || error.peer === undefined) return;
     this.#noticeReason = reason;
@@ -82,15 +74,12 @@ export class TcpFailure {
   }
 }
 
-/** How long a loss seen only on the connection this rank receives from waits for more evidence. */
+/** How long a loss seen only on the connection received from waits for more evidence. */
 const LOSS_SETTLE_MS = 250;
 const LOSS_SETTLE_POLL_MS = 5;
 
-/** What the engine does with the blame. */
 export interface LossBlameHooks {
-  /** Whether the group already broke (another way, or an earlier verdict). */
   isBroken(): boolean;
-  /** The verdict is in: break the group for it. */
   decided(error: CollectiveError): void;
 }
 
@@ -112,20 +101,18 @@ export class LossBlame {
     private readonly hooks: LossBlameHooks,
   ) {}
 
-  /** A connection's end was reported (node:net's close or error, or the native path's). */
   report(loss: ReportedLoss): void {
     this.#reported.push(loss);
     this.#decide();
   }
 
-  /** A verdict found elsewhere (an abort notice, a loss notice where a header was expected). */
+  /** A verdict found elsewhere (an abort notice, a loss notice where a header belonged). */
   settle(error: CollectiveError): void {
     this.hooks.decided(error);
     this.#pending?.settle(error);
     this.#pending = undefined;
   }
 
-  /** The verdict a failing op waits for while the blame is being decided, else undefined. */
   get deciding(): Promise<CollectiveError> | undefined {
     return this.#pending?.verdict;
   }
@@ -158,18 +145,15 @@ export class LossBlame {
 /** Most bytes read from one closed connection while looking for a loss notice at its end. */
 const MAX_DRAIN_BYTES = 64 << 20;
 
-/** A connection whose end this rank's PeerLink reported, with its error. */
 export interface ReportedLoss {
   link: PeerLink;
   error: CollectiveError;
 }
 
-/** A connection found ended when a loss was first seen. */
 interface EndedLink {
   link: PeerLink;
-  /** A reset or error (POLLERR/POLLHUP) rather than an orderly end of stream. */
+  /** POLLERR/POLLHUP rather than an orderly end. */
   reset: boolean;
-  /** The loss notice its peer wrote before closing, if it did. */
   notice: LossNotice | undefined;
 }
 
@@ -224,10 +208,7 @@ export function attributeLoss(
   return { error, settled };
 }
 
-/**
- * The error a loss notice from `from` stands for: the rank it names was lost ('peer-lost'), or
- * `from` timed out waiting for it ('timeout', [Note: timing out tells the others]).
- */
+/** A loss notice from `from` as an error: 'peer-lost' naming the lost rank, or 'timeout'. */
 export function noticeError(from: number, notice: LossNotice, cause?: unknown): CollectiveError {
   if (notice.reason === 'timeout')
     return new CollectiveError(
@@ -245,10 +226,7 @@ export function noticeError(from: number, notice: LossNotice, cause?: unknown): 
   );
 }
 
-/**
- * The other connections whose peer has ended them (poll(2) with POLLRDHUP), with what they left
- * unread moved into the link's queue, so a notice at its end can be read.
- */
+/** The other connections their peers ended (POLLRDHUP), drained into their queues. */
 function endedNatively(
   links: readonly (PeerLink | null)[],
   reported: readonly ReportedLoss[],
@@ -279,7 +257,6 @@ function endedNatively(
   return ended;
 }
 
-/** Reads what an ended connection still holds into its link's queue, after what node:net read. */
 export function drainInto(link: PeerLink, fd: number, sockets: NativeSockets): void {
   const unread: Uint8Array[] = [];
   const buffer = new Uint8Array(256 * 1024);
@@ -292,11 +269,7 @@ export function drainInto(link: PeerLink, fd: number, sockets: NativeSockets): v
   link.appendUnread(unread);
 }
 
-/**
- * The connection to `link`'s peer ended while this rank moved bytes natively: what is still
- * readable goes to the link's queue (a notice is read there, as on node:net), and the link fails
- * at once, or departs after a goodbye ([Note: clean departure]).
- */
+/** A connection ended during a native run: drained into the queue, then failed (or departed). */
 export function loseNatively(link: PeerLink, errno: number | undefined, sockets: NativeSockets): void {
   const fd = link.fd();
   if (fd !== undefined) drainInto(link, fd, sockets);
