@@ -81,6 +81,32 @@ describe('judgeRow', () => {
     const waiting = judgeRow({ ...figures, cpuMs: 420 }, 370, 13e6, link, false);
     expect(waiting.limit).toBe('own overhead');
   });
+
+  it('adds the CPU term: the job CPU demand over the cores it has, binding when it is the largest', () => {
+    const figures = { stepMs: 450, cpuMs: 400, computeCpuMs: 370, countedWireBytes: 2e6 };
+    // 2 MB over 25 MB/s = 80 ms; 820 CPU-ms over 2 cores = 410 ms > 370 ms compute.
+    const cores = judgeRow(figures, 370, 2e6, link, false, { demandMs: 820, coresAvailable: 2 });
+    expect(cores.terms).toEqual({ computeMs: 370, wireMs: 80, cpuMs: 410 });
+    expect(cores.binding).toBe('cpu');
+    expect(cores.boundMs).toBeCloseTo(410);
+    expect(cores.limit).toBe('cores');
+    expect(cores.why).toMatch(/cpu 410 ms \(820 CPU-ms over 2\.00 cores\)/);
+    // The busy process's share leaves 1.4 cores: 820 / 1.4 = 586 ms, above the 450 ms step.
+    const busy = judgeRow(figures, 370, 2e6, link, true, { demandMs: 820, coresAvailable: 1.4 });
+    expect(busy.boundMs).toBeCloseTo(820 / 1.4);
+    expect(busy.limit).toBe('cores');
+    // Far below every term: its own overhead, however much CPU it spends.
+    const far = judgeRow({ ...figures, stepMs: 800, cpuMs: 790 }, 370, 2e6, link, false, {
+      demandMs: 820,
+      coresAvailable: 2,
+    });
+    expect(far.limit).toBe('own overhead');
+    expect(far.why).toMatch(/390 ms\/step above it/);
+    // The compute binds when the demand is lower than it.
+    expect(judgeRow(figures, 420, 2e6, link, false, { demandMs: 700, coresAvailable: 2 }).binding).toBe(
+      'compute',
+    );
+  });
 });
 
 describe('clusterTargets', () => {
@@ -91,6 +117,8 @@ describe('clusterTargets', () => {
     boundMs: 1000 * ofBound,
     ofBound,
     exposedCommunicationMs: 100,
+    terms: { computeMs: 500, wireMs: 1000 * ofBound },
+    binding: 'wire' as const,
     limit: 'link' as const,
     why: 'at the link',
   });

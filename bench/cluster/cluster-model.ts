@@ -23,9 +23,9 @@
  *   hybrid-shard, 2 × 2     gathers and reduce-scatters stay inside a host; each rank all-reduces
  *                           its P/2 gradient shard with its replica on the other host: 2 passes of
  *                           (P/2)·r·1/2 per rank, two ranks per host: P·r per direction
- * The bound of a row is max(compute time, model bytes per direction / the raw link rate per
- * direction with both directions busy): a step that overlaps all of its communication with its
- * compute and sends nothing it does not need.
+ * The wire term of a row's bound is the model bytes per direction / the raw link rate per
+ * direction with both directions busy: a step that overlaps all of its communication with its
+ * compute and sends nothing it does not need (the other terms: [Note: which bound stops a row]).
  */
 import type { GPTConfig } from '@fsdp-ts/nn';
 
@@ -105,8 +105,12 @@ export function modelWireBytes(row: RowName, counts: ParameterCounts): number {
   }
 }
 
-/** What stops a row: the link, the compute, the CPU its communication costs, the busy process, or nothing of the machine's. */
-export type Limit = 'link' | 'compute' | 'CPU contention' | 'own overhead';
+/**
+ * What stops a row: the link, the compute, the cores (the CPU the whole job demands, its
+ * communication's work and the kernel's included), the busy process (in its cases, when the CPU
+ * term is not measured), or nothing of the machine's.
+ */
+export type Limit = 'link' | 'compute' | 'cores' | 'CPU contention' | 'own overhead';
 
 export interface RowFigures {
   stepMs: number;
@@ -118,8 +122,22 @@ export interface RowFigures {
   countedWireBytes: number;
 }
 
+/**
+ * The CPU the job demands per step (packages/fsdp/bench/job-cpu.ts): every process of it, both
+ * hosts, plus the kernel's work outside them, and the cores it has: the machine's less the busy
+ * process's share of the step in its cases.
+ */
+export interface CpuDemand {
+  demandMs: number;
+  coresAvailable: number;
+}
+
 export interface RowVerdict {
   boundMs: number;
+  /** The bound's terms: compute, wire (model bytes / link rate) and cpu (demand / cores; absent when not measured). */
+  terms: { computeMs: number; wireMs: number; cpuMs?: number };
+  /** The term that is the bound. */
+  binding: 'compute' | 'wire' | 'cpu';
   /** bound / step: 1 when the row runs at its bound. */
   ofBound: number;
   exposedCommunicationMs: number;
@@ -133,14 +151,17 @@ export const atBound = 0.85;
 
 /**
  * [Note: which bound stops a row]
- * At ≥ 0.85 of its bound a row is stopped by the larger term of its bound: the link, or the
- * compute (under the busy process: CPU contention). Below it, the step spends time the bound does
- * not: when its CPU time per step exceeds the compute row's (the same step without
- * communication) by as much as its wall time exceeds the bound, the cores are busy with the
- * communication's own work (copies, bfloat16
- * conversion, the kernel's TCP and shaping, both hosts on one machine's cores): CPU contention;
- * otherwise the row waits on something neither the link nor the cores force (issue order,
- * exposed latency): its own overhead.
+ * A row's bound is max(compute, wire, cpu): the same step without communication, the model's
+ * bytes over the measured link rate, and the CPU the whole job demands per step (both hosts'
+ * processes, every thread, the kernel's network work) over the cores it has (2, less the busy
+ * process's share in its cases): two hosts on one machine share its cores, so communication that
+ * costs CPU lengthens the step even when it overlaps the compute perfectly. At ≥ 0.85 of its
+ * bound a row is stopped by the binding term: the link, the compute or the cores. Below it the
+ * step spends time no term forces: waits the profile attributes (profile-attribution.ts), its
+ * own overhead. Without the CPU term (results from before it was measured, or no /proc) a row
+ * far from max(compute, wire) is called CPU contention when its CPU time per step exceeds the
+ * compute row's by as much as its wall time exceeds the bound (or the busy process is beside it),
+ * otherwise own overhead.
  */
 export function judgeRow(
   figures: RowFigures,
@@ -148,17 +169,42 @@ export function judgeRow(
   wireModelBytes: number,
   linkBytesPerSecond: number,
   busy: boolean,
+  cpu?: CpuDemand,
 ): RowVerdict {
   const wireMs = (wireModelBytes / linkBytesPerSecond) * 1000;
-  const boundMs = Math.max(computeMs, wireMs);
+  const cpuMs = cpu === undefined ? undefined : cpu.demandMs / cpu.coresAvailable;
+  const binding =
+    cpuMs !== undefined && cpuMs > computeMs && cpuMs > wireMs
+      ? 'cpu'
+      : wireMs > computeMs
+        ? 'wire'
+        : 'compute';
+  const boundMs = Math.max(computeMs, wireMs, cpuMs ?? 0);
   const ofBound = boundMs / figures.stepMs;
   const exposedCommunicationMs = figures.stepMs - computeMs;
-  const terms = `compute ${computeMs.toFixed(0)} ms, wire ${wireMs.toFixed(0)} ms`;
+  const terms = `compute ${computeMs.toFixed(0)} ms, wire ${wireMs.toFixed(0)} ms${cpuMs === undefined ? '' : `, cpu ${cpuMs.toFixed(0)} ms (${cpu!.demandMs.toFixed(0)} CPU-ms over ${cpu!.coresAvailable.toFixed(2)} cores)`}`;
   let limit: Limit;
   let why: string;
   if (ofBound >= atBound) {
-    limit = wireMs > computeMs ? 'link' : busy ? 'CPU contention' : 'compute';
-    why = `at ${percent(ofBound)} of its bound (${terms}): the ${limit === 'link' ? 'link' : limit === 'compute' ? 'compute' : 'busy process sharing the cores'} stops it${ofBound > 1.05 ? ' (above 100%: the raw probe measured the link slower than this row used it, or the compute row ran slower than this row computes)' : ''}`;
+    limit =
+      binding === 'wire'
+        ? 'link'
+        : binding === 'cpu'
+          ? 'cores'
+          : busy && cpuMs === undefined
+            ? 'CPU contention'
+            : 'compute';
+    const stopper = {
+      link: 'the link',
+      compute: 'the compute',
+      cores: 'the cores (the CPU the job demands)',
+      'CPU contention': 'the busy process sharing the cores',
+      'own overhead': '',
+    }[limit];
+    why = `at ${percent(ofBound)} of its bound (${terms}): ${stopper} stops it${ofBound > 1.05 ? ' (above 100%: the raw probe measured the link slower than this row used it, or the compute row ran slower than this row computes)' : ''}`;
+  } else if (cpuMs !== undefined) {
+    limit = 'own overhead';
+    why = `at ${percent(ofBound)} of its bound (${terms}): ${(figures.stepMs - boundMs).toFixed(0)} ms/step above it that neither the link nor the cores force (see the row's profile)`;
   } else {
     const extraCpuMs = figures.cpuMs - figures.computeCpuMs;
     const extraWallMs = figures.stepMs - boundMs;
@@ -168,7 +214,15 @@ export function judgeRow(
         ? `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it, ${busy ? `with the busy process beside it (its CPU ${figures.cpuMs.toFixed(0)} ms/step, the compute's ${figures.computeCpuMs.toFixed(0)})` : `its CPU ${figures.cpuMs.toFixed(0)} ms/step, ${extraCpuMs.toFixed(0)} more than the compute's: communication work on the shared cores`}`
         : `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it that neither the link nor the cores force (its CPU ${figures.cpuMs.toFixed(0)} ms/step, the compute's ${figures.computeCpuMs.toFixed(0)}): the row's own waiting`;
   }
-  return { boundMs, ofBound, exposedCommunicationMs, limit, why };
+  return {
+    boundMs,
+    terms: { computeMs, wireMs, ...(cpuMs === undefined ? {} : { cpuMs }) },
+    binding,
+    ofBound,
+    exposedCommunicationMs,
+    limit,
+    why,
+  };
 }
 
 const percent = (value: number) => `${(100 * value).toFixed(0)}%`;
