@@ -337,7 +337,7 @@ async function profileOurs(item: CaseSamples): Promise<void> {
       phases: runs.get(name)!.run.phases ?? empty,
     })),
   );
-  names.forEach((name, index) => item.attribution.set(name, attributions[index]!));
+  for (const [index, name] of names.entries()) item.attribution.set(name, attributions[index]!);
 }
 
 const started = performance.now();
