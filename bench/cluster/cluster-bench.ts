@@ -31,11 +31,12 @@ import { fileURLToPath } from 'node:url';
 import type { GPTConfig } from '@fsdp-ts/nn';
 import type { RunRequest, RunResult, Spread } from '../../packages/fsdp/bench/bench-config';
 import { spread } from '../../packages/fsdp/bench/bench-config';
-import { type JobCpuSample, kernelOutsideJobMs } from '../../packages/fsdp/bench/job-cpu';
+import { type JobCpuSample, kernelOutsideJobMs, othersMs } from '../../packages/fsdp/bench/job-cpu';
 import type { PhaseSamples } from '../../packages/fsdp/bench/phase-profile';
 import { torchUnavailableReason } from '../../packages/fsdp/bench/torch-peer';
 import { startRun } from '../internal/run-context';
 import {
+  backwardWireBytes,
   clusterTargets,
   hybridRowNames,
   type JudgedCase,
@@ -178,8 +179,18 @@ interface Samples {
   cpuMs: number[];
   wireBytes: number[];
   jobCpu: JobCpuSample[];
+  /** Our compute row only: the main thread's on-CPU ms in forward and in optimizer + zeroGrad (phase-profile.ts). */
+  forwardMs: number[];
+  optimizerMs: number[];
 }
-const emptySamples = (): Samples => ({ stepMs: [], cpuMs: [], wireBytes: [], jobCpu: [] });
+const emptySamples = (): Samples => ({
+  stepMs: [],
+  cpuMs: [],
+  wireBytes: [],
+  jobCpu: [],
+  forwardMs: [],
+  optimizerMs: [],
+});
 /** [Note: job CPU accounting]: rank 0 counts every process in the two hosts' namespaces, less the busy process. */
 let busyProcess: ChildProcess | undefined;
 const jobCpuSpecification = () =>
@@ -214,7 +225,8 @@ async function runOurs(
     ...(name.includes('bfloat16')
       ? { mixedPrecision: { paramDtype: 'bfloat16' as const, reduceDtype: 'bfloat16' as const } }
       : {}),
-    ...(profileDirectory === undefined ? {} : { profilePhases: true }),
+    // The compute row's phases give the order term its forward and optimizer ([Note: which bound stops a row]).
+    ...(profileDirectory !== undefined || name.startsWith('compute') ? { profilePhases: true } : {}),
     output: join(scratch, `row-${index}.json`),
   }));
   const port = String(link.nextPort());
@@ -246,6 +258,8 @@ async function runOurs(
           cpuMs: run.cpuSamples,
           wireBytes: run.wireBytesSamples ?? [],
           jobCpu: run.jobCpuSamples ?? [],
+          forwardMs: run.phases?.forward ?? [],
+          optimizerMs: (run.phases?.optimizer ?? []).map((ms, step) => ms + run.phases!.zeroGrad[step]!),
           run,
         },
       ];
@@ -290,6 +304,8 @@ async function runTorch(mode: 'fsdp' | 'ddp' | 'single', setting: SettingName): 
     cpuMs: line.cpuMs,
     wireBytes: line.wireBytes ?? [],
     jobCpu: line.jobCpu ?? [],
+    forwardMs: [],
+    optimizerMs: [],
   };
 }
 
@@ -312,6 +328,8 @@ const append = (into: CaseSamples, name: string, samples: Samples) => {
   row.cpuMs.push(...samples.cpuMs);
   row.wireBytes.push(...samples.wireBytes);
   row.jobCpu.push(...samples.jobCpu);
+  row.forwardMs.push(...samples.forwardMs);
+  row.optimizerMs.push(...samples.optimizerMs);
   into.rows.set(name, row);
 };
 
@@ -382,7 +400,8 @@ try {
 /**
  * A row's CPU term (see [Note: job CPU accounting]): the job's CPU-ms per step (its processes
  * and the kernel's work outside them, means over the measured steps) over the cores it had (the
- * machine's, less the busy process's share of the row's wall time). Undefined without samples.
+ * machine's, less the share of the row's wall time the busy process and any other process used).
+ * Undefined without samples.
  */
 function jobCpuOf(samples: Samples) {
   const count = samples.jobCpu.length;
@@ -394,7 +413,8 @@ function jobCpuOf(samples: Samples) {
   const processesMs = mean((sample) => sample.jobMs);
   const kernelMs = mean(kernelOutsideJobMs);
   const busyMs = mean((sample) => sample.busyMs);
-  const coresAvailable = Math.max(0.25, cores - Math.min(busyMs / wallMs, 1));
+  const others = mean(othersMs);
+  const coresAvailable = Math.max(0.25, cores - Math.min(others / wallMs, cores - 0.25));
   return {
     demandMs: processesMs + kernelMs,
     coresAvailable,
@@ -402,6 +422,7 @@ function jobCpuOf(samples: Samples) {
     byKind: Object.fromEntries(kinds.map((kind) => [kind, mean((sample) => sample.byKind[kind] ?? 0)])),
     kernelOutsideJobMs: kernelMs,
     busyProcessMs: busyMs,
+    othersMs: others,
     machine: {
       busyMs: mean((sample) => sample.machine.busyMs),
       softirqMs: mean((sample) => sample.machine.softirqMs),
@@ -431,6 +452,15 @@ function summarise(item: CaseSamples) {
       const computeMs = spread(computeOf(name).stepMs).median;
       const computeCpuMs = spread(computeOf(name).cpuMs).median;
       const jobCpu = jobCpuOf(samples);
+      const compute = computeOf(name);
+      const order =
+        compute.forwardMs.length === 0
+          ? undefined
+          : {
+              forwardMs: spread(compute.forwardMs).median,
+              optimizerMs: spread(compute.optimizerMs).median,
+              backwardWireBytes: backwardWireBytes(name as RowName, counts),
+            };
       const verdict = judgeRow(
         { stepMs: step.median, cpuMs: cpu.median, computeCpuMs, countedWireBytes: counted.median },
         computeMs,
@@ -438,6 +468,7 @@ function summarise(item: CaseSamples) {
         linkRate,
         item.busy,
         jobCpu,
+        order,
       );
       const attribution = item.attribution.get(name);
       return {
@@ -454,6 +485,7 @@ function summarise(item: CaseSamples) {
         modelWireBytesPerStep: model,
         countedWireBytesPerStep: counted,
         ...(jobCpu === undefined ? {} : { jobCpu }),
+        ...(order === undefined ? {} : { order }),
         ...verdict,
         ...(attribution === undefined ? {} : { attribution }),
       };
@@ -493,7 +525,7 @@ for (const summary of summaries) {
     `\n${summary.rate}, batch ${summary.batch} × ${summary.seqLen} per rank${summary.busy ? ', one busy process beside the job' : ''}: link ${megabytes(summary.linkBytesPerSecond.median)} MB/s per direction (raw TCP, both ways at once; tbf ${megabytes(bitsPerSecond(summary.rate) / 8)}), compute ${summary.computeStepMs.median.toFixed(0)} ms/step, CPU ${summary.computeCpuMs.median.toFixed(0)} (PyTorch ${summary.torchComputeStepMs.median.toFixed(0)}, CPU ${summary.torchComputeCpuMs.median.toFixed(0)})`,
   );
   console.log(
-    '| row | tokens/s | step ms | CPU ms | job CPU ms | bound terms ms: compute / wire / cpu | exposed comm ms | wire MB/step per direction: model / counted | of bound | binding | vs peer |',
+    '| row | tokens/s | step ms | CPU ms | job CPU ms | bound terms ms: compute / wire / cpu / order | exposed comm ms | wire MB/step per direction: model / counted | of bound | binding | vs peer |',
   );
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const row of summary.rows) {
@@ -503,7 +535,7 @@ for (const summary of summaries) {
         ? `${(row.tokensPerSecond.median / peer.tokensPerSecond.median).toFixed(2)}×`
         : '';
     console.log(
-      `| ${row.name} | ${row.tokensPerSecond.median.toFixed(0)} (${row.tokensPerSecond.min.toFixed(0)}–${row.tokensPerSecond.max.toFixed(0)}) | ${row.stepMs.median.toFixed(0)} | ${row.cpuMs.median.toFixed(0)} | ${row.jobCpu?.demandMs.toFixed(0) ?? '-'} | ${row.terms.computeMs.toFixed(0)} / ${row.terms.wireMs.toFixed(0)} / ${row.terms.cpuMs?.toFixed(0) ?? '-'} | ${row.exposedCommunicationMs.toFixed(0)} | ${megabytes(row.modelWireBytesPerStep)} / ${megabytes(row.countedWireBytesPerStep.median)} | ${(100 * row.ofBound).toFixed(0)}% | ${row.binding} | ${versus} |`,
+      `| ${row.name} | ${row.tokensPerSecond.median.toFixed(0)} (${row.tokensPerSecond.min.toFixed(0)}–${row.tokensPerSecond.max.toFixed(0)}) | ${row.stepMs.median.toFixed(0)} | ${row.cpuMs.median.toFixed(0)} | ${row.jobCpu?.demandMs.toFixed(0) ?? '-'} | ${row.terms.computeMs.toFixed(0)} / ${row.terms.wireMs.toFixed(0)} / ${row.terms.cpuMs?.toFixed(0) ?? '-'} / ${row.terms.orderMs?.toFixed(0) ?? '-'} | ${row.exposedCommunicationMs.toFixed(0)} | ${megabytes(row.modelWireBytesPerStep)} / ${megabytes(row.countedWireBytesPerStep.median)} | ${(100 * row.ofBound).toFixed(0)}% | ${row.binding} | ${versus} |`,
     );
   }
   for (const row of summary.rows) {

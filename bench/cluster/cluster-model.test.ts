@@ -1,7 +1,14 @@
 import { GPT } from '@fsdp-ts/nn';
 import { initBackend } from '@fsdp-ts/tensor';
 import { describe, expect, it } from 'vitest';
-import { clusterTargets, type JudgedCase, judgeRow, modelWireBytes, parameterCounts } from './cluster-model';
+import {
+  backwardWireBytes,
+  clusterTargets,
+  type JudgedCase,
+  judgeRow,
+  modelWireBytes,
+  parameterCounts,
+} from './cluster-model';
 
 describe('the cluster wire model', () => {
   it('counts the parameters of the reference GPT as @fsdp-ts/nn builds it', async () => {
@@ -40,6 +47,11 @@ describe('the cluster wire model', () => {
     expect(modelWireBytes('fsdp-ts hybrid-shard, 2 × 2', counts)).toBe(4 * P);
     expect(modelWireBytes('fsdp-ts hybrid-shard, 2 × 2, bfloat16 wire', counts)).toBe(2 * P);
     expect(modelWireBytes('fsdp-ts full-shard, 2 × 2', counts)).toBe((4 * (2 * P - R - L) + 4 * P) * 0.75);
+    // What only backward can move: every byte of an all-reduce; full-shard's re-gathers and its reduce-scatter.
+    expect(backwardWireBytes('fsdp-ts no-shard', counts)).toBe(4 * P);
+    expect(backwardWireBytes('fsdp-ts full-shard', counts)).toBe(2 * (P - R - L) + 2 * P);
+    expect(backwardWireBytes('fsdp-ts full-shard, bfloat16 wire', counts)).toBe(P - R - L + P);
+    expect(backwardWireBytes('PyTorch FSDP (gloo)', counts)).toBe(2 * (P - R) + 4 * P);
   });
 });
 
@@ -102,6 +114,24 @@ describe('judgeRow', () => {
     });
     expect(far.limit).toBe('own overhead');
     expect(far.why).toMatch(/390 ms\/step above it/);
+    // The step's order: forward 120 + 10 MB of gradients over 25 MB/s (400) + optimizer 40 = 560 ms.
+    const ordered = judgeRow(
+      { ...figures, stepMs: 600 },
+      370,
+      13e6,
+      link,
+      false,
+      { demandMs: 820, coresAvailable: 2 },
+      {
+        forwardMs: 120,
+        optimizerMs: 40,
+        backwardWireBytes: 10e6,
+      },
+    );
+    expect(ordered.terms.orderMs).toBeCloseTo(560);
+    expect(ordered.binding).toBe('order');
+    expect(ordered.limit).toBe('step order');
+    expect(ordered.ofBound).toBeCloseTo(560 / 600);
     // The compute binds when the demand is lower than it.
     expect(judgeRow(figures, 420, 2e6, link, false, { demandMs: 700, coresAvailable: 2 }).binding).toBe(
       'compute',

@@ -106,11 +106,33 @@ export function modelWireBytes(row: RowName, counts: ParameterCounts): number {
 }
 
 /**
+ * The part of modelWireBytes that can only move during backward (W = 2, one direction): the
+ * gradient reduction, and full-shard's gathers again for backward (the units resharded after
+ * their forward). Nothing of it can start before backward does, and the optimizer needs all of it.
+ */
+export function backwardWireBytes(row: RowName, counts: ParameterCounts): number {
+  const pass = (elements: number, bytesPerElement: number) => elements * bytesPerElement * (1 / 2);
+  const width = row.includes('bfloat16') ? 2 : 4;
+  const parameters = counts.total;
+  switch (row) {
+    case 'fsdp-ts full-shard':
+    case 'fsdp-ts full-shard, bfloat16 wire':
+      return pass(parameters - counts.root - counts.lastUnit, width) + pass(parameters, width);
+    case 'PyTorch FSDP (gloo)':
+      return pass(parameters - counts.root, 4) + 2 * pass(parameters, 4);
+    case 'fsdp-ts full-shard, 2 × 2':
+      return ((parameters - counts.root - counts.lastUnit) * 4 + parameters * 4) * (3 / 4);
+    default:
+      return modelWireBytes(row, counts); // every byte is the gradient reduction
+  }
+}
+
+/**
  * What stops a row: the link, the compute, the cores (the CPU the whole job demands, its
  * communication's work and the kernel's included), the busy process (in its cases, when the CPU
  * term is not measured), or nothing of the machine's.
  */
-export type Limit = 'link' | 'compute' | 'cores' | 'CPU contention' | 'own overhead';
+export type Limit = 'link' | 'compute' | 'cores' | 'step order' | 'CPU contention' | 'own overhead';
 
 export interface RowFigures {
   stepMs: number;
@@ -132,12 +154,25 @@ export interface CpuDemand {
   coresAvailable: number;
 }
 
+/**
+ * The step's order: its forward and optimizer time (the compute row's main thread on a core in
+ * each, phase-profile.ts) and the bytes that can only move in backward (backwardWireBytes).
+ */
+export interface StepOrder {
+  forwardMs: number;
+  optimizerMs: number;
+  backwardWireBytes: number;
+}
+
 export interface RowVerdict {
   boundMs: number;
-  /** The bound's terms: compute, wire (model bytes / link rate) and cpu (demand / cores; absent when not measured). */
-  terms: { computeMs: number; wireMs: number; cpuMs?: number };
+  /**
+   * The bound's terms: compute, wire (model bytes / link rate), cpu (demand / cores) and order
+   * (forward + backward's bytes / link rate + optimizer); the last two absent when not measured.
+   */
+  terms: { computeMs: number; wireMs: number; cpuMs?: number; orderMs?: number };
   /** The term that is the bound. */
-  binding: 'compute' | 'wire' | 'cpu';
+  binding: 'compute' | 'wire' | 'cpu' | 'order';
   /** bound / step: 1 when the row runs at its bound. */
   ofBound: number;
   exposedCommunicationMs: number;
@@ -151,12 +186,15 @@ export const atBound = 0.85;
 
 /**
  * [Note: which bound stops a row]
- * A row's bound is max(compute, wire, cpu): the same step without communication, the model's
- * bytes over the measured link rate, and the CPU the whole job demands per step (both hosts'
- * processes, every thread, the kernel's network work) over the cores it has (2, less the busy
- * process's share in its cases): two hosts on one machine share its cores, so communication that
- * costs CPU lengthens the step even when it overlaps the compute perfectly. At ≥ 0.85 of its
- * bound a row is stopped by the binding term: the link, the compute or the cores. Below it the
+ * A row's bound is max(compute, wire, cpu, order): the same step without communication, the
+ * model's bytes over the measured link rate, the CPU the whole job demands per step (both hosts'
+ * processes, every thread, the kernel's network work) over the cores it has (2, less what the busy
+ * process and any other process used): two hosts on one machine share its cores, so
+ * communication that costs CPU lengthens the step even when it overlaps the compute perfectly;
+ * and the step's order: the gradients (and full-shard's re-gathers) move only in backward, and
+ * the optimizer needs them all, so no step is shorter than forward + those bytes over the link +
+ * the optimizer. At ≥ 0.85 of its bound a row is stopped by the binding term: the link, the
+ * compute, the cores, or the step order (the link, for the bytes backward must move). Below it the
  * step spends time no term forces: waits the profile attributes (profile-attribution.ts), its
  * own overhead. Without the CPU term (results from before it was measured, or no /proc) a row
  * far from max(compute, wire) is called CPU contention when its CPU time per step exceeds the
@@ -170,19 +208,24 @@ export function judgeRow(
   linkBytesPerSecond: number,
   busy: boolean,
   cpu?: CpuDemand,
+  order?: StepOrder,
 ): RowVerdict {
   const wireMs = (wireModelBytes / linkBytesPerSecond) * 1000;
   const cpuMs = cpu === undefined ? undefined : cpu.demandMs / cpu.coresAvailable;
-  const binding =
-    cpuMs !== undefined && cpuMs > computeMs && cpuMs > wireMs
-      ? 'cpu'
-      : wireMs > computeMs
-        ? 'wire'
-        : 'compute';
-  const boundMs = Math.max(computeMs, wireMs, cpuMs ?? 0);
+  const orderMs =
+    order === undefined
+      ? undefined
+      : order.forwardMs + (order.backwardWireBytes / linkBytesPerSecond) * 1000 + order.optimizerMs;
+  const candidates = [
+    ['compute', computeMs],
+    ['wire', wireMs],
+    ['cpu', cpuMs ?? 0],
+    ['order', orderMs ?? 0],
+  ] as const;
+  const [binding, boundMs] = candidates.reduce((a, b) => (b[1] > a[1] ? b : a));
   const ofBound = boundMs / figures.stepMs;
   const exposedCommunicationMs = figures.stepMs - computeMs;
-  const terms = `compute ${computeMs.toFixed(0)} ms, wire ${wireMs.toFixed(0)} ms${cpuMs === undefined ? '' : `, cpu ${cpuMs.toFixed(0)} ms (${cpu!.demandMs.toFixed(0)} CPU-ms over ${cpu!.coresAvailable.toFixed(2)} cores)`}`;
+  const terms = `compute ${computeMs.toFixed(0)} ms, wire ${wireMs.toFixed(0)} ms${cpuMs === undefined ? '' : `, cpu ${cpuMs.toFixed(0)} ms (${cpu!.demandMs.toFixed(0)} CPU-ms over ${cpu!.coresAvailable.toFixed(2)} cores)`}${orderMs === undefined ? '' : `, order ${orderMs.toFixed(0)} ms (forward ${order!.forwardMs.toFixed(0)} + backward's bytes ${((order!.backwardWireBytes / linkBytesPerSecond) * 1000).toFixed(0)} + optimizer ${order!.optimizerMs.toFixed(0)})`}`;
   let limit: Limit;
   let why: string;
   if (ofBound >= atBound) {
@@ -191,13 +234,17 @@ export function judgeRow(
         ? 'link'
         : binding === 'cpu'
           ? 'cores'
-          : busy && cpuMs === undefined
-            ? 'CPU contention'
-            : 'compute';
+          : binding === 'order'
+            ? 'step order'
+            : busy && cpuMs === undefined
+              ? 'CPU contention'
+              : 'compute';
     const stopper = {
       link: 'the link',
       compute: 'the compute',
       cores: 'the cores (the CPU the job demands)',
+      'step order':
+        "the step's order (what backward must move over the link, between forward and the optimizer)",
       'CPU contention': 'the busy process sharing the cores',
       'own overhead': '',
     }[limit];
@@ -216,7 +263,12 @@ export function judgeRow(
   }
   return {
     boundMs,
-    terms: { computeMs, wireMs, ...(cpuMs === undefined ? {} : { cpuMs }) },
+    terms: {
+      computeMs,
+      wireMs,
+      ...(cpuMs === undefined ? {} : { cpuMs }),
+      ...(orderMs === undefined ? {} : { orderMs }),
+    },
     binding,
     ofBound,
     exposedCommunicationMs,

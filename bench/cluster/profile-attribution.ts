@@ -6,19 +6,22 @@
  *
  * [Note: profile attribution]
  * The main thread's samples (about one per millisecond of wall time, whether it runs or blocks)
- * fall into one category each, by their stack:
+ * fall into one category each, by their stack. A native leaf (a builtin such as postMessage, a
+ * BLAS routine, Node's internals) counts where the nearest frame with a source file is:
  *   waiting      the stack is inside a collectives wait (Work.wait: Atomics.wait on the
  *                communication thread's status word): the step waits on the wire or on the
  *                communication thread's own CPU work
  *   gc           V8's "(garbage collector)"
  *   idle         V8's "(idle)": the event loop has nothing to run
- *   kernels      the leaf is tfjs (core or the wasm backend) or a WebAssembly function (tfjs's
- *                kernels, @fsdp-ts/kernels' SIMD modules: GELU, layer norm, Adam, bfloat16
- *                conversion)
- *   fsdp         the leaf is fsdp-ts's own JavaScript: fsdp, flat-param, collectives (issuing
- *                ops, copying buckets)
- *   other        the rest: autograd and tensor bookkeeping (@fsdp-ts/tensor, nn), the optimizer's
- *                JavaScript, V8 "(program)", Node internals
+ *   bfloat16     the bfloat16 conversion on the main thread (@fsdp-ts/kernels' encode/decode)
+ *   optimizer    @fsdp-ts/optim (AdamW's kernel and its JavaScript)
+ *   kernels      tfjs (core or the wasm backend), WebAssembly, and the kernels of nn and kernels
+ *                (matMul through OpenBLAS, layer norm, GELU, column sums)
+ *   fsdp         fsdp and flat-param: gathering into and out of flat buffers, writing gradients
+ *   collectives  the main thread's side of the collectives: issuing ops to the communication
+ *                thread (postMessage), its bookkeeping
+ *   other        the rest: autograd and tensor bookkeeping (@fsdp-ts/tensor, nn's modules), V8
+ *                "(program)", Node internals
  * Beside them, from the kernel's per-thread counters over the same steps: the communication
  * thread's CPU, every other thread's CPU (GC helpers, libuv), and the time the main thread was
  * runnable with no core free (`mainRunnableMs`: the cores, not the code, held it).
@@ -39,7 +42,17 @@ interface CpuProfile {
   timeDeltas: number[];
 }
 
-export const mainThreadCategories = ['kernels', 'fsdp', 'other', 'gc', 'waiting', 'idle'] as const;
+export const mainThreadCategories = [
+  'kernels',
+  'bfloat16',
+  'optimizer',
+  'fsdp',
+  'collectives',
+  'other',
+  'gc',
+  'waiting',
+  'idle',
+] as const;
 export type MainThreadCategory = (typeof mainThreadCategories)[number];
 
 export interface RowAttribution {
@@ -54,14 +67,26 @@ export interface RowAttribution {
   top: { name: string; category: MainThreadCategory; ms: number }[];
 }
 
-const categoryOfLeaf = (node: ProfileNode): MainThreadCategory => {
+/** The category of a sample whose nearest frame with a source file is `node` (see the note). */
+const categoryOfFrame = (node: ProfileNode): MainThreadCategory => {
   const { functionName, url } = node.callFrame;
   if (functionName === '(garbage collector)') return 'gc';
   if (functionName === '(idle)') return 'idle';
-  if (url.startsWith('wasm://') || url.includes('@tensorflow/')) return 'kernels';
-  if (/packages\/(fsdp|flat-param|collectives)\//.test(url)) return 'fsdp';
+  if (/bfloat16/i.test(functionName) || /kernels\/(src|dist)\/reduce\/bfloat16/.test(url)) return 'bfloat16';
+  if (/packages\/optim\//.test(url)) return 'optimizer';
+  if (
+    url.startsWith('wasm://') ||
+    url.includes('@tensorflow/') ||
+    /packages\/kernels\//.test(url) ||
+    /packages\/nn\/(src|dist)\/internal\/.*kernel/.test(url)
+  )
+    return 'kernels';
+  if (/packages\/(fsdp|flat-param)\/(src|dist)\//.test(url)) return 'fsdp';
+  if (/packages\/collectives\//.test(url)) return 'collectives';
   return 'other';
 };
+/** A frame with a source file of its own (not a native builtin, not Node's internals). */
+const hasSource = (node: ProfileNode) => node.callFrame.url !== '' && !node.callFrame.url.startsWith('node:');
 const isWait = (node: ProfileNode) =>
   /packages\/collectives\/(src|dist)\//.test(node.callFrame.url) && /wait/i.test(node.callFrame.functionName);
 
@@ -88,10 +113,16 @@ export function attributeProfile(
   const category = (id: number): MainThreadCategory => {
     const known = categoryOf.get(id);
     if (known !== undefined) return known;
-    let found: MainThreadCategory | undefined;
-    for (let cursor: number | undefined = id; cursor !== undefined; cursor = parent.get(cursor))
-      if (isWait(byId.get(cursor)!)) found = 'waiting';
-    const result = found ?? categoryOfLeaf(byId.get(id)!);
+    let waiting = false;
+    let sourceFrame: ProfileNode | undefined;
+    for (let cursor: number | undefined = id; cursor !== undefined; cursor = parent.get(cursor)) {
+      const node = byId.get(cursor)!;
+      if (isWait(node)) waiting = true;
+      if (sourceFrame === undefined && hasSource(node)) sourceFrame = node;
+    }
+    const leaf = byId.get(id)!;
+    const special = ['(garbage collector)', '(idle)', '(program)'].includes(leaf.callFrame.functionName);
+    const result = waiting ? 'waiting' : categoryOfFrame(special ? leaf : (sourceFrame ?? leaf));
     categoryOf.set(id, result);
     return result;
   };

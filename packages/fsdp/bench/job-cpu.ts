@@ -22,7 +22,10 @@
  *   most what the machine was busy with beyond the job, ksoftirqd and the busy process
  *   (`kernelOutsideJobMs` below).
  * - `machine` is /proc/stat's first line over the step: busy (user, nice, system, irq, softirq),
- *   softirq (irq + softirq) and idle (idle + iowait), ms summed over the cores.
+ *   softirq (irq + softirq) and idle (idle + iowait), ms summed over the cores. What it was busy
+ *   with beyond the job and the kernel's work (`othersMs`: the busy process, and any other process
+ *   on the machine) is CPU the job could not have: the cores available to the job in a step are
+ *   the machine's less that share of its wall time.
  */
 import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 
@@ -41,6 +44,9 @@ interface Tracked {
   pid: string;
   kind: string;
 }
+
+/** fsdp-run's own script (bin/fsdp-run.ts or .js): that process is a launcher, not a rank. */
+const isLauncherScript = (argument: string) => /(^|\/)fsdp-run(\.[cm]?[jt]s)?$/.test(argument);
 
 const tickMs = 10; // USER_HZ is 100 on every Linux architecture Node runs on
 
@@ -109,8 +115,8 @@ export class JobCpu {
           continue;
         }
         if (pid === this.#busyPid || !this.#namespaces.has(readlinkSync(`/proc/${pid}/ns/net`))) continue;
-        const command = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-        this.#tracked.push({ pid, kind: command.includes('fsdp-run') ? 'launcher' : 'rank' });
+        const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+        this.#tracked.push({ pid, kind: argv.some(isLauncherScript) ? 'launcher' : 'rank' });
       } catch {
         // gone, or a kernel thread without a namespace link
       }
@@ -157,8 +163,19 @@ export class JobCpu {
   }
 }
 
+const unattributedMs = (sample: JobCpuSample) =>
+  Math.max(0, sample.machine.busyMs - sample.jobMs - sample.ksoftirqdMs - sample.busyMs);
+
 /** The kernel's CPU outside the job's processes in one step (see [Note: job CPU accounting]). */
 export function kernelOutsideJobMs(sample: JobCpuSample): number {
-  const unattributed = Math.max(0, sample.machine.busyMs - sample.jobMs - sample.ksoftirqdMs - sample.busyMs);
-  return sample.ksoftirqdMs + Math.min(sample.machine.softirqMs, unattributed);
+  return sample.ksoftirqdMs + Math.min(sample.machine.softirqMs, unattributedMs(sample));
+}
+
+/**
+ * What else the machine ran in one step: the busy process, and every process outside the job (the
+ * machine's busy time less the job's, the kernel's and the busy process's): the cores the job did not have.
+ */
+export function othersMs(sample: JobCpuSample): number {
+  const unattributed = unattributedMs(sample);
+  return sample.busyMs + unattributed - Math.min(sample.machine.softirqMs, unattributed);
 }

@@ -35,6 +35,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -234,7 +235,9 @@ class JobCpu:
                 if pid == self.busy or os.readlink(f'/proc/{pid}/ns/net') not in self.namespaces:
                     continue
                 with open(f'/proc/{pid}/cmdline', 'rb') as file:
-                    kind = 'launcher' if b'fsdp-run' in file.read() else 'rank'
+                    argv = file.read().decode(errors='replace').split('\0')
+                launcher = any(re.search(r'(^|/)fsdp-run(\.[cm]?[jt]s)?$', argument) for argument in argv)
+                kind = 'launcher' if launcher else 'rank'
                 self.tracked.append((pid, kind))
             except OSError:
                 pass
