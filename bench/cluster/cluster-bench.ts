@@ -18,12 +18,21 @@
  *   --hybrid                the 2 hosts × 2 ranks rows even on fewer than 4 cores (checks they work)
  *   --no-profile            without the profiled launch of our rows per case (profile-attribution.ts)
  *   --torch-flush-denormal  PyTorch's ranks call torch.set_flush_denormal(True) (default: its default)
+ *   --keep-profiles dir     copies the profiled launches' raw .cpuprofile files there (for DevTools)
  * Writes bench-results/cluster.json (`npm run bench:report -- --collect` takes it into
  * bench/results/); without root, `ip netns`, `tc` or PyTorch it says why and writes the reason.
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -356,6 +365,15 @@ async function profileOurs(item: CaseSamples): Promise<void> {
     })),
   );
   for (const [index, name] of names.entries()) item.attribution.set(name, attributions[index]!);
+  const keep = argument('--keep-profiles');
+  if (keep !== undefined) {
+    mkdirSync(keep, { recursive: true });
+    for (const file of readdirSync(directory).filter((name) => name.endsWith('.cpuprofile')))
+      copyFileSync(
+        join(directory, file),
+        join(keep, `${item.rate}-${item.setting}${item.busy ? '-busy' : ''}-${file}`),
+      );
+  }
 }
 
 const started = performance.now();

@@ -91,6 +91,10 @@ describe('attributeProfile', () => {
     expect(a!.top[0]).toMatchObject({ category: 'kernels', ms: 4 });
     expect(a!.top[0]!.name).toContain('matMul');
     expect(describeAttribution(a!)).toContain('waiting 2');
+    // A native leaf is named with its caller.
+    expect(b!.top.map((entry) => entry.name)).toContain(
+      'openblas_get_num_threads ← compute nn/src/internal/linear-blas-kernel.ts:1',
+    );
   });
 
   it('averages over a row’s steps', () => {

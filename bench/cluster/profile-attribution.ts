@@ -63,7 +63,7 @@ export interface RowAttribution {
   communicationThreadCpuMs: number;
   otherThreadsCpuMs: number;
   mainRunnableMs: number;
-  /** The largest self times of the main thread (outside waiting and idle), ms per step. */
+  /** The largest self times of the main thread (outside waiting and idle), ms per step; a native one with its caller. */
   top: { name: string; category: MainThreadCategory; ms: number }[];
 }
 
@@ -110,6 +110,8 @@ export function attributeProfile(
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
   const categoryOf = new Map<number, MainThreadCategory>();
+  /** A native leaf's nearest frame with a source file (its caller, for the top list). */
+  const callerOf = new Map<number, ProfileNode>();
   const category = (id: number): MainThreadCategory => {
     const known = categoryOf.get(id);
     if (known !== undefined) return known;
@@ -121,6 +123,7 @@ export function attributeProfile(
       if (sourceFrame === undefined && hasSource(node)) sourceFrame = node;
     }
     const leaf = byId.get(id)!;
+    if (!hasSource(leaf) && sourceFrame !== undefined) callerOf.set(id, sourceFrame);
     const special = ['(garbage collector)', '(idle)', '(program)'].includes(leaf.callFrame.functionName);
     const result = waiting ? 'waiting' : categoryOfFrame(special ? leaf : (sourceFrame ?? leaf));
     categoryOf.set(id, result);
@@ -157,10 +160,11 @@ export function attributeProfile(
     const { categories, self } = totals[index]!;
     const byLabel = new Map<string, { category: MainThreadCategory; ms: number }>();
     for (const [id, ms] of self) {
-      const node = byId.get(id)!;
-      const entry = byLabel.get(label(node)) ?? { category: category(id), ms: 0 };
+      const caller = callerOf.get(id);
+      const name = `${label(byId.get(id)!)}${caller === undefined ? '' : ` ← ${label(caller)}`}`;
+      const entry = byLabel.get(name) ?? { category: category(id), ms: 0 };
       entry.ms += ms;
-      byLabel.set(label(node), entry);
+      byLabel.set(name, entry);
     }
     return {
       profiledStepMs: row.windows.reduce((sum, [start, end]) => sum + (end - start) / 1000, 0) / steps,
