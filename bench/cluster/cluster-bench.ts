@@ -432,6 +432,8 @@ function jobCpuOf(samples: Samples) {
   const kernelMs = mean(kernelOutsideJobMs);
   const busyMs = mean((sample) => sample.busyMs);
   const others = mean(othersMs);
+  // A quarter of a core at least: on a machine loaded far beyond the job (others' share near all
+  // of it), the term says the cores bind without dividing by nothing.
   const coresAvailable = Math.max(0.25, cores - Math.min(others / wallMs, cores - 0.25));
   return {
     demandMs: processesMs + kernelMs,

@@ -146,8 +146,8 @@ export interface RowFigures {
 
 /**
  * The CPU the job demands per step (packages/fsdp/bench/job-cpu.ts): every process of it, both
- * hosts, plus the kernel's work outside them, and the cores it has: the machine's less the busy
- * process's share of the step in its cases.
+ * hosts, plus the kernel's work outside them, and the cores it has: the machine's less the share
+ * of the step anything else used (the busy process in its cases, other processes on a loaded machine).
  */
 export interface CpuDemand {
   demandMs: number;

@@ -10,7 +10,8 @@
  * - The job's processes are every process whose network namespace is one of `namespaces` (the
  *   hosts of bench/cluster: the ranks, and for fsdp-ts the fsdp-run launchers), except `busyPid`
  *   (the busy process of the contention cases, which lives in host 0's namespace). They are found
- *   once, at the first step (every rank exists by then).
+ *   again at each warm-up step (a peer that never synchronises, as PyTorch's singles, may start
+ *   late) and kept through the measured ones.
  * - A process's CPU is utime + stime of /proc/<pid>/stat: every thread of it, main, communication
  *   worker, garbage collector helpers, libuv, in clock ticks (10 ms). One step's delta is coarse;
  *   the mean over a row's steps is not (the error of each delta is at most a tick and not biased).
@@ -107,6 +108,7 @@ export class JobCpu {
 
   #discover(): void {
     this.#tracked = [];
+    this.#ksoftirqd = [];
     for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
       try {
         const comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
@@ -133,8 +135,9 @@ export class JobCpu {
     };
   }
 
-  /** The step starts. */
-  begin(): void {
+  /** The step starts; `discover`: find the job's processes again (in warm-up steps, while a peer may still be starting). */
+  begin(discover = false): void {
+    if (discover) this.#tracked = undefined;
     this.#start = this.#read();
   }
 

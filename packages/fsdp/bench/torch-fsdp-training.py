@@ -224,7 +224,7 @@ class JobCpu:
                 'softirqMs': (irq + softirq) * tick, 'idleMs': (idle + iowait) * tick}
 
     def discover(self):
-        self.tracked = []
+        self.tracked, self.ksoftirqd = [], []
         for pid in filter(str.isdigit, os.listdir('/proc')):
             try:
                 with open(f'/proc/{pid}/comm') as file:
@@ -249,7 +249,9 @@ class JobCpu:
                 0 if self.busy is None else self.process_ms(self.busy),
                 sum(self.process_ms(pid) for pid in self.ksoftirqd), self.machine())
 
-    def begin(self):
+    def begin(self, discover=False):
+        if discover:
+            self.tracked = None
         self.start = self.read()
 
     def end(self):
@@ -322,7 +324,7 @@ def rank_main(rank, c, port, queue):
             dist.barrier()
         wire_start = sent_bytes()
         if job_cpu is not None:
-            job_cpu.begin()
+            job_cpu.begin(step < c['warmupSteps'])
         start, cpu_start = time.perf_counter(), time.process_time()
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(tokens).view(-1, c['vocabSize']), targets.view(-1))

@@ -197,7 +197,7 @@ async function prepare(request: RunRequest): Promise<Row> {
     if (index === request.warmupSteps) poolAtStart = storagePool.statistics;
     group?.barrier().wait(); // every rank starts the step together
     const wireStart = sentBytes();
-    jobCpu?.begin();
+    jobCpu?.begin(index < request.warmupSteps);
     const windowStart = nowMicroseconds();
     const start = performance.now();
     const cpuStart = process.cpuUsage();
