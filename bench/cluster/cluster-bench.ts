@@ -507,6 +507,10 @@ function summarise(item: CaseSamples) {
         ...(jobCpu === undefined ? {} : { jobCpu }),
         ...(order === undefined ? {} : { order }),
         ...verdict,
+        // A row below its bound: the sentence ends with where its step went.
+        ...(attribution === undefined || verdict.limit !== 'own overhead'
+          ? {}
+          : { why: `${verdict.why}: ${describeAttribution(attribution)}` }),
         ...(attribution === undefined ? {} : { attribution }),
       };
     });

@@ -251,7 +251,7 @@ export function judgeRow(
     why = `at ${percent(ofBound)} of its bound (${terms}): ${stopper} stops it${ofBound > 1.05 ? ' (above 100%: the raw probe measured the link slower than this row used it, or the compute row ran slower than this row computes)' : ''}`;
   } else if (cpuMs !== undefined) {
     limit = 'own overhead';
-    why = `at ${percent(ofBound)} of its bound (${terms}): ${(figures.stepMs - boundMs).toFixed(0)} ms/step above it that neither the link nor the cores force (see the row's profile)`;
+    why = `at ${percent(ofBound)} of its bound (${terms}): ${(figures.stepMs - boundMs).toFixed(0)} ms/step above it that no term forces`;
   } else {
     const extraCpuMs = figures.cpuMs - figures.computeCpuMs;
     const extraWallMs = figures.stepMs - boundMs;
