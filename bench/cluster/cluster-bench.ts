@@ -16,12 +16,23 @@
  *   --no-busy               without the cases with a busy process beside the job
  *   --estimate              print the plan and its estimated duration, and exit
  *   --hybrid                the 2 hosts × 2 ranks rows even on fewer than 4 cores (checks they work)
+ *   --no-profile            without the profiled launch of our rows per case (profile-attribution.ts)
+ *   --torch-flush-denormal  PyTorch's ranks call torch.set_flush_denormal(True) (default: its default)
+ *   --keep-profiles dir     copies the profiled launches' raw .cpuprofile files there (for DevTools)
  * Writes bench-results/cluster.json (`npm run bench:report -- --collect` takes it into
  * bench/results/); without root, `ip netns`, `tc` or PyTorch it says why and writes the reason.
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -29,9 +40,12 @@ import { fileURLToPath } from 'node:url';
 import type { GPTConfig } from '@fsdp-ts/nn';
 import type { RunRequest, RunResult, Spread } from '../../packages/fsdp/bench/bench-config';
 import { spread } from '../../packages/fsdp/bench/bench-config';
+import { type JobCpuSample, kernelOutsideJobMs, othersMs } from '../../packages/fsdp/bench/job-cpu';
+import type { PhaseSamples } from '../../packages/fsdp/bench/phase-profile';
 import { torchUnavailableReason } from '../../packages/fsdp/bench/torch-peer';
 import { startRun } from '../internal/run-context';
 import {
+  backwardWireBytes,
   clusterTargets,
   hybridRowNames,
   type JudgedCase,
@@ -42,6 +56,7 @@ import {
   peerOf,
   type RowName,
 } from './cluster-model';
+import { attributeProfile, describeAttribution, type RowAttribution } from './profile-attribution';
 import { bitsPerSecond, type Host, linkUnavailableReason, ShapedLink } from './shaped-link';
 
 const benchmarkRun = startRun();
@@ -57,6 +72,8 @@ const links = (
   process.env.BENCH_LINKS ??
   (quick ? '1gbit' : '200mbit,1gbit,10gbit')
 ).split(',');
+const profiled = !process.argv.includes('--no-profile');
+const torchFlushDenormal = process.argv.includes('--torch-flush-denormal');
 const rounds = Number(argument('--rounds') ?? process.env.BENCH_ROUNDS ?? (quick ? 1 : 2));
 for (const rate of links) bitsPerSecond(rate); // a typo fails here, before anything is built
 if (!(Number.isInteger(rounds) && rounds >= 1))
@@ -126,6 +143,8 @@ function estimateSeconds(): number {
       ? compute.ours + hybridRowNames.reduce((sum, row) => sum + compute.ours + wire(row), 0)
       : 0;
     total += 12 + 3 * 6 + 3 + (withHybrid ? 15 : 0) + (steps * (oursMs + torchMs + hybridMs)) / 1000;
+    // The profiled launch of our rows, once per case: its start and its steps.
+    if (profiled) total += (6 + (steps * oursMs) / 1000) / rounds;
   }
   return total * rounds;
 }
@@ -163,19 +182,41 @@ const secret = randomBytes(32).toString('hex');
 const scratch = mkdtempSync(join(tmpdir(), 'fsdp-cluster-bench-'));
 const link = new ShapedLink();
 
-/** One row's measured steps: wall ms, rank 0's CPU ms, bytes rank 0's host sent. */
+/** One row's measured steps: wall ms, rank 0's CPU ms, bytes rank 0's host sent, the whole job's CPU. */
 interface Samples {
   stepMs: number[];
   cpuMs: number[];
   wireBytes: number[];
+  jobCpu: JobCpuSample[];
+  /** Our compute row only: the main thread's on-CPU ms in forward and in optimizer + zeroGrad (phase-profile.ts). */
+  forwardMs: number[];
+  optimizerMs: number[];
 }
-const emptySamples = (): Samples => ({ stepMs: [], cpuMs: [], wireBytes: [] });
+const emptySamples = (): Samples => ({
+  stepMs: [],
+  cpuMs: [],
+  wireBytes: [],
+  jobCpu: [],
+  forwardMs: [],
+  optimizerMs: [],
+});
+/** [Note: job CPU accounting]: rank 0 counts every process in the two hosts' namespaces, less the busy process. */
+let busyProcess: ChildProcess | undefined;
+const jobCpuSpecification = () =>
+  JSON.stringify({
+    namespaces: link.pair.namespaces.map((name) => `/run/netns/${name}`),
+    ...(busyProcess?.pid === undefined ? {} : { busyPid: busyProcess.pid }),
+  });
 
 /**
  * One fsdp-run launch per host whose rows step interleaved: one rank per host (our rows and
  * 'compute'), or two (the hybrid rows and 'compute, 2 × 2').
  */
-async function runOurs(setting: SettingName, ranksPerHost: 1 | 2): Promise<Map<string, Samples>> {
+async function runOurs(
+  setting: SettingName,
+  ranksPerHost: 1 | 2,
+  profileDirectory?: string,
+): Promise<Map<string, Samples & { run: RunResult }>> {
   const names =
     ranksPerHost === 1
       ? (['compute', ...ourRowNames] as const)
@@ -193,6 +234,8 @@ async function runOurs(setting: SettingName, ranksPerHost: 1 | 2): Promise<Map<s
     ...(name.includes('bfloat16')
       ? { mixedPrecision: { paramDtype: 'bfloat16' as const, reduceDtype: 'bfloat16' as const } }
       : {}),
+    // The compute row's phases give the order term its forward and optimizer ([Note: which bound stops a row]).
+    ...(profileDirectory !== undefined || name.startsWith('compute') ? { profilePhases: true } : {}),
     output: join(scratch, `row-${index}.json`),
   }));
   const port = String(link.nextPort());
@@ -201,7 +244,12 @@ async function runOurs(setting: SettingName, ranksPerHost: 1 | 2): Promise<Map<s
     ...['--master-addr', link.pair.addresses[0], '--master-port', port, '--timeout', '600'],
   ];
   const node = [process.execPath, '--conditions=@fsdp-ts/source', '--import', 'tsx', launcher];
-  const env = (host: Host) => ({ FSDP_JOB_SECRET: secret, BENCH_WIRE_COUNTER: link.transmitCounter(host) });
+  const env = (host: Host) => ({
+    FSDP_JOB_SECRET: secret,
+    BENCH_WIRE_COUNTER: link.transmitCounter(host),
+    BENCH_JOB_CPU: jobCpuSpecification(),
+    ...(profileDirectory === undefined ? {} : { BENCH_CPU_PROFILE: profileDirectory }),
+  });
   await link.both(
     [
       link.launch(0, [...node, ...flags(0), rankScript, JSON.stringify(requests)], env(0)),
@@ -214,7 +262,15 @@ async function runOurs(setting: SettingName, ranksPerHost: 1 | 2): Promise<Map<s
       const run = JSON.parse(readFileSync(request.output, 'utf8')) as RunResult;
       return [
         names[index]!,
-        { stepMs: run.stepSamples, cpuMs: run.cpuSamples, wireBytes: run.wireBytesSamples ?? [] },
+        {
+          stepMs: run.stepSamples,
+          cpuMs: run.cpuSamples,
+          wireBytes: run.wireBytesSamples ?? [],
+          jobCpu: run.jobCpuSamples ?? [],
+          forwardMs: run.phases?.forward ?? [],
+          optimizerMs: (run.phases?.optimizer ?? []).map((ms, step) => ms + run.phases!.zeroGrad[step]!),
+          run,
+        },
       ];
     }),
   );
@@ -222,13 +278,20 @@ async function runOurs(setting: SettingName, ranksPerHost: 1 | 2): Promise<Map<s
 
 /** A PyTorch launch, one rank per host: 'fsdp' and 'ddp' over gloo, 'single' as two independent singles. */
 async function runTorch(mode: 'fsdp' | 'ddp' | 'single', setting: SettingName): Promise<Samples> {
-  const request = { mode, worldSize: 2, ...config, ...settings[setting] };
+  const request = {
+    mode,
+    worldSize: 2,
+    ...config,
+    ...settings[setting],
+    ...(torchFlushDenormal ? { flushDenormal: true } : {}),
+  };
   const port = String(link.nextPort());
   const env = (host: Host) => ({
     // gloo binds the address the hostname resolves to (127.0.0.1) unless told the interface.
     GLOO_SOCKET_IFNAME: link.pair.links[host],
     BENCH_TORCH_RANK: String(host),
     BENCH_WIRE_COUNTER: link.transmitCounter(host),
+    BENCH_JOB_CPU: jobCpuSpecification(),
     MASTER_ADDR: link.pair.addresses[0],
     MASTER_PORT: port,
   });
@@ -243,25 +306,76 @@ async function runTorch(mode: 'fsdp' | 'ddp' | 'single', setting: SettingName): 
     stepMs: number[];
     cpuMs: number[];
     wireBytes?: number[];
+    jobCpu?: JobCpuSample[];
   };
-  return { stepMs: line.stepMs, cpuMs: line.cpuMs, wireBytes: line.wireBytes ?? [] };
+  return {
+    stepMs: line.stepMs,
+    cpuMs: line.cpuMs,
+    wireBytes: line.wireBytes ?? [],
+    jobCpu: line.jobCpu ?? [],
+    forwardMs: [],
+    optimizerMs: [],
+  };
 }
 
 interface CaseSamples extends Case {
   linkBytesPerSecond: number[];
   /** 'compute' (our two singles), 'PyTorch compute' (its two singles), and each row. */
   rows: Map<string, Samples>;
+  /** Per fsdp-ts row, from the case's profiled launch (profile-attribution.ts). */
+  attribution: Map<string, RowAttribution>;
 }
-const measured: CaseSamples[] = cases.map((item) => ({ ...item, linkBytesPerSecond: [], rows: new Map() }));
+const measured: CaseSamples[] = cases.map((item) => ({
+  ...item,
+  linkBytesPerSecond: [],
+  rows: new Map(),
+  attribution: new Map(),
+}));
 const append = (into: CaseSamples, name: string, samples: Samples) => {
   const row = into.rows.get(name) ?? emptySamples();
   row.stepMs.push(...samples.stepMs);
   row.cpuMs.push(...samples.cpuMs);
   row.wireBytes.push(...samples.wireBytes);
+  row.jobCpu.push(...samples.jobCpu);
+  row.forwardMs.push(...samples.forwardMs);
+  row.optimizerMs.push(...samples.optimizerMs);
   into.rows.set(name, row);
 };
 
-let busyProcess: ChildProcess | undefined;
+/**
+ * The case's profiled launch (after its last measured round; not one of the measured launches):
+ * our rows with rank 0's main thread under V8's profiler and its threads' counters per step,
+ * attributed per row (see [Note: profile attribution]).
+ */
+async function profileOurs(item: CaseSamples): Promise<void> {
+  const directory = mkdtempSync(join(scratch, 'profile-'));
+  const runs = await runOurs(item.setting, 1, directory);
+  const names = [...runs.keys()];
+  const kinds = names.map((name) => runs.get(name)!.run.kind).join('+');
+  const empty: Pick<PhaseSamples, 'communication' | 'otherThreads' | 'mainRunnable'> = {
+    communication: [],
+    otherThreads: [],
+    mainRunnable: [],
+  };
+  const attributions = attributeProfile(
+    join(directory, `${kinds}-rank0.cpuprofile`),
+    names.map((name) => ({
+      windows: runs.get(name)!.run.profileWindowsUs ?? [],
+      phases: runs.get(name)!.run.phases ?? empty,
+    })),
+  );
+  for (const [index, name] of names.entries()) item.attribution.set(name, attributions[index]!);
+  const keep = argument('--keep-profiles');
+  if (keep !== undefined) {
+    mkdirSync(keep, { recursive: true });
+    for (const file of readdirSync(directory).filter((name) => name.endsWith('.cpuprofile')))
+      copyFileSync(
+        join(directory, file),
+        join(keep, `${item.rate}-${item.setting}${item.busy ? '-busy' : ''}-${file}`),
+      );
+  }
+}
+
 const started = performance.now();
 try {
   for (let round = 0; round < rounds; round++) {
@@ -287,6 +401,7 @@ try {
       ];
       for (let position = 0; position < launches.length; position++)
         await launches[(position + round + index) % launches.length]!();
+      if (profiled && round === rounds - 1) await profileOurs(item);
       busyProcess?.kill('SIGKILL');
       busyProcess = undefined;
       process.stderr.write(
@@ -298,6 +413,42 @@ try {
   busyProcess?.kill('SIGKILL');
   link.remove();
   rmSync(scratch, { recursive: true, force: true });
+}
+
+/**
+ * A row's CPU term (see [Note: job CPU accounting]): the job's CPU-ms per step (its processes
+ * and the kernel's work outside them, means over the measured steps) over the cores it had (the
+ * machine's, less the share of the row's wall time the busy process and any other process used).
+ * Undefined without samples.
+ */
+function jobCpuOf(samples: Samples) {
+  const count = samples.jobCpu.length;
+  if (count === 0) return undefined;
+  const mean = (pick: (sample: JobCpuSample) => number) =>
+    samples.jobCpu.reduce((sum, sample) => sum + pick(sample), 0) / count;
+  const wallMs = samples.stepMs.slice(0, count).reduce((a, b) => a + b, 0) / count;
+  const kinds = [...new Set(samples.jobCpu.flatMap((sample) => Object.keys(sample.byKind)))];
+  const processesMs = mean((sample) => sample.jobMs);
+  const kernelMs = mean(kernelOutsideJobMs);
+  const busyMs = mean((sample) => sample.busyMs);
+  const others = mean(othersMs);
+  // A quarter of a core at least: on a machine loaded far beyond the job (others' share near all
+  // of it), the term says the cores bind without dividing by nothing.
+  const coresAvailable = Math.max(0.25, cores - Math.min(others / wallMs, cores - 0.25));
+  return {
+    demandMs: processesMs + kernelMs,
+    coresAvailable,
+    processesMs,
+    byKind: Object.fromEntries(kinds.map((kind) => [kind, mean((sample) => sample.byKind[kind] ?? 0)])),
+    kernelOutsideJobMs: kernelMs,
+    busyProcessMs: busyMs,
+    othersMs: others,
+    machine: {
+      busyMs: mean((sample) => sample.machine.busyMs),
+      softirqMs: mean((sample) => sample.machine.softirqMs),
+      idleMs: mean((sample) => sample.machine.idleMs),
+    },
+  };
 }
 
 /** A case's rows as bench:report and the console show them. */
@@ -320,13 +471,26 @@ function summarise(item: CaseSamples) {
       const model = modelWireBytes(name as RowName, counts);
       const computeMs = spread(computeOf(name).stepMs).median;
       const computeCpuMs = spread(computeOf(name).cpuMs).median;
+      const jobCpu = jobCpuOf(samples);
+      const compute = computeOf(name);
+      const order =
+        compute.forwardMs.length === 0
+          ? undefined
+          : {
+              forwardMs: spread(compute.forwardMs).median,
+              optimizerMs: spread(compute.optimizerMs).median,
+              backwardWireBytes: backwardWireBytes(name as RowName, counts),
+            };
       const verdict = judgeRow(
         { stepMs: step.median, cpuMs: cpu.median, computeCpuMs, countedWireBytes: counted.median },
         computeMs,
         model,
         linkRate,
         item.busy,
+        jobCpu,
+        order,
       );
+      const attribution = item.attribution.get(name);
       return {
         name: name as RowName,
         tokensPerSecond: {
@@ -340,7 +504,14 @@ function summarise(item: CaseSamples) {
         computeCpuMs,
         modelWireBytesPerStep: model,
         countedWireBytesPerStep: counted,
+        ...(jobCpu === undefined ? {} : { jobCpu }),
+        ...(order === undefined ? {} : { order }),
         ...verdict,
+        // A row below its bound: the sentence ends with where its step went.
+        ...(attribution === undefined || verdict.limit !== 'own overhead'
+          ? {}
+          : { why: `${verdict.why}: ${describeAttribution(attribution)}` }),
+        ...(attribution === undefined ? {} : { attribution }),
       };
     });
   return {
@@ -353,6 +524,8 @@ function summarise(item: CaseSamples) {
     linkBytesPerSecond: spread(item.linkBytesPerSecond),
     computeStepMs: spread(item.rows.get('compute')!.stepMs),
     computeCpuMs: spread(item.rows.get('compute')!.cpuMs),
+    computeJobCpu: jobCpuOf(item.rows.get('compute')!),
+    torchComputeJobCpu: jobCpuOf(item.rows.get('PyTorch compute')!),
     torchComputeStepMs: spread(item.rows.get('PyTorch compute')!.stepMs),
     torchComputeCpuMs: spread(item.rows.get('PyTorch compute')!.cpuMs),
     rows,
@@ -376,9 +549,9 @@ for (const summary of summaries) {
     `\n${summary.rate}, batch ${summary.batch} × ${summary.seqLen} per rank${summary.busy ? ', one busy process beside the job' : ''}: link ${megabytes(summary.linkBytesPerSecond.median)} MB/s per direction (raw TCP, both ways at once; tbf ${megabytes(bitsPerSecond(summary.rate) / 8)}), compute ${summary.computeStepMs.median.toFixed(0)} ms/step, CPU ${summary.computeCpuMs.median.toFixed(0)} (PyTorch ${summary.torchComputeStepMs.median.toFixed(0)}, CPU ${summary.torchComputeCpuMs.median.toFixed(0)})`,
   );
   console.log(
-    '| row | tokens/s | step ms | CPU ms | compute ms | exposed comm ms | wire MB/step per direction: model / counted | of bound | vs peer |',
+    '| row | tokens/s | step ms | CPU ms | job CPU ms | bound terms ms: compute / wire / cpu / order | exposed comm ms | wire MB/step per direction: model / counted | of bound | binding | vs peer |',
   );
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const row of summary.rows) {
     const peer = summary.rows.find((other) => other.name === peerOf(row.name));
     const versus =
@@ -386,10 +559,13 @@ for (const summary of summaries) {
         ? `${(row.tokensPerSecond.median / peer.tokensPerSecond.median).toFixed(2)}×`
         : '';
     console.log(
-      `| ${row.name} | ${row.tokensPerSecond.median.toFixed(0)} (${row.tokensPerSecond.min.toFixed(0)}–${row.tokensPerSecond.max.toFixed(0)}) | ${row.stepMs.median.toFixed(0)} | ${row.cpuMs.median.toFixed(0)} | ${row.computeStepMs.toFixed(0)} | ${row.exposedCommunicationMs.toFixed(0)} | ${megabytes(row.modelWireBytesPerStep)} / ${megabytes(row.countedWireBytesPerStep.median)} | ${(100 * row.ofBound).toFixed(0)}% | ${versus} |`,
+      `| ${row.name} | ${row.tokensPerSecond.median.toFixed(0)} (${row.tokensPerSecond.min.toFixed(0)}–${row.tokensPerSecond.max.toFixed(0)}) | ${row.stepMs.median.toFixed(0)} | ${row.cpuMs.median.toFixed(0)} | ${row.jobCpu?.demandMs.toFixed(0) ?? '-'} | ${row.terms.computeMs.toFixed(0)} / ${row.terms.wireMs.toFixed(0)} / ${row.terms.cpuMs?.toFixed(0) ?? '-'} / ${row.terms.orderMs?.toFixed(0) ?? '-'} | ${row.exposedCommunicationMs.toFixed(0)} | ${megabytes(row.modelWireBytesPerStep)} / ${megabytes(row.countedWireBytesPerStep.median)} | ${(100 * row.ofBound).toFixed(0)}% | ${row.binding} | ${versus} |`,
     );
   }
-  for (const row of summary.rows) console.log(`  ${row.name}: ${row.why}`);
+  for (const row of summary.rows) {
+    console.log(`  ${row.name}: ${row.why}`);
+    if (row.attribution !== undefined) console.log(`    profile: ${describeAttribution(row.attribution)}`);
+  }
 }
 console.log('\nTargets (issue 34):');
 for (const target of targets)

@@ -1,7 +1,14 @@
 import { GPT } from '@fsdp-ts/nn';
 import { initBackend } from '@fsdp-ts/tensor';
 import { describe, expect, it } from 'vitest';
-import { clusterTargets, type JudgedCase, judgeRow, modelWireBytes, parameterCounts } from './cluster-model';
+import {
+  backwardWireBytes,
+  clusterTargets,
+  type JudgedCase,
+  judgeRow,
+  modelWireBytes,
+  parameterCounts,
+} from './cluster-model';
 
 describe('the cluster wire model', () => {
   it('counts the parameters of the reference GPT as @fsdp-ts/nn builds it', async () => {
@@ -40,6 +47,11 @@ describe('the cluster wire model', () => {
     expect(modelWireBytes('fsdp-ts hybrid-shard, 2 × 2', counts)).toBe(4 * P);
     expect(modelWireBytes('fsdp-ts hybrid-shard, 2 × 2, bfloat16 wire', counts)).toBe(2 * P);
     expect(modelWireBytes('fsdp-ts full-shard, 2 × 2', counts)).toBe((4 * (2 * P - R - L) + 4 * P) * 0.75);
+    // What only backward can move: every byte of an all-reduce; full-shard's re-gathers and its reduce-scatter.
+    expect(backwardWireBytes('fsdp-ts no-shard', counts)).toBe(4 * P);
+    expect(backwardWireBytes('fsdp-ts full-shard', counts)).toBe(2 * (P - R - L) + 2 * P);
+    expect(backwardWireBytes('fsdp-ts full-shard, bfloat16 wire', counts)).toBe(P - R - L + P);
+    expect(backwardWireBytes('PyTorch FSDP (gloo)', counts)).toBe(2 * (P - R) + 4 * P);
   });
 });
 
@@ -81,6 +93,50 @@ describe('judgeRow', () => {
     const waiting = judgeRow({ ...figures, cpuMs: 420 }, 370, 13e6, link, false);
     expect(waiting.limit).toBe('own overhead');
   });
+
+  it('adds the CPU term: the job CPU demand over the cores it has, binding when it is the largest', () => {
+    const figures = { stepMs: 450, cpuMs: 400, computeCpuMs: 370, countedWireBytes: 2e6 };
+    // 2 MB over 25 MB/s = 80 ms; 820 CPU-ms over 2 cores = 410 ms > 370 ms compute.
+    const cores = judgeRow(figures, 370, 2e6, link, false, { demandMs: 820, coresAvailable: 2 });
+    expect(cores.terms).toEqual({ computeMs: 370, wireMs: 80, cpuMs: 410 });
+    expect(cores.binding).toBe('cpu');
+    expect(cores.boundMs).toBeCloseTo(410);
+    expect(cores.limit).toBe('cores');
+    expect(cores.why).toMatch(/cpu 410 ms \(820 CPU-ms over 2\.00 cores\)/);
+    // The busy process's share leaves 1.4 cores: 820 / 1.4 = 586 ms, above the 450 ms step.
+    const busy = judgeRow(figures, 370, 2e6, link, true, { demandMs: 820, coresAvailable: 1.4 });
+    expect(busy.boundMs).toBeCloseTo(820 / 1.4);
+    expect(busy.limit).toBe('cores');
+    // Far below every term: its own overhead, however much CPU it spends.
+    const far = judgeRow({ ...figures, stepMs: 800, cpuMs: 790 }, 370, 2e6, link, false, {
+      demandMs: 820,
+      coresAvailable: 2,
+    });
+    expect(far.limit).toBe('own overhead');
+    expect(far.why).toMatch(/390 ms\/step above it/);
+    // The step's order: forward 120 + 10 MB of gradients over 25 MB/s (400) + optimizer 40 = 560 ms.
+    const ordered = judgeRow(
+      { ...figures, stepMs: 600 },
+      370,
+      13e6,
+      link,
+      false,
+      { demandMs: 820, coresAvailable: 2 },
+      {
+        forwardMs: 120,
+        optimizerMs: 40,
+        backwardWireBytes: 10e6,
+      },
+    );
+    expect(ordered.terms.orderMs).toBeCloseTo(560);
+    expect(ordered.binding).toBe('order');
+    expect(ordered.limit).toBe('step order');
+    expect(ordered.ofBound).toBeCloseTo(560 / 600);
+    // The compute binds when the demand is lower than it.
+    expect(judgeRow(figures, 420, 2e6, link, false, { demandMs: 700, coresAvailable: 2 }).binding).toBe(
+      'compute',
+    );
+  });
 });
 
 describe('clusterTargets', () => {
@@ -91,6 +147,8 @@ describe('clusterTargets', () => {
     boundMs: 1000 * ofBound,
     ofBound,
     exposedCommunicationMs: 100,
+    terms: { computeMs: 500, wireMs: 1000 * ofBound },
+    binding: 'wire' as const,
     limit: 'link' as const,
     why: 'at the link',
   });

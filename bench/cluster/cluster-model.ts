@@ -23,9 +23,9 @@
  *   hybrid-shard, 2 × 2     gathers and reduce-scatters stay inside a host; each rank all-reduces
  *                           its P/2 gradient shard with its replica on the other host: 2 passes of
  *                           (P/2)·r·1/2 per rank, two ranks per host: P·r per direction
- * The bound of a row is max(compute time, model bytes per direction / the raw link rate per
- * direction with both directions busy): a step that overlaps all of its communication with its
- * compute and sends nothing it does not need.
+ * The wire term of a row's bound is the model bytes per direction / the raw link rate per
+ * direction with both directions busy: a step that overlaps all of its communication with its
+ * compute and sends nothing it does not need (the other terms: [Note: which bound stops a row]).
  */
 import type { GPTConfig } from '@fsdp-ts/nn';
 
@@ -105,8 +105,34 @@ export function modelWireBytes(row: RowName, counts: ParameterCounts): number {
   }
 }
 
-/** What stops a row: the link, the compute, the CPU its communication costs, the busy process, or nothing of the machine's. */
-export type Limit = 'link' | 'compute' | 'CPU contention' | 'own overhead';
+/**
+ * The part of modelWireBytes that can only move during backward (W = 2, one direction): the
+ * gradient reduction, and full-shard's gathers again for backward (the units resharded after
+ * their forward). Nothing of it can start before backward does, and the optimizer needs all of it.
+ */
+export function backwardWireBytes(row: RowName, counts: ParameterCounts): number {
+  const pass = (elements: number, bytesPerElement: number) => elements * bytesPerElement * (1 / 2);
+  const width = row.includes('bfloat16') ? 2 : 4;
+  const parameters = counts.total;
+  switch (row) {
+    case 'fsdp-ts full-shard':
+    case 'fsdp-ts full-shard, bfloat16 wire':
+      return pass(parameters - counts.root - counts.lastUnit, width) + pass(parameters, width);
+    case 'PyTorch FSDP (gloo)':
+      return pass(parameters - counts.root, 4) + 2 * pass(parameters, 4);
+    case 'fsdp-ts full-shard, 2 × 2':
+      return ((parameters - counts.root - counts.lastUnit) * 4 + parameters * 4) * (3 / 4);
+    default:
+      return modelWireBytes(row, counts); // every byte is the gradient reduction
+  }
+}
+
+/**
+ * What stops a row: the link, the compute, the cores (the CPU the whole job demands, its
+ * communication's work and the kernel's included), the busy process (in its cases, when the CPU
+ * term is not measured), or nothing of the machine's.
+ */
+export type Limit = 'link' | 'compute' | 'cores' | 'step order' | 'CPU contention' | 'own overhead';
 
 export interface RowFigures {
   stepMs: number;
@@ -118,8 +144,35 @@ export interface RowFigures {
   countedWireBytes: number;
 }
 
+/**
+ * The CPU the job demands per step (packages/fsdp/bench/job-cpu.ts): every process of it, both
+ * hosts, plus the kernel's work outside them, and the cores it has: the machine's less the share
+ * of the step anything else used (the busy process in its cases, other processes on a loaded machine).
+ */
+export interface CpuDemand {
+  demandMs: number;
+  coresAvailable: number;
+}
+
+/**
+ * The step's order: its forward and optimizer time (the compute row's main thread on a core in
+ * each, phase-profile.ts) and the bytes that can only move in backward (backwardWireBytes).
+ */
+export interface StepOrder {
+  forwardMs: number;
+  optimizerMs: number;
+  backwardWireBytes: number;
+}
+
 export interface RowVerdict {
   boundMs: number;
+  /**
+   * The bound's terms: compute, wire (model bytes / link rate), cpu (demand / cores) and order
+   * (forward + backward's bytes / link rate + optimizer); the last two absent when not measured.
+   */
+  terms: { computeMs: number; wireMs: number; cpuMs?: number; orderMs?: number };
+  /** The term that is the bound. */
+  binding: 'compute' | 'wire' | 'cpu' | 'order';
   /** bound / step: 1 when the row runs at its bound. */
   ofBound: number;
   exposedCommunicationMs: number;
@@ -133,14 +186,20 @@ export const atBound = 0.85;
 
 /**
  * [Note: which bound stops a row]
- * At ≥ 0.85 of its bound a row is stopped by the larger term of its bound: the link, or the
- * compute (under the busy process: CPU contention). Below it, the step spends time the bound does
- * not: when its CPU time per step exceeds the compute row's (the same step without
- * communication) by as much as its wall time exceeds the bound, the cores are busy with the
- * communication's own work (copies, bfloat16
- * conversion, the kernel's TCP and shaping, both hosts on one machine's cores): CPU contention;
- * otherwise the row waits on something neither the link nor the cores force (issue order,
- * exposed latency): its own overhead.
+ * A row's bound is max(compute, wire, cpu, order): the same step without communication, the
+ * model's bytes over the measured link rate, the CPU the whole job demands per step (both hosts'
+ * processes, every thread, the kernel's network work) over the cores it has (2, less what the busy
+ * process and any other process used): two hosts on one machine share its cores, so
+ * communication that costs CPU lengthens the step even when it overlaps the compute perfectly;
+ * and the step's order: the gradients (and full-shard's re-gathers) move only in backward, and
+ * the optimizer needs them all, so no step is shorter than forward + those bytes over the link +
+ * the optimizer. At ≥ 0.85 of its bound a row is stopped by the binding term: the link, the
+ * compute, the cores, or the step order (the link, for the bytes backward must move). Below it the
+ * step spends time no term forces: waits the profile attributes (profile-attribution.ts), its
+ * own overhead. Without the CPU term (results from before it was measured, or no /proc) a row
+ * far from max(compute, wire) is called CPU contention when its CPU time per step exceeds the
+ * compute row's by as much as its wall time exceeds the bound (or the busy process is beside it),
+ * otherwise own overhead.
  */
 export function judgeRow(
   figures: RowFigures,
@@ -148,17 +207,51 @@ export function judgeRow(
   wireModelBytes: number,
   linkBytesPerSecond: number,
   busy: boolean,
+  cpu?: CpuDemand,
+  order?: StepOrder,
 ): RowVerdict {
   const wireMs = (wireModelBytes / linkBytesPerSecond) * 1000;
-  const boundMs = Math.max(computeMs, wireMs);
+  const cpuMs = cpu === undefined ? undefined : cpu.demandMs / cpu.coresAvailable;
+  const orderMs =
+    order === undefined
+      ? undefined
+      : order.forwardMs + (order.backwardWireBytes / linkBytesPerSecond) * 1000 + order.optimizerMs;
+  const candidates = [
+    ['compute', computeMs],
+    ['wire', wireMs],
+    ['cpu', cpuMs ?? 0],
+    ['order', orderMs ?? 0],
+  ] as const;
+  const [binding, boundMs] = candidates.reduce((a, b) => (b[1] > a[1] ? b : a));
   const ofBound = boundMs / figures.stepMs;
   const exposedCommunicationMs = figures.stepMs - computeMs;
-  const terms = `compute ${computeMs.toFixed(0)} ms, wire ${wireMs.toFixed(0)} ms`;
+  const terms = `compute ${computeMs.toFixed(0)} ms, wire ${wireMs.toFixed(0)} ms${cpuMs === undefined ? '' : `, cpu ${cpuMs.toFixed(0)} ms (${cpu!.demandMs.toFixed(0)} CPU-ms over ${cpu!.coresAvailable.toFixed(2)} cores)`}${orderMs === undefined ? '' : `, order ${orderMs.toFixed(0)} ms (forward ${order!.forwardMs.toFixed(0)} + backward's bytes ${((order!.backwardWireBytes / linkBytesPerSecond) * 1000).toFixed(0)} + optimizer ${order!.optimizerMs.toFixed(0)})`}`;
   let limit: Limit;
   let why: string;
   if (ofBound >= atBound) {
-    limit = wireMs > computeMs ? 'link' : busy ? 'CPU contention' : 'compute';
-    why = `at ${percent(ofBound)} of its bound (${terms}): the ${limit === 'link' ? 'link' : limit === 'compute' ? 'compute' : 'busy process sharing the cores'} stops it${ofBound > 1.05 ? ' (above 100%: the raw probe measured the link slower than this row used it, or the compute row ran slower than this row computes)' : ''}`;
+    limit =
+      binding === 'wire'
+        ? 'link'
+        : binding === 'cpu'
+          ? 'cores'
+          : binding === 'order'
+            ? 'step order'
+            : busy && cpuMs === undefined
+              ? 'CPU contention'
+              : 'compute';
+    const stopper = {
+      link: 'the link',
+      compute: 'the compute',
+      cores: 'the cores (the CPU the job demands)',
+      'step order':
+        "the step's order (what backward must move over the link, between forward and the optimizer)",
+      'CPU contention': 'the busy process sharing the cores',
+      'own overhead': '',
+    }[limit];
+    why = `at ${percent(ofBound)} of its bound (${terms}): ${stopper} stops it${ofBound > 1.05 ? ' (above 100%: the raw probe measured the link slower than this row used it, or the compute row ran slower than this row computes)' : ''}`;
+  } else if (cpuMs !== undefined) {
+    limit = 'own overhead';
+    why = `at ${percent(ofBound)} of its bound (${terms}): ${(figures.stepMs - boundMs).toFixed(0)} ms/step above it that no term forces`;
   } else {
     const extraCpuMs = figures.cpuMs - figures.computeCpuMs;
     const extraWallMs = figures.stepMs - boundMs;
@@ -168,7 +261,20 @@ export function judgeRow(
         ? `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it, ${busy ? `with the busy process beside it (its CPU ${figures.cpuMs.toFixed(0)} ms/step, the compute's ${figures.computeCpuMs.toFixed(0)})` : `its CPU ${figures.cpuMs.toFixed(0)} ms/step, ${extraCpuMs.toFixed(0)} more than the compute's: communication work on the shared cores`}`
         : `at ${percent(ofBound)} of its bound (${terms}): ${extraWallMs.toFixed(0)} ms/step above it that neither the link nor the cores force (its CPU ${figures.cpuMs.toFixed(0)} ms/step, the compute's ${figures.computeCpuMs.toFixed(0)}): the row's own waiting`;
   }
-  return { boundMs, ofBound, exposedCommunicationMs, limit, why };
+  return {
+    boundMs,
+    terms: {
+      computeMs,
+      wireMs,
+      ...(cpuMs === undefined ? {} : { cpuMs }),
+      ...(orderMs === undefined ? {} : { orderMs }),
+    },
+    binding,
+    ofBound,
+    exposedCommunicationMs,
+    limit,
+    why,
+  };
 }
 
 const percent = (value: number) => `${(100 * value).toFixed(0)}%`;

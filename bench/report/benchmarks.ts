@@ -890,9 +890,29 @@ interface ClusterRow {
   exposedCommunicationMs: number;
   modelWireBytesPerStep: number;
   countedWireBytesPerStep: Spread;
-  boundStepMs: number;
+  boundMs: number;
   ofBound: number;
   limit: string;
+  /** Results from before the CPU term (issue 34's profile) have neither. */
+  terms?: { computeMs: number; wireMs: number; cpuMs?: number; orderMs?: number };
+  binding?: string;
+  jobCpu?: { demandMs: number; coresAvailable: number };
+  attribution?: {
+    profiledStepMs: number;
+    mainThreadMs: Record<string, number>;
+    communicationThreadCpuMs: number;
+    mainRunnableMs: number;
+  };
+}
+
+/** A row's attribution in one cell: the main thread's step by category, then the threads beside it. */
+function clusterAttribution(row: ClusterRow): string {
+  const attribution = row.attribution;
+  if (attribution === undefined) return '';
+  const main = Object.entries(attribution.mainThreadMs)
+    .map(([name, ms]) => `${name} ${ms.toFixed(0)}`)
+    .join(' · ');
+  return `${main}; comm thread ${attribution.communicationThreadCpuMs.toFixed(0)} CPU, no core ${attribution.mainRunnableMs.toFixed(0)} (of ${attribution.profiledStepMs.toFixed(0)})`;
 }
 
 interface ClusterResults {
@@ -959,8 +979,10 @@ function renderCluster(results: ClusterResults): Rendered {
         'step ms',
         'exposed comm ms',
         'wire MB/step per direction: model / counted',
+        'bound ms: compute / wire / cpu / order',
         'of its bound',
         'stopped by',
+        'where the step goes, ms/step (profiled launch)',
       ],
       peerColumn: 'peer tokens/s (PyTorch; hybrid: full-shard 2 × 2); row / peer',
       rows: item.rows.map((row) => {
@@ -974,8 +996,12 @@ function renderCluster(results: ClusterResults): Rendered {
             row.stepMs.median.toFixed(0),
             row.exposedCommunicationMs.toFixed(0),
             `${megabytes(row.modelWireBytesPerStep)} / ${megabytes(row.countedWireBytesPerStep.median)}`,
+            row.terms === undefined
+              ? `${row.boundMs.toFixed(0)} (max of compute, wire)`
+              : `${row.terms.computeMs.toFixed(0)} / ${row.terms.wireMs.toFixed(0)} / ${row.terms.cpuMs?.toFixed(0) ?? '-'} / ${row.terms.orderMs?.toFixed(0) ?? '-'}`,
             percent(row.ofBound),
-            row.limit,
+            row.binding === undefined ? row.limit : `${row.limit} (binding: ${row.binding})`,
+            clusterAttribution(row),
           ],
           peer: isPeer
             ? '(peer)'
@@ -988,7 +1014,7 @@ function renderCluster(results: ClusterResults): Rendered {
   });
   return {
     notes: [
-      "Two network-namespace hosts, one rank each, joined by a veth pair shaped with tc tbf in both directions; our rows step interleaved in one launch, PyTorch's launches rotate with it each round. Compute is both ranks stepping alone (no communication); exposed communication is step minus compute; wire bytes are the model's (bench/cluster/cluster-model.ts) against what the veth counted; a row's bound is max(compute, model bytes / the raw link rate). 'stopped by' names the bound that holds a row at ≥ 85% of it, else CPU contention (its CPU time per step exceeds the compute) or its own overhead.",
+      "Two network-namespace hosts, one rank each, joined by a veth pair shaped with tc tbf in both directions; our rows step interleaved in one launch, PyTorch's launches rotate with it each round. Compute is both ranks stepping alone (no communication); exposed communication is step minus compute; wire bytes are the model's (bench/cluster/cluster-model.ts) against what the veth counted; a row's bound is max(compute, wire, cpu, order): wire is the model bytes / the raw link rate, cpu is the CPU the whole job demands per step (both hosts' processes, every thread, and the kernel's network work outside them) over the cores it has (less what the busy process and any other process used), order is forward + the bytes only backward can move / the link rate + the optimizer (fsdp-ts rows). 'stopped by' names the binding term for a row at ≥ 85% of its bound (link, compute, cores, step order), else its own overhead; results without the cpu term call a row far from max(compute, wire) CPU contention when its CPU time per step exceeds the compute's. 'where the step goes' is rank 0's main thread in a profiled launch after the measured ones (kernels: tfjs and WebAssembly; fsdp: fsdp-ts's JavaScript; other: autograd, optimizer and the rest; waiting: blocked on a collective; idle), then the communication thread's CPU and the time the main thread waited for a free core (bench/README.md#emulated-cluster).",
       ...(results.hybridShard === undefined ? [] : [`hybrid-shard: ${results.hybridShard}.`]),
     ],
     tables,

@@ -88,7 +88,7 @@ describe('the cluster benchmark (bench/cluster)', () => {
     exposedCommunicationMs: 2048_000 / tokensPerSecond - 370,
     modelWireBytesPerStep: 9.6e6,
     countedWireBytesPerStep: spreadOf(9.9e6),
-    boundStepMs: 390,
+    boundMs: 390,
     ofBound: 0.8,
     limit: 'own overhead',
   });
@@ -108,7 +108,19 @@ describe('the cluster benchmark (bench/cluster)', () => {
         torchComputeStepMs: spreadOf(360),
         rows: [
           row('fsdp-ts full-shard', 2600),
-          row('fsdp-ts no-shard, bfloat16 wire', 4100),
+          {
+            ...row('fsdp-ts no-shard, bfloat16 wire', 4100),
+            terms: { computeMs: 370, wireMs: 200, cpuMs: 480, orderMs: 430 },
+            binding: 'cpu',
+            limit: 'cores',
+            ofBound: 0.96,
+            attribution: {
+              profiledStepMs: 520,
+              mainThreadMs: { kernels: 300, fsdp: 40, other: 60, gc: 20, waiting: 90, idle: 0 },
+              communicationThreadCpuMs: 70,
+              mainRunnableMs: 35,
+            },
+          },
           row('PyTorch FSDP (gloo)', 1500),
           row('PyTorch DDP (gloo)', 2600),
         ],
@@ -125,7 +137,11 @@ describe('the cluster benchmark (bench/cluster)', () => {
     expect(missingPeers).toEqual([]);
     expect(markdown).toContain('200 Mbit/s, batch 8 × 128 per rank: link 24.1 MB/s per direction');
     expect(markdown).toMatch(
-      /\| fsdp-ts full-shard \| 2600 \(.*\) \| .* \| 9\.6 \/ 9\.9 \| 80% \| own overhead \| 1500 \(.*\); 1\.73× \|/,
+      /\| fsdp-ts full-shard \| 2600 \(.*\) \| .* \| 9\.6 \/ 9\.9 \| 390 \(max of compute, wire\) \| 80% \| own overhead \| {2}\| 1500 \(.*\); 1\.73× \|/,
+    );
+    // With the CPU term and the profile: the three terms, the binding one, where the step goes.
+    expect(markdown).toContain(
+      '| 9.6 / 9.9 | 370 / 200 / 480 / 430 | 96% | cores (binding: cpu) | kernels 300 · fsdp 40 · other 60 · gc 20 · waiting 90 · idle 0; comm thread 70 CPU, no core 35 (of 520) |',
     );
     expect(markdown).toContain(
       '- **NOT met**: every row ≥ 0.85 of its bound: 0 of 4 (stopped by: own overhead)',

@@ -1,5 +1,6 @@
 /** What one benchmark run measures (passed to each rank as JSON). */
 import type { GPTConfig } from '@fsdp-ts/nn';
+import type { JobCpuSample } from './job-cpu';
 import type { PhaseSamples } from './phase-profile';
 
 export type RunKind =
@@ -79,6 +80,10 @@ export interface RunResult {
   losses: number[];
   /** With BENCH_WIRE_COUNTER (bench/cluster): bytes rank 0's host sent during each measured step. */
   wireBytesSamples?: number[];
+  /** With BENCH_JOB_CPU (bench/cluster): every process of the job per measured step (job-cpu.ts). */
+  jobCpuSamples?: JobCpuSample[];
+  /** With BENCH_CPU_PROFILE: each measured step's [start, end] in the profile's µs clock. */
+  profileWindowsUs?: [number, number][];
   /** When profiled: rank 0's per-step CPU by phase and thread (see [Note: phase profile]). */
   phases?: PhaseSamples;
 }

@@ -11,7 +11,9 @@ job spread over hosts (bench/cluster) instead of spawning every rank here.
 
 Prints one JSON line from rank 0: {"stepMs": [...], "cpuMs": [...], "torch": version}. stepMs is
 wall time between barriers; cpuMs is rank 0's process CPU time (all its threads). With
-BENCH_WIRE_COUNTER (a tx_bytes file) also "wireBytes": what rank 0's host sent in each step.
+BENCH_WIRE_COUNTER (a tx_bytes file) also "wireBytes": what rank 0's host sent in each step; with
+BENCH_JOB_CPU also "jobCpu": every process of the job per step, counted as job-cpu.ts counts fsdp-ts's
+(`JobCpu` below). "flushDenormal": true in the request calls torch.set_flush_denormal(True) first.
 
 [Note: FSDP on CPU in PyTorch 1.13]
 PyTorch 1.13's FSDP refuses CPU-only execution in `_lazy_init` ("FSDP does not support CPU only
@@ -33,6 +35,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -190,6 +193,76 @@ def import_fsdp():
     return fsdp
 
 
+class JobCpu:
+    """job-cpu.ts's accounting of a job's CPU per step, the same files read the same way
+    (see [Note: job CPU accounting] there)."""
+
+    TICK_MS = 10
+
+    def __init__(self, spec):
+        self.namespaces = {f'net:[{os.stat(path).st_ino}]' for path in spec['namespaces']}
+        self.busy = None if spec.get('busyPid') is None else str(spec['busyPid'])
+        self.tracked = None
+        self.ksoftirqd = []
+
+    @staticmethod
+    def process_ms(pid):
+        try:
+            with open(f'/proc/{pid}/stat') as file:
+                text = file.read()
+        except OSError:
+            return 0
+        fields = text[text.rindex(')') + 2:].split(' ')
+        return (int(fields[11]) + int(fields[12])) * JobCpu.TICK_MS
+
+    @staticmethod
+    def machine():
+        with open('/proc/stat') as file:
+            user, nice, system, idle, iowait, irq, softirq = map(int, file.readline().split()[1:8])
+        tick = JobCpu.TICK_MS
+        return {'busyMs': (user + nice + system + irq + softirq) * tick,
+                'softirqMs': (irq + softirq) * tick, 'idleMs': (idle + iowait) * tick}
+
+    def discover(self):
+        self.tracked, self.ksoftirqd = [], []
+        for pid in filter(str.isdigit, os.listdir('/proc')):
+            try:
+                with open(f'/proc/{pid}/comm') as file:
+                    comm = file.read().strip()
+                if comm.startswith('ksoftirqd/'):
+                    self.ksoftirqd.append(pid)
+                    continue
+                if pid == self.busy or os.readlink(f'/proc/{pid}/ns/net') not in self.namespaces:
+                    continue
+                with open(f'/proc/{pid}/cmdline', 'rb') as file:
+                    argv = file.read().decode(errors='replace').split('\0')
+                launcher = any(re.search(r'(^|/)fsdp-run(\.[cm]?[jt]s)?$', argument) for argument in argv)
+                kind = 'launcher' if launcher else 'rank'
+                self.tracked.append((pid, kind))
+            except OSError:
+                pass
+
+    def read(self):
+        if self.tracked is None:
+            self.discover()
+        return ({pid: self.process_ms(pid) for pid, _ in self.tracked},
+                0 if self.busy is None else self.process_ms(self.busy),
+                sum(self.process_ms(pid) for pid in self.ksoftirqd), self.machine())
+
+    def begin(self, discover=False):
+        if discover:
+            self.tracked = None
+        self.start = self.read()
+
+    def end(self):
+        (processes, busy, ksoftirqd, machine), (p0, b0, k0, m0) = self.read(), self.start
+        by_kind = {}
+        for pid, kind in self.tracked:
+            by_kind[kind] = by_kind.get(kind, 0) + max(0, processes[pid] - p0[pid])
+        return {'jobMs': sum(by_kind.values()), 'byKind': by_kind, 'ksoftirqdMs': ksoftirqd - k0,
+                'busyMs': max(0, busy - b0), 'machine': {key: machine[key] - m0[key] for key in machine}}
+
+
 def init_weights(model):
     """GPT-2 init, as @fsdp-ts/nn: normal(0, 0.02) weights and embeddings, zero biases."""
     with torch.no_grad():
@@ -205,6 +278,8 @@ def init_weights(model):
 def rank_main(rank, c, port, queue):
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    if c.get('flushDenormal'):
+        torch.set_flush_denormal(True)
     world = c['worldSize']
     mode = c['mode']
     if mode != 'single':
@@ -234,6 +309,9 @@ def rank_main(rank, c, port, queue):
     step_ms, cpu_ms, wire_bytes = [], [], []
     # BENCH_WIRE_COUNTER (bench/cluster): the veth's tx_bytes file in this rank's namespace.
     counter = os.environ.get('BENCH_WIRE_COUNTER')
+    # BENCH_JOB_CPU (bench/cluster): rank 0 counts every process of the job per step.
+    job_cpu = JobCpu(json.loads(os.environ['BENCH_JOB_CPU'])) if os.environ.get('BENCH_JOB_CPU') and rank == 0 else None
+    job_samples = []
 
     def sent_bytes():
         if counter is None:
@@ -245,19 +323,27 @@ def rank_main(rank, c, port, queue):
         if mode != 'single':
             dist.barrier()
         wire_start = sent_bytes()
+        if job_cpu is not None:
+            job_cpu.begin(step < c['warmupSteps'])
         start, cpu_start = time.perf_counter(), time.process_time()
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(tokens).view(-1, c['vocabSize']), targets.view(-1))
         loss.backward()
         optimizer.step()
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        job_sample = None if job_cpu is None else job_cpu.end()
         if step >= c['warmupSteps']:
-            step_ms.append((time.perf_counter() - start) * 1000)
-            cpu_ms.append((time.process_time() - cpu_start) * 1000)
+            step_ms.append(elapsed * 1000)
+            cpu_ms.append(cpu * 1000)
+            if job_sample is not None:
+                job_samples.append(job_sample)
             if counter is not None:
                 wire_bytes.append(sent_bytes() - wire_start)
     result = {'stepMs': step_ms, 'cpuMs': cpu_ms, 'torch': torch.__version__, 'loss': float(loss)}
     if counter is not None:
         result['wireBytes'] = wire_bytes
+    if job_cpu is not None:
+        result['jobCpu'] = job_samples
     if rank == 0 and queue is None:
         print(json.dumps(result))
     elif rank == 0:

@@ -15,9 +15,12 @@ import { AdamW } from '@fsdp-ts/optim';
 import { initBackend, Parameter, storagePool } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { type MemorySample, type RunRequest, type RunResult, spread } from './bench-config';
+import { JobCpu, type JobCpuSample } from './job-cpu';
 import { PhaseProfile, threadsStartedBy } from './phase-profile';
 
 const requests = JSON.parse(process.argv[2]!) as RunRequest[];
+/** BENCH_CPU_PROFILE=dir: one V8 CPU profile per rank of all rows (warm-up included), for DevTools or speedscope. */
+const profileDirectory = process.env.BENCH_CPU_PROFILE;
 await initBackend('wasm');
 const { value: group, threads: communicationThreads } = await threadsStartedBy(
   async (): Promise<ProcessGroup | null> =>
@@ -31,6 +34,10 @@ const worldSize = group?.size ?? 1;
  */
 const wireCounter = process.env.BENCH_WIRE_COUNTER;
 const sentBytes = () => (wireCounter === undefined ? 0 : Number(readFileSync(wireCounter, 'utf8')));
+/** BENCH_JOB_CPU (bench/cluster): rank 0 counts every process of the job per step (job-cpu.ts). */
+const jobCpu = (group?.rank ?? 0) === 0 ? JobCpu.fromEnvironment() : undefined;
+/** With BENCH_CPU_PROFILE: each measured step's [start, end] in µs of the profile's clock (CLOCK_MONOTONIC). */
+const nowMicroseconds = () => Number(process.hrtime.bigint() / 1000n);
 interface Row {
   readonly request: RunRequest;
   readonly steps: number;
@@ -181,6 +188,8 @@ async function prepare(request: RunRequest): Promise<Row> {
   const reductionWaits: number[] = [];
   const losses: number[] = [];
   const wireSamples: number[] = [];
+  const jobCpuSamples: JobCpuSample[] = [];
+  const profileWindows: [number, number][] = [];
   let poolAtStart = storagePool.statistics;
   const phases = new PhaseProfile(request.profilePhases === true, communicationThreads);
   function step(index: number): void {
@@ -188,6 +197,8 @@ async function prepare(request: RunRequest): Promise<Row> {
     if (index === request.warmupSteps) poolAtStart = storagePool.statistics;
     group?.barrier().wait(); // every rank starts the step together
     const wireStart = sentBytes();
+    jobCpu?.begin(index < request.warmupSteps);
+    const windowStart = nowMicroseconds();
     const start = performance.now();
     const cpuStart = process.cpuUsage();
     phases.begin();
@@ -216,8 +227,12 @@ async function prepare(request: RunRequest): Promise<Row> {
     phases.end(index >= request.warmupSteps);
     const elapsed = performance.now() - start;
     const cpu = process.cpuUsage(cpuStart);
+    const windowEnd = nowMicroseconds();
+    const jobSample = jobCpu?.end();
     losses.push(loss);
     if (index >= request.warmupSteps) {
+      if (jobSample !== undefined) jobCpuSamples.push(jobSample);
+      if (profileDirectory !== undefined) profileWindows.push([windowStart, windowEnd]);
       stepTimes.push(elapsed);
       cpuTimes.push((cpu.user + cpu.system) / 1000);
       if (wireCounter !== undefined) wireSamples.push(sentBytes() - wireStart);
@@ -254,14 +269,14 @@ async function prepare(request: RunRequest): Promise<Row> {
       },
       losses,
       ...(wireCounter === undefined ? {} : { wireBytesSamples: wireSamples }),
+      ...(jobCpu === undefined ? {} : { jobCpuSamples }),
+      ...(profileDirectory === undefined ? {} : { profileWindowsUs: profileWindows }),
       ...(phases.enabled ? { phases: phases.samples } : {}),
     };
   }
   return { request, steps: request.warmupSteps + request.measuredSteps, step, result };
 }
 
-/** BENCH_CPU_PROFILE=dir: one V8 CPU profile per rank of all rows (warm-up included), for DevTools or speedscope. */
-const profileDirectory = process.env.BENCH_CPU_PROFILE;
 const session = profileDirectory === undefined ? null : new Session();
 session?.connect();
 await session?.post('Profiler.enable');
