@@ -82,6 +82,37 @@ export function loadCheckpoint(path: string, options: LoadCheckpointOptions): Lo
 }
 
 /**
+ * Where `parameter` lives in this rank's shards and the state saved for it (undefined when none
+ * was saved); a Parameter the model does not manage is an 'optimizer-mismatch'.
+ */
+function savedStateOf(
+  parameter: Parameter,
+  locations: ReadonlyMap<Parameter, { shard: FlatShard; index: number }>,
+  saved: SavedOptimizer,
+  matched: ReadonlyMap<string, SavedLocation>,
+):
+  | {
+      shard: FlatShard;
+      savedState: SavedOptimizer['parameters'][string];
+      offsetInShard: number;
+      length: number;
+    }
+  | undefined {
+  const location = locations.get(parameter);
+  if (location === undefined) {
+    throw new CheckpointError(`The optimizer steps ${parameter}, which the FSDP model does not manage.`, {
+      reason: 'optimizer-mismatch',
+      fix: 'build the optimizer from the wrapped model (parameters of ignored modules are not checkpointed).',
+    });
+  }
+  const { shard, index } = location;
+  const savedState = saved.parameters[matched.get(shard.layout.parameters[index]!.names[0]!)!.name];
+  if (savedState === undefined) return undefined;
+  const { offsetInShard, length } = shard.intersections[index]!;
+  return { shard, savedState, offsetInShard, length };
+}
+
+/**
  * This rank's optimizer state dict with the arrays the saved state is read into: the optimizer's
  * live buffer where it has one of the right size (overwritten in place), else a new one, handed
  * over without copies. Parameters without saved state get none.
@@ -96,18 +127,9 @@ function optimizerTargets(
   const state: Record<number, ParameterStateEntry> = {};
   const pieces = new Map<FlatShard, Map<string, StatePiece[]>>();
   optimizer.parameters.forEach((parameter, position) => {
-    const location = locations.get(parameter);
-    if (location === undefined) {
-      throw new CheckpointError(`The optimizer steps ${parameter}, which the FSDP model does not manage.`, {
-        reason: 'optimizer-mismatch',
-        fix: 'build the optimizer from the wrapped model (parameters of ignored modules are not checkpointed).',
-      });
-    }
-    const { shard, index } = location;
-    const savedName = matched.get(shard.layout.parameters[index]!.names[0]!)!.name;
-    const savedState = saved.parameters[savedName];
-    if (savedState === undefined) return;
-    const { offsetInShard, length } = shard.intersections[index]!;
+    const found = savedStateOf(parameter, locations, saved, matched);
+    if (found === undefined) return;
+    const { shard, savedState, offsetInShard, length } = found;
     const buffers: Record<string, Float32Array> = {};
     const shardPieces = pieces.get(shard) ?? new Map<string, StatePiece[]>();
     pieces.set(shard, shardPieces);
@@ -175,18 +197,9 @@ function offloadedOptimizerTargets(
   const pieces = new Map<FlatShard, Map<string, StatePiece[]>>();
   const batchOf = new Map<Float32Array, number>();
   optimizer.parameters.forEach((parameter, position) => {
-    const location = locations.get(parameter);
-    if (location === undefined) {
-      throw new CheckpointError(`The optimizer steps ${parameter}, which the FSDP model does not manage.`, {
-        reason: 'optimizer-mismatch',
-        fix: 'build the optimizer from the wrapped model (parameters of ignored modules are not checkpointed).',
-      });
-    }
-    const { shard, index } = location;
-    const savedName = matched.get(shard.layout.parameters[index]!.names[0]!)!.name;
-    const savedState = saved.parameters[savedName];
-    if (savedState === undefined) return;
-    const { offsetInShard, length } = shard.intersections[index]!;
+    const found = savedStateOf(parameter, locations, saved, matched);
+    if (found === undefined) return;
+    const { shard, savedState, offsetInShard, length } = found;
     const entry = offload.entry(position);
     const shardPieces = pieces.get(shard) ?? new Map<string, StatePiece[]>();
     pieces.set(shard, shardPieces);
