@@ -8,6 +8,9 @@ import * as tf from '@tensorflow/tfjs-core';
  * summed every use of the tapped tensor by then) and hands it to `onGradient`. `raw` is a
  * constant to tfjs: the tap takes the step's anchor as a second input, which `backward`
  * differentiates against (BackwardPlan.extraInputs), so tfjs runs the tap's gradient function.
+ * Once `onGradient` has copied the gradient, the tap disposes it: tfjs would keep it until the
+ * whole backward ends (on wasm, a unit's worth of heap per unit). The gradient returned for `raw`
+ * is never read, since `raw` is a constant that tfjs prunes from the tape.
  */
 export function tapGradient(
   raw: tf.Tensor,
