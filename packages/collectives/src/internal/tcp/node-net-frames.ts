@@ -24,8 +24,8 @@ export interface HeaderFrame {
 export interface NoticeHooks {
   /** [Note: abort]: returns the error to throw. */
   aborted(peer: number, message: string): CollectiveError;
-  /** [Note: blaming a lost peer]: its error is thrown next. */
-  lossNoticed(error: CollectiveError): void;
+  /** [Note: blaming a lost peer]: returns the error to throw. */
+  lossNoticed(error: CollectiveError): CollectiveError;
 }
 
 /**
@@ -110,8 +110,7 @@ export class NodeNetFrames {
         message: message.toString('utf8', 0, loss.length),
         reason: loss.reason,
       });
-      this.hooks.lossNoticed(error);
-      throw error;
+      throw this.hooks.lossNoticed(error);
     }
     const goodbye = goodbyeHeader(bytes);
     if (goodbye !== undefined) throw link.goodbyeRead(goodbye);

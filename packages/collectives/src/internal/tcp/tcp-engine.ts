@@ -61,9 +61,11 @@ export class TcpEngine extends EngineBase<TcpInit> {
     this.failure = new TcpFailure(this.links);
     this.frames = new NodeNetFrames(this.links, {
       aborted: (peer, message) => this.peerAborted(peer, message),
-      lossNoticed: (error) => {
+      lossNoticed: (notified) => {
+        const error = this.blame.corroborate(notified);
         this.blame.settle(error);
         this.failure.lossSeen();
+        return error;
       },
     });
     const sockets = init.secure ? undefined : loadNativeSockets(init.nativeSockets);
@@ -166,8 +168,14 @@ export class TcpEngine extends EngineBase<TcpInit> {
     for (const link of open) link.end();
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.state = 'closed';
+    const delayMs = this.failure.remainingDelayMs();
+    if (delayMs > 0) {
+      // [Note: closing after a notice]
+      for (const link of this.links) link?.end();
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
     this.failure.engineClosed();
     for (const link of this.links) link?.close();
     this.acceptor?.close();

@@ -27,6 +27,8 @@ type LinksState = 'open' | 'closing-after-delay' | 'closed';
 export class TcpFailure {
   #links: LinksState = 'open';
   #noticeReason: LossReason | undefined;
+  /** When the delayed close fires (performance.now()), while the links are 'closing-after-delay'. */
+  #closeDueAt = 0;
 
   constructor(private readonly links: readonly (PeerLink | null)[]) {}
 
@@ -45,6 +47,7 @@ export class TcpFailure {
   lossSeen(): void {
     if (this.#links !== 'open') return;
     this.#links = 'closing-after-delay';
+    this.#closeDueAt = performance.now() + PEER_LOSS_CLOSE_DELAY_MS;
     setTimeout(() => {
       if (this.#links !== 'closing-after-delay') return;
       this.#close();
@@ -55,6 +58,16 @@ export class TcpFailure {
   closeNow(): void {
     if (this.#links === 'closing-after-delay') return;
     this.#close();
+  }
+
+  /**
+   * [Note: closing after a notice] The engine closes while a delayed close is due (the group is
+   * destroyed right after a timeout or a loss): the milliseconds left of the delay, else 0. Until
+   * then the engine ends its streams (FIN after the notice) and keeps reading, so the kernel does
+   * not answer a peer's unread bytes with a reset that can discard the notice before it is read.
+   */
+  remainingDelayMs(): number {
+    return this.#links === 'closing-after-delay' ? Math.max(0, this.#closeDueAt - performance.now()) : 0;
   }
 
   engineClosed(): void {
@@ -111,6 +124,23 @@ export class LossBlame {
     this.hooks.decided(error);
     this.#pending?.settle(error);
     this.#pending = undefined;
+  }
+
+  /**
+   * [Note: a notice against a rank that spoke] A peer's notice says rank L was lost, but L may
+   * only have closed after failing itself (it timed out on a third rank, whom it told, but not the
+   * rank that then saw L's connection end). L wrote its own notice before it closed, so that
+   * notice is already here: drained from L's connection, it names the real cause.
+   */
+  corroborate(error: CollectiveError): CollectiveError {
+    if (error.code !== 'peer-lost' || error.peer === undefined) return error;
+    const named = this.links[error.peer];
+    if (named === undefined || named === null) return error;
+    const fd = named.fd();
+    if (fd !== undefined && this.sockets !== undefined) drainInto(named, fd, this.sockets);
+    const notice = lossNoticeIn(named.unreadBytes());
+    if (notice === undefined || notice.lost === this.context.rank) return error;
+    return noticeError(named.peer, notice, error);
   }
 
   get deciding(): Promise<CollectiveError> | undefined {
