@@ -261,6 +261,18 @@ export class FlatParamHandle {
     this.#unshardedStorage.free();
   }
 
+  /**
+   * Releases the unsharded buffer's memory while the Parameters keep their full-shape views: for
+   * a caller whose compute holds its own copy of the gathered values (tfjs's wasm backend copies
+   * them into its heap). Reading a Parameter's data then throws StorageFreedError until the next
+   * all-gather allocates the buffer again; `useShardedViews()` and `freeUnsharded()` work as
+   * usual. State 'unsharded'.
+   */
+  freeUnshardedValues(): void {
+    this.expectState('unsharded', 'freeUnshardedValues()');
+    this.#unshardedStorage.free();
+  }
+
   /** Releases the unsharded gradient's memory; while unsharded, trainable grads become null. */
   freeUnshardedGrad(): void {
     this.#unshardedGradStorage.free();

@@ -34,6 +34,25 @@ describe('state machine', () => {
     expect(() => handle.unshardedView(0).toArray()).toThrow(StorageFreedError);
   });
 
+  it('frees the gathered values while unsharded: the views throw until the next gather, then read it', () => {
+    const [{ handle, weight }] = linearRanks(1) as [ReturnType<typeof linearRanks>[0]];
+    expect(() => handle.freeUnshardedValues()).toThrow(/needs state 'unsharded'/);
+    allGather([handle]);
+    handle.useUnshardedViews();
+    const view = weight.data;
+    handle.freeUnshardedValues();
+    expect(handle.state).toBe('unsharded');
+    expect(handle.unshardedAllocated).toBe(false);
+    expect(weight.data).toBe(view);
+    expect(() => weight.data.toArray()).toThrow(StorageFreedError);
+    handle.useShardedViews();
+    handle.freeUnsharded();
+    allGather([handle]);
+    handle.useUnshardedViews();
+    expect(weight.data).toBe(view);
+    expect(weight.data.toArray()).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
   it('keeps the same storage objects and views across free / re-allocate cycles', () => {
     const ranks = linearRanks(2);
     const handles = ranks.map((rank) => rank.handle);

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '@fsdp-ts/collectives';
 import { describe, expect, it } from 'vitest';
+import { typescriptScriptArguments } from '../../collectives/test/helpers/rank-commands';
 import type { ParityRun } from './fixtures/parity-runs';
 import {
   type TrainingArguments,
@@ -152,6 +153,21 @@ describe('FSDP parity with the unwrapped single-process run (tiny GPT, 10 AdamW 
         expect(result.statesAfterForward).toEqual(['unsharded', 'sharded', 'sharded']);
     });
   }
+  // [Note: gathered values the backend holds]: on wasm a unit's gathered buffer is freed once its
+  // tensors are restored for its backward; on cpu its tensors alias that buffer, which stays.
+  for (const backend of ['wasm', 'cpu'] as const) {
+    for (const activationCheckpointing of [false, true]) {
+      const args = base(2, { backend, activationCheckpointing, recordBackwardGathering: true });
+      const results = plannedTraining(args);
+      const kept = backend === 'cpu';
+      it(`full-shard on ${backend}${activationCheckpointing ? ', recomputed' : ''}: the gathered buffer ${kept ? 'stays' : 'is freed'} during a unit's backward, W=2`, {
+        timeout: testTimeoutMs,
+      }, async () => {
+        for (const result of await checkParity(args, results))
+          expect(result.gatheredDuringBackward).toEqual([kept, kept]);
+      });
+    }
+  }
   const shardGradOp = base(3, { strategy: 'shard-grad-op' });
   const shardGradOpResults = plannedTraining(shardGradOp);
   it('shard-grad-op, flattened, W=3', { timeout: testTimeoutMs }, async () => {
@@ -185,15 +201,7 @@ function mpirunRanks(runs: TrainingArguments[]): Promise<TrainingResult[][]> {
   const flags = ['--allow-run-as-root', '--oversubscribe', '--bind-to', 'none', '-np', String(size)];
   const child = spawn(
     'mpirun',
-    [
-      ...flags,
-      process.execPath,
-      '--conditions=@fsdp-ts/source',
-      '--import',
-      'tsx',
-      script,
-      JSON.stringify(runs),
-    ],
+    [...flags, process.execPath, ...typescriptScriptArguments(), script, JSON.stringify(runs)],
     { env: { ...process.env, TEST_RESULT_DIR: directory }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';

@@ -12,7 +12,7 @@ import { initProcessGroup, type ProcessGroup } from '@fsdp-ts/collectives';
 import { FullyShardedDataParallel, loadCheckpoint, saveCheckpoint } from '@fsdp-ts/fsdp';
 import { backward, crossEntropy, deferredInit, GPT, type Module, TransformerBlock } from '@fsdp-ts/nn';
 import { AdamW } from '@fsdp-ts/optim';
-import { initBackend, Storage } from '@fsdp-ts/tensor';
+import { initBackend, Storage, storagePool } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { timeSequentialWrite, timeUncachedRead } from './disk-rate';
 import type { ScaleRankResult, ScaleRunRequest } from './scale-config';
@@ -20,6 +20,22 @@ import type { ScaleRankResult, ScaleRunRequest } from './scale-config';
 const scriptStartMs = Date.now();
 const request = JSON.parse(process.argv[2]!) as ScaleRunRequest;
 let peakRss = 0;
+/** Bytes of tfjs's wasm heap (it grows and never shrinks); 0 on another backend. */
+const wasmHeapBytes = (): number =>
+  (tf.backend() as unknown as { wasm?: { HEAPU8: Uint8Array } }).wasm?.HEAPU8.byteLength ?? 0;
+/** Bytes of the units' allocated buffers, sharded and unsharded (once the model is wrapped). */
+const unitBytes = (): number => {
+  try {
+    if (!(model instanceof FullyShardedDataParallel)) return 0;
+    return model.units.reduce(
+      (sum, unit) => sum + unit.handles.reduce((bytes, handle) => bytes + handle.allocatedBytes, 0),
+      0,
+    );
+  } catch {
+    return 0; // while the model is being built and wrapped (`model` is not assigned yet)
+  }
+};
+
 /** RSS at the end of each phase, to see where the peak comes from. */
 const phaseRss: Record<string, number> = {};
 let loggedRss = 0;
@@ -31,7 +47,7 @@ const sampleRss = (phase?: string) => {
     loggedRss = rss;
     const { arrayBuffers } = process.memoryUsage();
     process.stderr.write(
-      `[scale] rank ${process.env.RANK ?? 0} growing: RSS ${(rss / 1024 ** 3).toFixed(2)} GiB (array buffers ${(arrayBuffers / 1024 ** 3).toFixed(2)}, tfjs ${(tf.memory().numBytes / 1024 ** 3).toFixed(2)})\n`,
+      `[scale] rank ${process.env.RANK ?? 0} growing: RSS ${(rss / 1024 ** 3).toFixed(2)} GiB (array buffers ${(arrayBuffers / 1024 ** 3).toFixed(2)}, wasm heap ${(wasmHeapBytes() / 1024 ** 3).toFixed(2)}, pooled ${(storagePool.pooledBytes / 1024 ** 3).toFixed(2)}, unit buffers ${(unitBytes() / 1024 ** 3).toFixed(2)})\n`,
     );
   }
   if (phase === undefined) return;

@@ -131,6 +131,16 @@ export class FsdpUnit implements FsdpUnitView {
     this.#state = 'unsharded';
   }
 
+  /**
+   * Frees the gathered flat parameters while the unit stays 'unsharded', for a backward that
+   * computes on the backend's own copies ([Note: gathered values the backend holds]); the next
+   * reshard and all-gather work as usual.
+   */
+  freeGatheredValues(): void {
+    if (this.#state !== 'unsharded') return;
+    for (const handle of this.handles) handle.freeUnshardedValues();
+  }
+
   /** Points every Parameter back at its shard and frees the unsharded buffers (unsharded → sharded). */
   reshard(): void {
     if (this.#state === 'gathering') {

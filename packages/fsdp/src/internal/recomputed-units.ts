@@ -1,5 +1,5 @@
 import { randomStatefulModules } from '@fsdp-ts/nn';
-import { type Parameter, toTf } from '@fsdp-ts/tensor';
+import { type Parameter, ReleasableTensor, toTf } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import type { ResolvedFsdpOptions } from '../options';
 import { policyMatches } from '../wrap-policy';
@@ -55,6 +55,9 @@ export function recomputeHooks(unit: FsdpUnit, parts: RecomputeParts): Recomputi
           tensors.set(parameter, tensor);
         });
       }
+      // The backward recompute computes on the heap copies ([Note: gathered values the backend
+      // holds]); every call gathers again for its own backward, so this holds for shared units too.
+      if (phase === 'backward' && ReleasableTensor.backendHoldsCopies()) unit.freeGatheredValues();
       return tensors;
     },
     releaseParameters: (phase) => {

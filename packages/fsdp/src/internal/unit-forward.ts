@@ -1,5 +1,5 @@
 import { withParameterTensors } from '@fsdp-ts/nn';
-import { type Parameter, toTf } from '@fsdp-ts/tensor';
+import { type Parameter, ReleasableTensor, toTf } from '@fsdp-ts/tensor';
 import * as tf from '@tensorflow/tfjs-core';
 import { FsdpError } from '../errors';
 import type { ResolvedFsdpOptions } from '../options';
@@ -107,8 +107,26 @@ export class UnitForward {
     return preBackwardHook(output, step.anchor, () => {
       gathering.gatherForBackward(unit, step.order);
       parameters.restore();
+      if (ReleasableTensor.backendHoldsCopies() && step.released.callCount(unit) === 1)
+        unit.freeGatheredValues();
     });
   }
+
+  /**
+   * [Note: gathered values the backend holds]
+   * On a backend that computes on its own copy (wasm copies a tensor's values into its heap when
+   * the tensor is made or restored), a unit's gathered flat parameter is needed only until its
+   * tensors are resident: from then until the unit reshards, its backward reads the heap copies
+   * and writes gradients into the unsharded gradient buffer. So once its tensors are restored
+   * before its backward, the unit's unsharded parameter buffer is freed (the buffer goes back to
+   * the storage pool, where the next unit's all-gather takes it): backward then holds one gathered
+   * parameter buffer fewer (a TransformerBlock of the 1.3 B GPT: 192 MiB per rank), the heap copy
+   * taking its place. Parameter views of the unit read as freed (StorageFreedError) meanwhile. A
+   * unit called more than once in the step keeps its buffer: an earlier call's tensors are
+   * restored from it later in the same backward ([Note: units called more than once]). A
+   * recomputed unit frees it once its recompute's tensors are made (recomputed-units.ts). On cpu
+   * the tensors alias the buffer, which therefore stays.
+   */
 
   /**
    * [Note: last unit stays gathered]

@@ -48,6 +48,16 @@ export class ReleasableTensor {
   readonly tensor: tf.Tensor;
   private currentState: ReleasableTensorState = 'resident';
 
+  /**
+   * Whether the current backend computes on a copy of its own that a resident tensor's values
+   * were copied into (wasm: its heap), so the view a tensor was made or restored from may be
+   * freed while the tensor is resident. false on cpu, where the tensor aliases the view's memory
+   * (see [Note: zero-copy bridge]), and on any backend not checked here.
+   */
+  static backendHoldsCopies(): boolean {
+    return tf.getBackend() === 'wasm';
+  }
+
   /** A tensor over the view's values (see toTf: zero copy on cpu). The caller owns `tensor`. */
   constructor(view: TensorView) {
     this.tensor = toTf(view);
