@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os';
 import { relative } from 'node:path';
 import { configDefaults, defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { testRanksFrom } from './scripts/build-stamp';
 
 // Tests run against each package's source through the `@fsdp-ts/source` export condition, so
 // editing one package never needs a rebuild to test another.
@@ -52,6 +53,7 @@ const testFiles = [
   'packages/*/test/**/*.test.ts',
   'examples/*/test/**/*.test.ts',
   'bench/**/*.test.ts',
+  'scripts/**/*.test.ts',
 ];
 const integrationFiles = testFiles.map((pattern) => pattern.replace(/\*\.test\.ts$/, '*.int.test.ts'));
 
@@ -63,8 +65,16 @@ const integrationFiles = testFiles.map((pattern) => pattern.replace(/\*\.test\.t
 // variables are restored; a backend or kernel registration is the same for every file). The
 // integration files start processes, servers and thread ranks and register test-only backends:
 // each keeps a module graph of its own.
+// [Note: build stamp] (scripts/build-stamp.ts): the processes tests start (launches, scripts,
+// mpirun ranks) load the packages' builds when `npm run build` stamped them as the builds of the
+// sources on disk, else the sources through tsx; test/helpers/rank-commands.ts in collectives
+// reads the choice. FSDP_TEST_RANKS=source forces the sources.
+const ranksFrom = testRanksFrom();
+process.env.FSDP_TEST_RANKS = ranksFrom;
+
 const shared = {
   pool: 'forks',
+  env: { FSDP_TEST_RANKS: ranksFrom },
   testTimeout: 180_000,
   hookTimeout: 180_000,
 } as const;

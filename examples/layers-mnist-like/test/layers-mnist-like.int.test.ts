@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
+import { typescriptScriptArguments } from '../../../packages/collectives/test/helpers/rank-commands';
 import type { RunResult } from '../src/train';
 
 const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
@@ -15,9 +16,7 @@ it('trains the CNN with model.fit and with ShardedTrainer on 2 processes and pri
   const child = spawn(
     process.execPath,
     [
-      '--conditions=@fsdp-ts/source',
-      '--import',
-      'tsx',
+      ...typescriptScriptArguments(),
       main,
       '--samples',
       '128',

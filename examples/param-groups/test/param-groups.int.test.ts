@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
+import { typescriptScriptArguments } from '../../../packages/collectives/test/helpers/rank-commands';
 
 const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 
@@ -21,7 +22,7 @@ it('matches every group of the unwrapped run across 2 processes', async () => {
   const out = join(mkdtempSync(join(tmpdir(), 'param-groups-')), 'comparison.json');
   const child = spawn(
     process.execPath,
-    ['--conditions=@fsdp-ts/source', '--import', 'tsx', main, '--steps', '3', '--out', out],
+    [...typescriptScriptArguments(), main, '--steps', '3', '--out', out],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },

@@ -4,13 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
+import { typescriptScriptArguments } from '../../../packages/collectives/test/helpers/rank-commands';
 import type { RunSummary } from '../src/metrics';
 
 const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 
 /** Runs the demo's main.ts; `log` is stdout and stderr as they came, `stdout` what it printed. */
 function run(args: string[]): Promise<{ code: number | null; log: string; stdout: string }> {
-  const child = spawn(process.execPath, ['--conditions=@fsdp-ts/source', '--import', 'tsx', main, ...args], {
+  const child = spawn(process.execPath, [...typescriptScriptArguments(), main, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
+import { typescriptScriptArguments } from '../../../packages/collectives/test/helpers/rank-commands';
 import { flatParameter } from '../src/flat-parameter';
 import { optimizerOnViews } from '../src/optimizer-on-views';
 import { viewsOverStorage } from '../src/views-over-storage';
@@ -35,7 +36,7 @@ it('an optimizer over views steps exactly the viewed elements', () => {
 
 it('runs end to end, including the all-reduce between two processes', async () => {
   const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--conditions=@fsdp-ts/source', '--import', 'tsx', main], {
+  const child = spawn(process.execPath, [...typescriptScriptArguments(), main], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';

@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fsdpRunArguments } from '../../collectives/test/helpers/rank-commands';
 import { extractTypeScriptBlocks } from './readme-blocks';
 
 // [Note: the guides' scripts run]
@@ -14,10 +14,6 @@ import { extractTypeScriptBlocks } from './readme-blocks';
 // saved on 2, so the two run in order in one directory; the PyTorch and layers guides' on 2.
 
 const root = join(import.meta.dirname, '..', '..', '..');
-const launcher = join(
-  dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json')),
-  'src/bin/fsdp-run.ts',
-);
 // Inside node_modules/.cache so that 'fsdp-ts', '@tensorflow/tfjs-core' and tsx resolve as in an
 // app; the scripts' checkpoints land there too.
 const directory = join(root, 'node_modules', '.cache', 'fsdp-ts', 'docs-guide-scripts');
@@ -52,15 +48,7 @@ async function runGuideScript(guide: string, processes: number) {
   writeFileSync(file, `${script!.code}\n`);
   const child = spawn(
     process.execPath,
-    [
-      '--conditions=@fsdp-ts/source',
-      '--import',
-      'tsx',
-      launcher,
-      '--nproc-per-node',
-      String(processes),
-      file,
-    ],
+    [...fsdpRunArguments(), '--nproc-per-node', String(processes), file],
     { cwd: directory, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stdout = '';

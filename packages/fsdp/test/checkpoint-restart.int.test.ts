@@ -1,15 +1,13 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { listCheckpoints } from '@fsdp-ts/fsdp';
 import { afterAll, describe, expect, it } from 'vitest';
+import { fsdpRunArguments } from '../../collectives/test/helpers/rank-commands';
 
 const script = fileURLToPath(new URL('./fixtures/checkpoint-restart-script.ts', import.meta.url));
-const collectivesRoot = dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json'));
-const launcher = join(collectivesRoot, 'src', 'bin', 'fsdp-run.ts');
 const work = mkdtempSync(join(tmpdir(), 'fsdp-restart-test-'));
 
 afterAll(() => {
@@ -29,7 +27,7 @@ function runJob(name: string, kill?: number): Promise<Job> {
   const root = join(work, name, 'checkpoints');
   const output = join(work, name, 'output');
   mkdirSync(output, { recursive: true });
-  const args = ['--conditions=@fsdp-ts/source', '--import', 'tsx', launcher, '--nproc-per-node', '2'];
+  const args = [...fsdpRunArguments(), '--nproc-per-node', '2'];
   args.push('--max-restarts', '1', '--grace-period', '2', script, root, output);
   if (kill !== undefined) args.push(String(kill));
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } });

@@ -8,18 +8,14 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { fsdpRunArguments } from '../../collectives/test/helpers/rank-commands';
 import { createNamespacePair, type NamespacePair } from './multi-host-netns';
 import { type WatchedLaunch, watchLaunch } from './support/watched-launch';
 
-const launcher = join(
-  dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json')),
-  'src/bin/fsdp-run.ts',
-);
 const rankScript = fileURLToPath(new URL('./fixtures/elastic-rank.ts', import.meta.url));
 const secret = randomBytes(32).toString('hex');
 const HEARTBEAT_TIMEOUT_SECONDS = 3;
@@ -43,7 +39,7 @@ function start(command: string[], env: NodeJS.ProcessEnv, limitMs: number): Laun
   return launch;
 }
 
-const node = [process.execPath, '--conditions=@fsdp-ts/source', '--import', 'tsx', launcher];
+const node = [process.execPath, ...fsdpRunArguments()];
 
 /** Elastic fsdp-run on namespace host `host`. */
 function elastic(host: 0 | 1, port: number, nnodes: string, args: string[], jobSecret = secret): Launch {

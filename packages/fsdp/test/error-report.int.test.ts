@@ -6,14 +6,11 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { fsdpRunArguments } from '../../collectives/test/helpers/rank-commands';
 
 const script = fileURLToPath(new URL('./fixtures/error-report-rank.ts', import.meta.url));
-const collectivesRoot = dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json'));
-const launcher = join(collectivesRoot, 'src', 'bin', 'fsdp-run.ts');
 
 interface Job {
   code: number | null;
@@ -23,11 +20,10 @@ interface Job {
 }
 
 function runJob(mode: string, env: NodeJS.ProcessEnv = {}): Promise<Job> {
-  const child = spawn(
-    process.execPath,
-    ['--conditions=@fsdp-ts/source', '--import', 'tsx', launcher, '--nproc-per-node', '2', script, mode],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FSDP_BLAS: 'off', FSDP_DEBUG: '', ...env } },
-  );
+  const child = spawn(process.execPath, [...fsdpRunArguments(), '--nproc-per-node', '2', script, mode], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, FSDP_BLAS: 'off', FSDP_DEBUG: '', ...env },
+  });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => {
     stderr += chunk.toString();

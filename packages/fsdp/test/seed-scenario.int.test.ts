@@ -1,18 +1,14 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { initBackend } from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import { describe, expect, it } from 'vitest';
+import { fsdpRunArguments } from '../../collectives/test/helpers/rank-commands';
 import { type SeedMode, SeedModel, seedOptimizer, trainSeed } from './fixtures/seed-model';
 
-const launcher = join(
-  dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json')),
-  'src/bin/fsdp-run.ts',
-);
 const rankScript = fileURLToPath(new URL('./fixtures/seed-scenario-rank.ts', import.meta.url));
 
 interface RankReport {
@@ -28,17 +24,7 @@ function runWithLauncher(mode: SeedMode): Promise<RankReport[]> {
   const output = mkdtempSync(join(tmpdir(), 'fsdp-seed-'));
   const child = spawn(
     process.execPath,
-    [
-      '--conditions=@fsdp-ts/source',
-      '--import',
-      'tsx',
-      launcher,
-      '--nproc-per-node',
-      '2',
-      rankScript,
-      mode,
-      output,
-    ],
+    [...fsdpRunArguments(), '--nproc-per-node', '2', rankScript, mode, output],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let log = '';

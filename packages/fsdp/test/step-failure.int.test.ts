@@ -1,20 +1,16 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnThreadRanks } from '@fsdp-ts/collectives';
 import { describe, expect, it } from 'vitest';
+import { fsdpRunArguments } from '../../collectives/test/helpers/rank-commands';
 import type { IdenticalFailureReport, StepOutcome } from './fixtures/identical-failure-rank';
 import type { HybridFailureCase, StepFailureCase } from './fixtures/step-failure-rank';
 import { watchLaunch } from './support/watched-launch';
 
 const fixture = new URL('./fixtures/step-failure-rank.ts', import.meta.url);
-const launcher = join(
-  dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json')),
-  'src/bin/fsdp-run.ts',
-);
 const identicalScript = fileURLToPath(new URL('./fixtures/identical-failure-rank.ts', import.meta.url));
 
 /** Runs identical-failure-rank.ts on `size` real processes through fsdp-run (tcp on loopback). */
@@ -25,16 +21,7 @@ async function launchIdenticalFailures(
   const output = mkdtempSync(join(tmpdir(), 'fsdp-identical-'));
   const child = spawn(
     process.execPath,
-    [
-      '--conditions=@fsdp-ts/source',
-      '--import',
-      'tsx',
-      launcher,
-      '--nproc-per-node',
-      String(size),
-      identicalScript,
-      output,
-    ],
+    [...fsdpRunArguments(), '--nproc-per-node', String(size), identicalScript, output],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FSDP_BLAS: 'off', ...env } },
   );
   const launch = watchLaunch(child, 150_000, { name: 'fsdp-run', match: 'output' });

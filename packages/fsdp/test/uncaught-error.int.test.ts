@@ -4,17 +4,14 @@
  * stack starting in tfjs-backend-wasm); fsdp-run reports it once for the rank that threw.
  */
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { fsdpRunArguments, typescriptScriptArguments } from '../../collectives/test/helpers/rank-commands';
 
 const script = fileURLToPath(new URL('./fixtures/uncaught-error-script.ts', import.meta.url));
-const collectivesRoot = dirname(createRequire(import.meta.url).resolve('@fsdp-ts/collectives/package.json'));
-const launcher = join(collectivesRoot, 'src', 'bin', 'fsdp-run.ts');
 
 function run(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--conditions=@fsdp-ts/source', '--import', 'tsx', ...args], {
+  const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, FSDP_BLAS: 'off' },
   });
@@ -34,7 +31,7 @@ function run(args: string[]): Promise<{ code: number | null; stderr: string }> {
 
 describe('an uncaught error in a worker on the wasm backend', () => {
   it('prints the NnError with its code and fix and exits with code 1', async () => {
-    const { code, stderr } = await run([script]);
+    const { code, stderr } = await run([...typescriptScriptArguments(), script]);
     expect(code, stderr).toBe(1);
     expect(stderr).toMatch(/NnError: Linear\(8 → 8\): the input's last dimension is 7, expected 8/);
     expect(stderr).toMatch(/Fix: pass an input of shape \[\.\.\., 8\]/);
@@ -43,7 +40,7 @@ describe('an uncaught error in a worker on the wasm backend', () => {
   }, 100_000);
 
   it('fsdp-run reports it once, for the rank that threw, with its code and fix, and names that rank and its exit code', async () => {
-    const { code, stderr } = await run([launcher, '--nproc-per-node', '2', script]);
+    const { code, stderr } = await run([...fsdpRunArguments(), '--nproc-per-node', '2', script]);
     expect(code, stderr).not.toBe(0);
     expect(stderr).toMatch(
       /fsdp-run: failure on rank 1: NnError \(code shape-mismatch\): Linear\(8 → 8\): the input's last dimension is 7, expected 8/,
