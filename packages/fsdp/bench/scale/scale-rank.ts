@@ -39,6 +39,8 @@ const unitBytes = (): number => {
 /** RSS at the end of each phase, to see where the peak comes from. */
 const phaseRss: Record<string, number> = {};
 let loggedRss = 0;
+// BENCH_SCALE_TRACE_GROWTH=1: a stack trace where the array buffers grew by more than 150 MiB since the last one.
+let tracedArrayBuffers = 0;
 const sampleRss = (phase?: string) => {
   const rss = process.memoryUsage().rss;
   peakRss = Math.max(peakRss, rss);
@@ -46,6 +48,13 @@ const sampleRss = (phase?: string) => {
   if (phase === undefined && rss > loggedRss + 128 * 1024 ** 2) {
     loggedRss = rss;
     const { arrayBuffers } = process.memoryUsage();
+    if (process.env.BENCH_SCALE_TRACE_GROWTH === '1' && arrayBuffers > tracedArrayBuffers + 150 * 1024 ** 2) {
+      if (tracedArrayBuffers > 0)
+        process.stderr.write(
+          `[scale] array buffers grew to ${(arrayBuffers / 1024 ** 3).toFixed(2)} GiB at ${new Error().stack}\n`,
+        );
+      tracedArrayBuffers = arrayBuffers;
+    }
     process.stderr.write(
       `[scale] rank ${process.env.RANK ?? 0} growing: RSS ${(rss / 1024 ** 3).toFixed(2)} GiB (array buffers ${(arrayBuffers / 1024 ** 3).toFixed(2)}, wasm heap ${(wasmHeapBytes() / 1024 ** 3).toFixed(2)}, pooled ${(storagePool.pooledBytes / 1024 ** 3).toFixed(2)}, unit buffers ${(unitBytes() / 1024 ** 3).toFixed(2)})\n`,
     );
