@@ -57,6 +57,13 @@ const testFiles = [
 ];
 const integrationFiles = testFiles.map((pattern) => pattern.replace(/\*\.test\.ts$/, '*.int.test.ts'));
 
+// [Note: build stamp] (scripts/build-stamp.ts): the processes tests start (launches, scripts,
+// mpirun ranks) load the packages' builds when `npm run build` stamped them as the builds of the
+// sources on disk, else the sources through tsx; test/helpers/rank-commands.ts in collectives
+// reads the choice. FSDP_TEST_RANKS=source forces the sources.
+const ranksFrom = testRanksFrom();
+process.env.FSDP_TEST_RANKS = ranksFrom;
+
 // [Note: unit files share their workers] Each test file run in a fresh module graph imports
 // tfjs and the packages' sources again: about 0.7 CPU-seconds per file, as much as many unit
 // files' tests. The unit files (not *.int.test.ts) therefore run without isolation (vitest's
@@ -65,12 +72,6 @@ const integrationFiles = testFiles.map((pattern) => pattern.replace(/\*\.test\.t
 // variables are restored; a backend or kernel registration is the same for every file). The
 // integration files start processes, servers and thread ranks and register test-only backends:
 // each keeps a module graph of its own.
-// [Note: build stamp] (scripts/build-stamp.ts): the processes tests start (launches, scripts,
-// mpirun ranks) load the packages' builds when `npm run build` stamped them as the builds of the
-// sources on disk, else the sources through tsx; test/helpers/rank-commands.ts in collectives
-// reads the choice. FSDP_TEST_RANKS=source forces the sources.
-const ranksFrom = testRanksFrom();
-process.env.FSDP_TEST_RANKS = ranksFrom;
 
 const shared = {
   pool: 'forks',

@@ -1,9 +1,10 @@
 // [Note: build stamp]
-// The test suite's rank processes (fsdp-run launches, mpirun and srun jobs, example scripts) run
+// The processes the test suite starts through packages/collectives/test/helpers/rank-commands.ts
+// (fsdp's fsdp-run launches, the parity file's mpirun ranks, the examples' and docs' scripts) run
 // the packages from their builds when the builds are those of the sources on disk, and from the
 // sources through tsx otherwise: importing fsdp, nn, optim and tfjs from source costs a process
 // about 1.0-1.5 CPU-seconds before its first op, from dist/ about 0.6 (architecture/performance.md,
-// "The test suite"), and the suite starts hundreds of them. What is "the build of the sources" is
+// "The test suite"). What is "the build of the sources" is
 // decided by content, never by timestamps: `npm run build` ends by writing a SHA-256 of every
 // package's build inputs (src/, package.json, tsup.config.ts, tsconfig.json, the root
 // tsconfig.base.json) and outputs (dist/, bin/) to node_modules/.cache/fsdp-ts/build-stamp.json;
