@@ -41,7 +41,7 @@ function elementsOf(bytes: number, dtype: CollectiveDtype): number {
  * The suite for a world size: every op x dtype x size (0, 1, odd, 1 MiB), all-gather and
  * reduce-scatter in place too (and refused when input and output merely overlap), the other reductions
  * on the odd size (and a larger odd size for bfloat16 all-reduce), with `wire` every float32 op with bfloat16 on the wire (0, 1, odd, 1 MiB),
- * and, when `huge`, a 64 MiB float32 all-reduce (also with bfloat16 on the wire, with `wire`).
+ * and, when `huge`, a 64 MiB float32 all-reduce (also with bfloat16 on the wire, with `wire`) and reduce-scatter.
  */
 export function conformanceCases(size: number, options: { huge: boolean; wire: boolean }): ConformanceCase[] {
   const cases: ConformanceCase[] = [];
@@ -139,6 +139,15 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
   if (options.huge) {
     add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4 });
     add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4, arena: true });
+    // Out of place, a 64 MiB input: the tcp engine's partial sums are more than the work it keeps
+    // between ops (KEPT_WORK_BYTES), so the second of the pair reduces into a fresh array.
+    for (const reduceOp of ['sum', 'max'] as const)
+      add({
+        kind: 'reduceScatter',
+        dtype: 'float32',
+        count: Math.floor((64 * ONE_MIB) / 4 / size),
+        reduceOp,
+      });
     // A large in-place pair (16 MiB per rank's full buffer at W=2), plain and arena.
     for (const arena of [false, true]) {
       const count = Math.floor((16 * ONE_MIB) / 4 / size);

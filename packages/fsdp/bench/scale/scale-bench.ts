@@ -19,9 +19,9 @@
  * BENCH_SCALE_STEPS=n measured steps (default 3), BENCH_SCALE_CHECKPOINT=0 to skip checkpoints,
  * BENCH_SCALE_OFFLOAD=only to run only the offload rows (=0: none; default with the others: scale-offload-report.ts),
  * BENCH_SCALE_OFFLOAD_MODEL / _CAP (default 1.3B under 4G) and BENCH_SCALE_OFFLOAD_PEER_MODEL / _PEER_CAP
- * (default 350M under 2G) their models, BENCH_SCALE_OFFLOAD_WORLD_SIZE (default 4), BENCH_SCALE_OFFLOAD_STRETCH=1 the stretch rows (parameters on disk too),
- * BENCH_SCALE_RESERVE=6 GiB left available to the rest of the machine (a run that could take more
- * is skipped), BENCH_SCALE_LOG=file to append every run's stderr (phases, launcher), BENCH_SCALE_DEFERRED=0 to build every model whole before wrapping (default: FSDP runs build it
+ * (default 350M under 3G, which holds it without offload too) their models, BENCH_SCALE_OFFLOAD_WORLD_SIZE (default 4), BENCH_SCALE_OFFLOAD_STRETCH=1 the stretch rows (parameters on disk too),
+ * BENCH_SCALE_RESERVE=n GiB left available to the rest of the machine (a run that could take more
+ * is skipped; default 6, and 2 beside rows under --memory-per-rank, whose caps the kernel enforces), BENCH_SCALE_LOG=file to append every run's stderr (phases, launcher), BENCH_SCALE_DEFERRED=0 to build every model whole before wrapping (default: FSDP runs build it
  * inside nn's deferredInit, so each rank makes only its shards).
  * Writes bench-results/scale.json, scale.md and scale-memory.svg at the repository root, and the
  * offload rows apart in scale-offload.json and scale-offload.md (so a run of them alone leaves the others').

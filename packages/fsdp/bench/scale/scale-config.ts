@@ -46,6 +46,8 @@ export interface ScaleRunRequest {
   activationCheckpointing: boolean;
   /** FSDP's backwardPrefetch (default true); false gathers each unit only when its backward needs it. */
   backwardPrefetch?: boolean;
+  /** FSDP's forwardPrefetch (default true); false gathers each unit only when its forward needs it. */
+  forwardPrefetch?: boolean;
   /** Build the model inside nn's deferredInit (FSDP runs; a single process builds it whole). */
   deferred: boolean;
   batch: number;

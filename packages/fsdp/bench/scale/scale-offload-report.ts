@@ -188,6 +188,16 @@ const gib = (bytes: number | undefined) => (bytes === undefined ? '–' : (bytes
 const seconds = (ms: number) => (ms / 1000).toFixed(1);
 const rate = (bytes: number | undefined) => (bytes === undefined ? '–' : (bytes / 1e9).toFixed(2));
 
+/** The row's FSDP options that differ from the defaults ('defaults' when none do). */
+function fsdpSettingsText(run: RunOutcome['run']): string {
+  const settingsText = [
+    ...((run.activationCheckpointing ?? settings.recomputeEverywhere) ? ['activation checkpointing'] : []),
+    ...(run.backwardPrefetch === false ? ['backwardPrefetch: false'] : []),
+    ...(run.forwardPrefetch === false ? ['forwardPrefetch: false'] : []),
+  ];
+  return settingsText.length === 0 ? 'defaults' : settingsText.join(', ');
+}
+
 /** The offload rows as markdown: one line per row, then the issue's targets met / not met. */
 export function offloadReportLines(
   outcomes: RunOutcome[],
@@ -199,8 +209,8 @@ export function offloadReportLines(
     '',
     `Full-shard W=${settings.offloadWorldSize} under fsdp-run --memory-per-rank, AdamW, ${settings.offloadMeasuredSteps} measured steps after 1 warm-up, times in s (the slowest rank's median step); bytes per step over every rank; the cgroup peak counts the page cache, clean pages the kernel reclaims under the cap included, RSS does not; reads the page cache serves (storage read < offload read) let the offload pass the disk's rate; the disk probed by the same ranks at once before and after training (${(settings.diskProbeBytes / 2 ** 20).toFixed(0)} MiB each written with fdatasync every 64 MiB + fsync, then read back with O_DIRECT).`,
     '',
-    '| row | cap | predicted peak | cgroup peak | peak RSS | step | compute | communication | optimizer | offload I/O (overlapped) | offload GB read / written | storage GB read / written | disk GB/s write / read | of the disk rate | outcome |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| row | FSDP settings | cap | predicted peak | cgroup peak | peak RSS | step | compute | communication | optimizer | offload I/O (overlapped) | offload GB read / written | storage GB read / written | disk GB/s write / read | of the disk rate | outcome |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
   outcomes.forEach((outcome, index) => {
     const row = figures[index];
@@ -219,7 +229,7 @@ export function offloadReportLines(
             row.ofDiskRate === undefined ? '–' : `${row.ofDiskRate.toFixed(2)}×`,
           ];
     lines.push(
-      `| ${runKey(outcome.run)} | ${gib(outcome.run.capBytes)} | ${gib(outcome.predictedPerRankBytes)} | ${gib(peakPerRank(outcome))} | ${gib(row?.peakRssBytes)} | ${cells.join(' | ')} | ${outcomeText(outcome).replaceAll('|', '/')} |`,
+      `| ${runKey(outcome.run)} | ${fsdpSettingsText(outcome.run)} | ${gib(outcome.run.capBytes)} | ${gib(outcome.predictedPerRankBytes)} | ${gib(peakPerRank(outcome))} | ${gib(row?.peakRssBytes)} | ${cells.join(' | ')} | ${outcomeText(outcome).replaceAll('|', '/')} |`,
     );
   });
   const verdict = (met: boolean | undefined) =>

@@ -27,13 +27,15 @@ export const settings = {
   force: process.env.BENCH_SCALE_FORCE === '1',
   /** Memory left available for the rest of the machine while a run goes (BENCH_SCALE_RESERVE, GiB). */
   machineReserveBytes: Number(process.env.BENCH_SCALE_RESERVE ?? 6) * GiB,
+  /** The same for a row under --memory-per-rank, whose caps the kernel enforces (BENCH_SCALE_RESERVE too, default 2). */
+  cappedReserveBytes: Number(process.env.BENCH_SCALE_RESERVE ?? 2) * GiB,
   /** The offload rows: '1' with the others (default), 'only' without them, '0' not at all. */
   offloadRows: (process.env.BENCH_SCALE_OFFLOAD ?? '1') as '1' | 'only' | '0',
   /** The offload headline's model and cap, and the model whose step time is compared with and without offload. */
   offloadModel: (process.env.BENCH_SCALE_OFFLOAD_MODEL ?? '1.3B') as ScaleModelName,
   offloadCapBytes: sizeBytes(process.env.BENCH_SCALE_OFFLOAD_CAP ?? '4G'),
   offloadPeerModel: (process.env.BENCH_SCALE_OFFLOAD_PEER_MODEL ?? '350M') as ScaleModelName,
-  offloadPeerCapBytes: sizeBytes(process.env.BENCH_SCALE_OFFLOAD_PEER_CAP ?? '2G'),
+  offloadPeerCapBytes: sizeBytes(process.env.BENCH_SCALE_OFFLOAD_PEER_CAP ?? '3G'),
   /** Measured steps of the offload rows after their warm-up (default 2: 3 steps trained in all). */
   offloadMeasuredSteps: Number(process.env.BENCH_SCALE_OFFLOAD_STEPS ?? 2),
   /** Ranks of every offload row (default 4; 2 to validate the harness on a small model). */
@@ -68,6 +70,8 @@ export interface PlannedRun {
   activationCheckpointing?: boolean;
   /** FSDP's backwardPrefetch for this row (default true). */
   backwardPrefetch?: boolean;
+  /** FSDP's forwardPrefetch for this row (default true). */
+  forwardPrefetch?: boolean;
   /** Tells this row apart from another of the same model, strategy, world size and capping. */
   tag?: string;
   /** FSDP's offload option for this row (an offload row: its directory is made per run). */
@@ -111,7 +115,11 @@ export function offloadPlan(): PlannedRun[] {
       tag: 'offload-state-disk',
       offload: disk,
       isTarget: true,
-      ...(process.env.BENCH_SCALE_OFFLOAD_BACKWARD_PREFETCH === '0' ? { backwardPrefetch: false } : {}),
+      // What fits 4 GiB (architecture/performance.md, "Offload: the 1.3 B GPT under 4 GiB per
+      // rank"): activation checkpointing, and one gathered unit at a time in backward.
+      activationCheckpointing: true,
+      backwardPrefetch: process.env.BENCH_SCALE_OFFLOAD_BACKWARD_PREFETCH === '1',
+      ...(process.env.BENCH_SCALE_OFFLOAD_FORWARD_PREFETCH === '0' ? { forwardPrefetch: false } : {}),
     }),
     row({
       ...headline,
@@ -266,9 +274,10 @@ export function reasonToSkip(run: PlannedRun, perRank: number, scratch: string):
   // What the run may take: its cap where it has one (the kernel enforces it), else the prediction.
   // Leave the reserve available for everything else on the host.
   const bound = Math.min(perRank, run.capBytes ?? Number.POSITIVE_INFINITY) * run.worldSize;
-  const spare = os.freemem() - settings.machineReserveBytes;
+  const reserve = run.capBytes === undefined ? settings.machineReserveBytes : settings.cappedReserveBytes;
+  const spare = os.freemem() - reserve;
   if (bound > spare) {
-    return `needs up to ${(bound / GiB).toFixed(1)} GiB (${run.worldSize} × ${(bound / run.worldSize / GiB).toFixed(2)}), but only ${(os.freemem() / GiB).toFixed(1)} GiB is available and ${(settings.machineReserveBytes / GiB).toFixed(0)} GiB stays free for the rest of the machine`;
+    return `needs up to ${(bound / GiB).toFixed(1)} GiB (${run.worldSize} × ${(bound / run.worldSize / GiB).toFixed(2)}), but only ${(os.freemem() / GiB).toFixed(1)} GiB is available and ${(reserve / GiB).toFixed(0)} GiB stays free for the rest of the machine`;
   }
   if (
     run.capBytes !== undefined &&

@@ -36,11 +36,44 @@ const unitBytes = (): number => {
   }
 };
 
+/**
+ * Probe (BENCH_SCALE_MAPPINGS=1, printed at each phase): the V8 heap and the mappings of
+ * /proc/self/smaps holding the most resident memory, to tell what RSS holds besides array buffers.
+ */
+function largestMappings(): string {
+  const mappings: { name: string; sizeKiB: number; rssKiB: number }[] = [];
+  let current: { name: string; sizeKiB: number; rssKiB: number } | null = null;
+  for (const line of readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
+    const header = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (header !== null) {
+      current = {
+        name: header[3] || '[anonymous]',
+        sizeKiB: (Number.parseInt(header[2]!, 16) - Number.parseInt(header[1]!, 16)) / 1024,
+        rssKiB: 0,
+      };
+      mappings.push(current);
+    } else if (current !== null && line.startsWith('Rss:')) current.rssKiB = Number(line.split(/\s+/)[1]);
+  }
+  mappings.sort((a, b) => b.rssKiB - a.rssKiB);
+  const { heapUsed, heapTotal, external, arrayBuffers } = process.memoryUsage();
+  const MiB = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
+  const top = mappings
+    .slice(0, 12)
+    .map((mapping) => `${MiB(mapping.rssKiB * 1024)}/${MiB(mapping.sizeKiB * 1024)} ${mapping.name}`)
+    .join('; ');
+  const small = mappings
+    .filter((mapping) => mapping.sizeKiB < 64 * 1024)
+    .reduce((sum, mapping) => sum + mapping.rssKiB, 0);
+  return `[scale] rank ${process.env.RANK ?? 0} mappings (MiB resident/size): V8 heap ${MiB(heapUsed)} used of ${MiB(heapTotal)}, external ${MiB(external)}, array buffers ${MiB(arrayBuffers)}; in mappings under 64 MiB ${MiB(small * 1024)}; largest: ${top}\n`;
+}
+
 /** RSS at the end of each phase, to see where the peak comes from. */
 const phaseRss: Record<string, number> = {};
 let loggedRss = 0;
-// BENCH_SCALE_TRACE_GROWTH=1: a stack trace where the array buffers grew by more than 150 MiB since the last one.
+// BENCH_SCALE_TRACE_GROWTH=n: a stack trace where the array buffers grew by more than n MiB since the last one (1: 150).
 let tracedArrayBuffers = 0;
+const traceGrowthMiB = Number(process.env.BENCH_SCALE_TRACE_GROWTH ?? 0);
+const traceGrowthBytes = (traceGrowthMiB === 1 ? 150 : traceGrowthMiB) * 1024 ** 2;
 const sampleRss = (phase?: string) => {
   const rss = process.memoryUsage().rss;
   peakRss = Math.max(peakRss, rss);
@@ -48,7 +81,7 @@ const sampleRss = (phase?: string) => {
   if (phase === undefined && rss > loggedRss + 128 * 1024 ** 2) {
     loggedRss = rss;
     const { arrayBuffers } = process.memoryUsage();
-    if (process.env.BENCH_SCALE_TRACE_GROWTH === '1' && arrayBuffers > tracedArrayBuffers + 150 * 1024 ** 2) {
+    if (traceGrowthBytes > 0 && arrayBuffers > tracedArrayBuffers + traceGrowthBytes) {
       if (tracedArrayBuffers > 0)
         process.stderr.write(
           `[scale] array buffers grew to ${(arrayBuffers / 1024 ** 3).toFixed(2)} GiB at ${new Error().stack}\n`,
@@ -64,6 +97,7 @@ const sampleRss = (phase?: string) => {
   phaseRss[phase] = Math.max(phaseRss[phase] ?? 0, rss);
   // One line per phase on stderr: a rank stopped by its cap has told how far it got.
   const external = process.memoryUsage().arrayBuffers;
+  if (process.env.BENCH_SCALE_MAPPINGS === '1') process.stderr.write(largestMappings());
   process.stderr.write(
     `[scale] rank ${process.env.RANK ?? 0} ${phase}: RSS ${(rss / 1024 ** 3).toFixed(2)} GiB (peak ${(peakRss / 1024 ** 3).toFixed(2)}, array buffers ${(external / 1024 ** 3).toFixed(2)})\n`,
   );
@@ -116,6 +150,7 @@ const model: Module & { forward(tokens: tf.Tensor): tf.Tensor } =
         autoWrapPolicy: [TransformerBlock],
         activationCheckpointing: request.activationCheckpointing,
         ...(request.backwardPrefetch === undefined ? {} : { backwardPrefetch: request.backwardPrefetch }),
+        ...(request.forwardPrefetch === undefined ? {} : { forwardPrefetch: request.forwardPrefetch }),
         ...(request.offload === undefined ? {} : { offload: request.offload }),
       });
 const wrapMs = performance.now() - started;

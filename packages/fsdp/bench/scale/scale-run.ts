@@ -82,6 +82,7 @@ export function execute(run: PlannedRun, index: number, scratch: string): RunOut
     deferred: settings.deferred,
     activationCheckpointing: run.activationCheckpointing ?? settings.recomputeEverywhere,
     ...(run.backwardPrefetch === undefined ? {} : { backwardPrefetch: run.backwardPrefetch }),
+    ...(run.forwardPrefetch === undefined ? {} : { forwardPrefetch: run.forwardPrefetch }),
     ...(checkpointDirectory === undefined ? {} : { checkpointDirectory }),
     ...(run.offload === undefined || offloadDirectory === undefined
       ? {}

@@ -61,7 +61,6 @@ const status = new Int32Array(workerData.status);
 const messages = new Uint8Array(workerData.messages);
 const messageBytes = workerData.messageBytes;
 const unsynced = new Map();
-let scratch = new Uint8Array(0);
 function readInto(fd, bytes, position) {
   let done = 0;
   while (done < bytes.byteLength) {
@@ -76,6 +75,8 @@ parentPort.on('message', (request) => {
   let failure = null;
   try {
     if (request.op === 'verify') {
+      // One chunk's scratch for this verification only: the thread holds no chunk between steps.
+      let scratch = new Uint8Array(0);
       for (let chunk = 0; chunk < request.lengths.length; chunk++) {
         const length = request.lengths[chunk];
         if (scratch.byteLength < length) scratch = new Uint8Array(length);

@@ -218,10 +218,26 @@ export async function finishDirectAllReduce(
   work.set(accumulator as never);
 }
 
-/** Reusable float32 and int32 arrays for reductions that cannot run on the caller's buffer; they only grow. */
+/** Work arrays at most this large are kept between ops; larger ones are dropped after their op. */
+export const KEPT_WORK_BYTES = 32 << 20;
+
+/**
+ * Reusable float32 and int32 arrays for reductions that cannot run on the caller's buffer (a
+ * reduce-scatter's partial sums, a bfloat16 op's float32 values). They grow to the largest op
+ * and are kept for the next, up to KEPT_WORK_BYTES: a larger one (a 1.3 B GPT's block
+ * reduce-scattered at once is 192 MiB) is dropped once its op is done (`releaseLarge`), so
+ * memory the op needed only while it ran is not held through the forward and optimizer step
+ * that follow. Allocating it again costs page faults on first touch, small beside moving it.
+ */
 export class WorkArrays {
   private floats = new Float32Array(0);
   private ints = new Int32Array(0);
+
+  /** Drops the arrays larger than KEPT_WORK_BYTES; call only once nothing of the last op is pending. */
+  releaseLarge(): void {
+    if (this.floats.byteLength > KEPT_WORK_BYTES) this.floats = new Float32Array(0);
+    if (this.ints.byteLength > KEPT_WORK_BYTES) this.ints = new Int32Array(0);
+  }
 
   workFor(buffer: WorkArray, dtype: OpMessage['dtype'], length: number, copyFrom: WorkArray): WorkArray {
     if (dtype === 'bfloat16') {
