@@ -140,7 +140,7 @@ export function conformanceCases(size: number, options: { huge: boolean; wire: b
     add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4 });
     add({ kind: 'allReduce', dtype: 'float32', count: (64 * ONE_MIB) / 4, arena: true });
     // Out of place, a 64 MiB input: the tcp engine's partial sums are more than the work it keeps
-    // between ops (KEPT_WORK_BYTES), so the second of the pair reduces into a fresh array.
+    // between ops (KEPT_WORK_BYTES), so it is dropped when the engine idles ([Note: work arrays dropped when idle]).
     for (const reduceOp of ['sum', 'max'] as const)
       add({
         kind: 'reduceScatter',

@@ -218,23 +218,40 @@ export async function finishDirectAllReduce(
   work.set(accumulator as never);
 }
 
-/** Work arrays at most this large are kept between ops; larger ones are dropped after their op. */
+/** Work arrays at most this large are kept however long the engine idles. */
 export const KEPT_WORK_BYTES = 32 << 20;
+/** A larger one is dropped once no op has used it for this long. */
+export const WORK_RELEASE_IDLE_MS = 250;
 
 /**
+ * [Note: work arrays dropped when idle]
  * Reusable float32 and int32 arrays for reductions that cannot run on the caller's buffer (a
  * reduce-scatter's partial sums, a bfloat16 op's float32 values). They grow to the largest op
- * and are kept for the next, up to KEPT_WORK_BYTES: a larger one (a 1.3 B GPT's block
- * reduce-scattered at once is 192 MiB) is dropped once its op is done (`releaseLarge`), so
- * memory the op needed only while it ran is not held through the forward and optimizer step
- * that follow. Allocating it again costs page faults on first touch, small beside moving it.
+ * and are kept for the next. One larger than KEPT_WORK_BYTES (a 1.3 B GPT's block
+ * reduce-scattered at once is 192 MiB) is dropped when the engine has been idle for
+ * WORK_RELEASE_IDLE_MS after an op (`releaseLargeWhenIdle`): ops back to back (a benchmark, a
+ * bucketed backward) keep it, while memory a step's reductions needed is not held through the
+ * forward and optimizer step that follow. Allocating it again costs page faults on first touch
+ * (tens of ms for 192 MiB), small beside a unit's backward at that size. Any use cancels a
+ * pending drop, and the drop only replaces the array, so an op holding it keeps its view.
  */
 export class WorkArrays {
   private floats = new Float32Array(0);
   private ints = new Int32Array(0);
+  private releaseTimer: NodeJS.Timeout | undefined;
 
-  /** Drops the arrays larger than KEPT_WORK_BYTES; call only once nothing of the last op is pending. */
+  /** After an op, once nothing of it is pending: drops large arrays if no op uses them soon. */
+  releaseLargeWhenIdle(): void {
+    if (this.floats.byteLength <= KEPT_WORK_BYTES && this.ints.byteLength <= KEPT_WORK_BYTES) return;
+    clearTimeout(this.releaseTimer);
+    this.releaseTimer = setTimeout(() => this.releaseLarge(), WORK_RELEASE_IDLE_MS);
+    this.releaseTimer.unref();
+  }
+
+  /** Drops the arrays larger than KEPT_WORK_BYTES now. */
   releaseLarge(): void {
+    clearTimeout(this.releaseTimer);
+    this.releaseTimer = undefined;
     if (this.floats.byteLength > KEPT_WORK_BYTES) this.floats = new Float32Array(0);
     if (this.ints.byteLength > KEPT_WORK_BYTES) this.ints = new Int32Array(0);
   }
@@ -256,11 +273,13 @@ export class WorkArrays {
   }
 
   floatScratch(length: number): Float32Array {
+    clearTimeout(this.releaseTimer);
     if (this.floats.length < length) this.floats = new Float32Array(length);
     return this.floats.subarray(0, length);
   }
 
   private intScratch(length: number): Int32Array {
+    clearTimeout(this.releaseTimer);
     if (this.ints.length < length) this.ints = new Int32Array(length);
     return this.ints.subarray(0, length);
   }

@@ -264,7 +264,7 @@ export class TcpEngine extends EngineBase<TcpInit> {
       await this.executeOp(op, seq);
       // [Note: clean departure] Every byte the op owes is in the kernel before its Work completes.
       for (const link of this.links) if (link?.hasPendingWrites() === true) await link.flushed();
-      this.work.releaseLarge();
+      this.work.releaseLargeWhenIdle();
     } catch (error) {
       const verdict = this.blame.deciding;
       if (verdict !== undefined) throw await verdict;
