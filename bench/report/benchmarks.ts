@@ -686,9 +686,24 @@ function renderScale(results: ScaleResults): Rendered {
 }
 
 // ---------------------------------------------------------------- @fsdp-ts/fsdp offload rows (scale/scale-offload-report.ts)
+/** A row's FSDP options that differ from the defaults, as the run recorded them. */
+function fsdpSettingsText(run: OffloadRunJson): string {
+  const changed = [
+    ...(run.activationCheckpointing === true ? ['activation checkpointing'] : []),
+    ...(run.backwardPrefetch === false ? ['backwardPrefetch: false'] : []),
+    ...(run.forwardPrefetch === false ? ['forwardPrefetch: false'] : []),
+  ];
+  return changed.length === 0 ? 'defaults' : changed.join(', ');
+}
 type OffloadPlacementJson = { optimizerState?: string; parameters?: string };
+interface OffloadRunJson {
+  offload?: OffloadPlacementJson;
+  activationCheckpointing?: boolean;
+  backwardPrefetch?: boolean;
+  forwardPrefetch?: boolean;
+}
 interface ScaleOffloadResults {
-  outcomes: (ScaleResults['outcomes'][number] & { run: { offload?: OffloadPlacementJson } })[];
+  outcomes: (ScaleResults['outcomes'][number] & { run: OffloadRunJson })[];
   /** Per outcome (same order), the figures scale-offload-report.ts computed; null when it did not train. */
   figures: ({
     key: string;
@@ -770,7 +785,7 @@ function renderScaleOffload(results: ScaleOffloadResults): Rendered {
   const offloaded = trained.filter((row) => row.outcome.run.offload !== undefined);
   return {
     notes: [
-      "Full-shard (W in each row's key) through fsdp-run --memory-per-rank, AdamW, batch 1 × 64 per rank, wasm; times are the slowest rank's median step. The disk is probed by the same ranks at once before and after training: 256 MiB each written (8 MiB writes, fdatasync every 64 MiB, fsync) and read back with O_DIRECT.",
+      "Full-shard (W in each row's key) through fsdp-run --memory-per-rank, AdamW, batch 1 × 64 per rank, wasm; times are the slowest rank's median step. Offload I/O is the main thread's time in it (reads, waits for the I/O thread, writes, checksums), part of the backward and optimizer columns, not added to them; in parentheses the I/O thread's, overlapped with them. Reads the page cache serves let the offload pass the disk's own rate. The disk is probed by the same ranks at once before and after training: 256 MiB each written (8 MiB writes, fdatasync every 64 MiB, fsync) and read back with O_DIRECT.",
     ],
     tables: [
       {
@@ -784,7 +799,8 @@ function renderScaleOffload(results: ScaleOffloadResults): Rendered {
           'compute',
           'communication',
           'optimizer',
-          'offload I/O',
+          'offload I/O (I/O thread)',
+          'FSDP settings',
         ],
         peerColumn: 'the same model and cap without offload, step s; row / peer',
         rows: offloaded.map(({ outcome, figures }) => {
@@ -799,6 +815,7 @@ function renderScaleOffload(results: ScaleOffloadResults): Rendered {
               seconds(figures.communicationMs),
               seconds(figures.optimizerMs),
               `${seconds(figures.offloadIoMs)} (${seconds(figures.offloadOverlappedMs ?? 0)})`,
+              fsdpSettingsText(outcome.run),
             ],
             peer: typeof peer === 'number' ? `${seconds(peer)}; ${ratio(figures.stepMs, peer)}` : peer,
           };
@@ -809,7 +826,7 @@ function renderScaleOffload(results: ScaleOffloadResults): Rendered {
         columns: [
           'row',
           'offload GB read / written per step (all ranks)',
-          'offload I/O s (of it in read and write calls)',
+          'offload I/O s on the main thread (in read and write calls on either thread)',
           'offload GB/s',
         ],
         peerColumn: "disk GB/s write / read; the disk's time for the same bytes / the offload's",

@@ -48,10 +48,11 @@ export interface OffloadFigures {
 
 /**
  * The offload's I/O of one step (FSDP's offloadStatistics): `ms` is what the main thread spent on
- * it (reads, waits for the reader thread, writes with their fdatasyncs, CRC-32s): the step's
- * cost; `overlappedMs` the reader thread's reading and checksumming beside backward and the
- * optimizer; `transferMs` the time in read and write calls on either thread (the reader's with
- * its CRC-32s), which the disk's rate is compared with.
+ * it (reads, waits for the I/O thread, writes with their fdatasyncs, CRC-32s): the step's
+ * cost, part of its backward and optimizer time (not added to them); `overlappedMs` the I/O
+ * thread's reading, writing and checksumming beside backward and the optimizer; `transferMs`
+ * the time in read and write calls on either thread (with their CRC-32s), which the disk's rate
+ * is compared with.
  */
 export function offloadStepIo(step: Step): {
   ms: number;
@@ -65,8 +66,8 @@ export function offloadStepIo(step: Step): {
     return { ms: 0, overlappedMs: 0, transferMs: 0, readBytes: 0, writtenBytes: 0 };
   return {
     ms: statistics.readMs + statistics.waitMs + statistics.writeMs + statistics.checksumMs,
-    overlappedMs: statistics.readerMs,
-    transferMs: statistics.readMs + statistics.readerMs + statistics.writeMs,
+    overlappedMs: statistics.readerMs + statistics.writerMs,
+    transferMs: statistics.readMs + statistics.readerMs + statistics.writeMs + statistics.writerMs,
     readBytes: statistics.bytesRead,
     writtenBytes: statistics.bytesWritten,
   };

@@ -44,11 +44,12 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   #offsets: number[] = [0];
   /**
    * Two resident chunk buffers (shared memory: the I/O thread fills one while the other is
-   * stepped), or null outside a step: made when a step, a load or a checkpoint read needs them
-   * (`#residentBuffers`) and dropped when the step ends, so forward and backward do not hold two
-   * chunks (2 × 48 MiB per rank for a 1.3 B GPT at W=4) the model does not use there.
+   * stepped), each made when first needed (`#residentBuffer`): a step uses both, a checkpoint
+   * read or a load only the first. They are dropped when a step or a load ends, so forward and
+   * backward do not hold chunks (2 × 48 MiB per rank for a 1.3 B GPT at W=4) the model does not
+   * use there; after a checkpoint save the first stays until then.
    */
-  #resident: [Float32Array, Float32Array] | null = null;
+  #resident: [Float32Array | null, Float32Array | null] = [null, null];
   /** Elements of the largest chunk: the resident buffers' length. */
   #largestChunk = 0;
   /** Which of the two `#buffersOf` and `#chunkView` use. */
@@ -141,7 +142,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     let failure: unknown;
     try {
       this.#active = 0;
-      this.#store!.verify(this.#current, this.#residentBuffers[0]);
+      this.#store!.verify(this.#current, this.#residentBuffer(0));
     } catch (error) {
       failure = error;
     }
@@ -201,7 +202,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     }
     const written = this.#written;
     // Nothing of the step is pending on the I/O thread any more (flushed or drained).
-    this.#resident = null;
+    this.#resident = [null, null];
     this.#state = 'idle';
     this.#written = false;
     this.#failure = undefined;
@@ -256,7 +257,8 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
    * [Note: offloaded state in checkpoints]
    * A checkpoint of offloaded state holds no copy of it ([Note: streamed values] in
    * @fsdp-ts/checkpoint). Saving: each buffer of each entry is streamed from the current slot
-   * through the first resident chunk buffer (the one the step uses; nothing else is allocated):
+   * through the first resident chunk buffer (the one a step uses first; made for the save when no
+   * step holds it, and kept until the next step ends):
    * the entry's chunk is read and verified (CRC-32) unless it is already there, and the writer
    * gets a view of the entry's buffer in it. The writer visits entries shard by shard and buffer
    * by buffer, so a chunk is read up to once per buffer name; memory stays one chunk.
@@ -320,6 +322,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     this.#expect('idle', 'finishLoad');
     this.#store!.flush(this.#other);
     this.#current = this.#other;
+    this.#resident = [null, null];
   }
 
   /** Removes the files (the model is done with them). */
@@ -328,9 +331,9 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     this.#allocated = false;
   }
 
-  get #residentBuffers(): [Float32Array, Float32Array] {
-    this.#resident ??= [sharedFloat32Array(this.#largestChunk), sharedFloat32Array(this.#largestChunk)];
-    return this.#resident;
+  #residentBuffer(buffer: 0 | 1): Float32Array {
+    this.#resident[buffer] ??= sharedFloat32Array(this.#largestChunk);
+    return this.#resident[buffer];
   }
 
   get #chunkCount(): number {
@@ -378,7 +381,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   }
 
   #chunkView(chunk: number, buffer: 0 | 1 = this.#active): Float32Array {
-    return this.#residentBuffers[buffer].subarray(0, this.#offsets[chunk + 1]! - this.#offsets[chunk]!);
+    return this.#residentBuffer(buffer).subarray(0, this.#offsets[chunk + 1]! - this.#offsets[chunk]!);
   }
 
   #buffersOf(index: number): Map<string, Float32Array> {
@@ -386,7 +389,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     const buffers = new Map<string, Float32Array>();
     names.forEach((name, position) => {
       const first = start + position * numel;
-      buffers.set(name, this.#residentBuffers[this.#active].subarray(first, first + numel));
+      buffers.set(name, this.#residentBuffer(this.#active).subarray(first, first + numel));
     });
     return buffers;
   }

@@ -97,6 +97,11 @@ export class OpPreparation {
             op.count,
             options,
           );
+        } else if (size > 1 && op.wireDtype !== 'bfloat16' && isOwnBlock(op.output!, input, rank)) {
+          // [Note: in-place all-gather and reduce-scatter]: in place, the partial sums go into
+          // the input itself and the last reduce step leaves this rank's block final where the
+          // output is; no work array, nothing copied after.
+          return ring(reduceScatterPlan(input as Float32Array | Int32Array, op.count, options));
         } else {
           // No copy of the input: each reduce step writes input (op) incoming into scratch.
           plan = reduceScatterPlan(
@@ -218,6 +223,15 @@ export async function finishDirectAllReduce(
   work.set(accumulator as never);
 }
 
+/** Whether `output` is exactly block `rank` of `input` (an in-place reduce-scatter). */
+function isOwnBlock(output: WorkArray, input: WorkArray, rank: number): boolean {
+  return (
+    output.buffer === input.buffer &&
+    output.BYTES_PER_ELEMENT === input.BYTES_PER_ELEMENT &&
+    output.byteOffset === input.byteOffset + rank * output.byteLength
+  );
+}
+
 /** Work arrays at most this large are kept however long the engine idles. */
 export const KEPT_WORK_BYTES = 32 << 20;
 /** A larger one is dropped once no op has used it for this long. */
@@ -228,12 +242,13 @@ export const WORK_RELEASE_IDLE_MS = 250;
  * Reusable float32 and int32 arrays for reductions that cannot run on the caller's buffer (a
  * reduce-scatter's partial sums, a bfloat16 op's float32 values). They grow to the largest op
  * and are kept for the next. One larger than KEPT_WORK_BYTES (a 1.3 B GPT's block
- * reduce-scattered at once is 192 MiB) is dropped when the engine has been idle for
- * WORK_RELEASE_IDLE_MS after an op (`releaseLargeWhenIdle`): ops back to back (a benchmark, a
- * bucketed backward) keep it, while memory a step's reductions needed is not held through the
- * forward and optimizer step that follow. Allocating it again costs page faults on first touch
- * (tens of ms for 192 MiB), small beside a unit's backward at that size. Any use cancels a
- * pending drop, and the drop only replaces the array, so an op holding it keeps its view.
+ * reduce-scattered out of place is 192 MiB) is dropped when the engine has been idle for
+ * WORK_RELEASE_IDLE_MS after an op (`releaseLargeWhenIdle`): ops back to back (a benchmark) keep
+ * it, while memory a step's reductions needed is not held through the forward and optimizer
+ * step that follow. Allocating it again costs first-touch page faults, about 0.5 s for 192 MiB
+ * on the 2-core test machine, which is why FSDP reduce-scatters in place and needs none
+ * ([Note: reduce-scatter in place] in @fsdp-ts/fsdp). Any use cancels a pending drop, and the
+ * drop only replaces the array, so an op holding it keeps its view.
  */
 export class WorkArrays {
   private floats = new Float32Array(0);

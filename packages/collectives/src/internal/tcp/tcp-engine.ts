@@ -264,11 +264,13 @@ export class TcpEngine extends EngineBase<TcpInit> {
       await this.executeOp(op, seq);
       // [Note: clean departure] Every byte the op owes is in the kernel before its Work completes.
       for (const link of this.links) if (link?.hasPendingWrites() === true) await link.flushed();
-      this.work.releaseLargeWhenIdle();
     } catch (error) {
       const verdict = this.blame.deciding;
       if (verdict !== undefined) throw await verdict;
       throw error;
+    } finally {
+      // Also after a failed op: a mismatch leaves the group usable ([Note: work arrays dropped when idle]).
+      this.work.releaseLargeWhenIdle();
     }
   }
 
