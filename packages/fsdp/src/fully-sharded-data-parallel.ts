@@ -319,6 +319,7 @@ export class FullyShardedDataParallel<M extends Module = Module> extends Module 
     const root = this.#units[0]!;
     let completed = false;
     try {
+      this.#step.relievePressure();
       this.#gathering.gatherRoot(root, this.#step.lastOrder);
       const output = withParameterTensors(this.#unitForward.parameterTensors(root), () =>
         (this.module.forward as (...args: unknown[]) => unknown)(...inputs),

@@ -8,6 +8,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { findBackend } from './backend-registry.js';
 import type { Engine, EngineInit, EngineModule } from './engine/engine-base.js';
 import type { MainToWorkerMessage, OpMessage } from './op-message.js';
+import { SharedBufferRelease } from './shared-buffer-release.js';
 import { DEPARTED, markFailed, markSucceeded } from './status-word.js';
 
 const port = parentPort!;
@@ -19,6 +20,7 @@ let destroying = false;
 /** [Note: process exit] */
 let departing = false;
 let engine: Engine;
+const release = new SharedBufferRelease();
 
 async function createEngine(): Promise<Engine> {
   const module: EngineModule =
@@ -32,6 +34,7 @@ async function drain(): Promise<void> {
   if (running) return;
   running = true;
   while (queue.length > 0) {
+    release.collectIfDue();
     const op = queue.shift()!;
     current = op;
     try {
@@ -41,7 +44,10 @@ async function drain(): Promise<void> {
       markFailed(op.status, error);
     }
     current = undefined;
+    release.ran(op);
   }
+  // [Note: the communication worker returns shared buffers]
+  release.collectIfDue();
   running = false;
   if (destroying) await shutDown();
   else if (departing) await depart();

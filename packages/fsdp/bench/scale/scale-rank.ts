@@ -67,6 +67,25 @@ function largestMappings(): string {
   return `[scale] rank ${process.env.RANK ?? 0} mappings (MiB resident/size): V8 heap ${MiB(heapUsed)} used of ${MiB(heapTotal)}, external ${MiB(external)}, array buffers ${MiB(arrayBuffers)}; in mappings under 64 MiB ${MiB(small * 1024)}; largest: ${top}\n`;
 }
 
+/** Probe (with BENCH_SCALE_MAPPINGS=1): the units holding more than their shards, and how much. */
+function gatheredUnits(): string {
+  let units: FullyShardedDataParallel['units'];
+  try {
+    if (!(model instanceof FullyShardedDataParallel)) return '';
+    units = model.units;
+  } catch {
+    return ''; // while the model is being built and wrapped (`model` is not assigned yet)
+  }
+  const held = units.flatMap((unit, index) => {
+    const extra = unit.handles.reduce(
+      (bytes, handle) => bytes + handle.allocatedBytes - 2 * handle.layout.shardNumel * 4,
+      0,
+    );
+    return extra > 0 ? [`unit ${index} +${(extra / 2 ** 20).toFixed(0)} MiB`] : [];
+  });
+  return `[scale] rank ${process.env.RANK ?? 0} units holding more than their shards: ${held.join(', ') || 'none'}\n`;
+}
+
 /** RSS at the end of each phase, to see where the peak comes from. */
 const phaseRss: Record<string, number> = {};
 let loggedRss = 0;
@@ -97,7 +116,7 @@ const sampleRss = (phase?: string) => {
   phaseRss[phase] = Math.max(phaseRss[phase] ?? 0, rss);
   // One line per phase on stderr: a rank stopped by its cap has told how far it got.
   const external = process.memoryUsage().arrayBuffers;
-  if (process.env.BENCH_SCALE_MAPPINGS === '1') process.stderr.write(largestMappings());
+  if (process.env.BENCH_SCALE_MAPPINGS === '1') process.stderr.write(largestMappings() + gatheredUnits());
   process.stderr.write(
     `[scale] rank ${process.env.RANK ?? 0} ${phase}: RSS ${(rss / 1024 ** 3).toFixed(2)} GiB (peak ${(peakRss / 1024 ** 3).toFixed(2)}, array buffers ${(external / 1024 ** 3).toFixed(2)})\n`,
   );

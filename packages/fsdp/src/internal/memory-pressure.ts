@@ -8,7 +8,8 @@ import { garbageCollector } from './reclaim-unflattened';
  * does not know about: at 350 M parameters, W=4, under a 2 GiB cgroup cap, about 0.1 GiB of freed
  * but uncollected buffers piled up per step, and the fourth step was OOM-killed at 1.98 GiB
  * (bench:scale, issue 21). So when a cap is known (`fsdp-run --memory-per-rank`, or a cgroup
- * limit), after each unit's backward and at the end of each step the resident set is compared
+ * limit), before each unit's forward, after each unit's backward and at the end of each backward
+ * the resident set is compared
  * with PRESSURE_FRACTION of the cap, and a full collection is run when it is above it and has
  * grown by at least PRESSURE_GROWTH_BYTES since the last collection (so a rank whose live data
  * alone sits above the line does not collect after every unit). Without a cap this does nothing.
@@ -16,7 +17,9 @@ import { garbageCollector } from './reclaim-unflattened';
  * pool filled at an earlier, higher point of the step (the last unit kept gathered while the next
  * is prefetched) otherwise holds a gathered unit's worth of memory nobody uses at the step's
  * peak, as PyTorch's caching allocator empties its cache before it gives up on an allocation.
- * 1.3 B at W=4 (192 MiB units): one such buffer waited through the end of backward.
+ * 1.3 B at W=4 (192 MiB units): one such buffer waited through the end of backward, and the
+ * buffers the last units of backward freed were still uncollected when the next step's forward
+ * gathered its first unit, which the cap then stopped (hence the check before each forward).
  * One check is one `process.memoryUsage.rss()` call; one collection of the small JavaScript heap
  * costs milliseconds.
  */

@@ -43,6 +43,7 @@ export function recomputeHooks(unit: FsdpUnit, parts: RecomputeParts): Recomputi
   return {
     gatherParameters: (phase) => {
       if (phase === 'forward') {
+        step.relievePressure();
         gathering.gatherForForward(unit, step.lastOrder);
         // Each call reports its gradients (see [Note: units called more than once]).
         if (step.current !== null) unit.reduction.expectGradients(unit.trainableParameters().length);

@@ -46,6 +46,15 @@ export class StepLifecycle {
     return this.#pressure.collections;
   }
 
+  /**
+   * Before a unit is gathered for forward: a collection when memory is under pressure (see
+   * [Note: collecting under a memory cap]), so the buffers the last units freed are returned
+   * before the next one is allocated.
+   */
+  relievePressure(): void {
+    this.#pressure.check();
+  }
+
   /** The running step, or null outside backward(). */
   get current(): StepContext | null {
     return this.#step;

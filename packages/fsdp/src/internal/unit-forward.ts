@@ -54,6 +54,7 @@ export class UnitForward {
     }
     if (step !== null && options.sharding.reshardAfterForward)
       return this.runReleasing(unit, original, args, step);
+    this.#parts.step.relievePressure();
     gathering.gatherForForward(unit, this.#parts.step.lastOrder);
     try {
       return withParameterTensors(this.parameterTensors(unit), () => original(...args));
@@ -72,6 +73,7 @@ export class UnitForward {
     const { gathering } = this.#parts;
     const lifecycle = this.#parts.step;
     this.reshardKept(step, unit);
+    lifecycle.relievePressure();
     gathering.gatherForForward(unit, lifecycle.lastOrder);
     const parameters = new ReleasedParameters(unit, (parameter, raw) => lifecycle.tap(parameter, raw, step));
     step.released.add(unit, parameters);

@@ -61,6 +61,9 @@ const status = new Int32Array(workerData.status);
 const messages = new Uint8Array(workerData.messages);
 const messageBytes = workerData.messageBytes;
 const unsynced = new Map();
+// Kept across verifications: one made per verification would wait for this thread's rarely
+// run collector (see the resident buffers in offloaded-optimizer-state.ts).
+let scratch = new Uint8Array(0);
 function readInto(fd, bytes, position) {
   let done = 0;
   while (done < bytes.byteLength) {
@@ -75,8 +78,6 @@ parentPort.on('message', (request) => {
   let failure = null;
   try {
     if (request.op === 'verify') {
-      // One chunk's scratch for this verification only: the thread holds no chunk between steps.
-      let scratch = new Uint8Array(0);
       for (let chunk = 0; chunk < request.lengths.length; chunk++) {
         const length = request.lengths[chunk];
         if (scratch.byteLength < length) scratch = new Uint8Array(length);

@@ -44,14 +44,12 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   #offsets: number[] = [0];
   /**
    * Two resident chunk buffers (shared memory: the I/O thread fills one while the other is
-   * stepped), each made when first needed (`#residentBuffer`): a step uses both, a checkpoint
-   * read or a load only the first. They are dropped when a step or a load ends, so forward and
-   * backward do not hold chunks (2 × 48 MiB per rank for a 1.3 B GPT at W=4) the model does not
-   * use there; after a checkpoint save the first stays until then.
+   * stepped), made once and kept. Made per step and dropped after it, the rank's array buffers
+   * grew by 0.1–0.3 GiB a step at 1.3 B (bench:scale) until the cap stopped the run: a
+   * SharedArrayBuffer's memory is freed only once every thread that saw it has collected its
+   * references, and the I/O thread, which allocates almost nothing, rarely collects.
    */
-  #resident: [Float32Array | null, Float32Array | null] = [null, null];
-  /** Elements of the largest chunk: the resident buffers' length. */
-  #largestChunk = 0;
+  #resident: [Float32Array, Float32Array] = [new Float32Array(0), new Float32Array(0)];
   /** Which of the two `#buffersOf` and `#chunkView` use. */
   #active: 0 | 1 = 0;
   /** Statistics were reset when backward began (prefetch), so beginStep keeps them. */
@@ -111,7 +109,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     let largest = 0;
     for (let chunk = 0; chunk + 1 < offsets.length; chunk++)
       largest = Math.max(largest, offsets[chunk + 1]! - offsets[chunk]!);
-    this.#largestChunk = largest;
+    this.#resident = [sharedFloat32Array(largest), sharedFloat32Array(largest)];
     this.#store = createSlotStore(
       this.settings.optimizerState === 'disk' ? 'disk' : 'memory',
       offsets,
@@ -142,7 +140,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     let failure: unknown;
     try {
       this.#active = 0;
-      this.#store!.verify(this.#current, this.#residentBuffer(0));
+      this.#store!.verify(this.#current, this.#resident[0]);
     } catch (error) {
       failure = error;
     }
@@ -201,8 +199,6 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
       }
     }
     const written = this.#written;
-    // Nothing of the step is pending on the I/O thread any more (flushed or drained).
-    this.#resident = [null, null];
     this.#state = 'idle';
     this.#written = false;
     this.#failure = undefined;
@@ -257,8 +253,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
    * [Note: offloaded state in checkpoints]
    * A checkpoint of offloaded state holds no copy of it ([Note: streamed values] in
    * @fsdp-ts/checkpoint). Saving: each buffer of each entry is streamed from the current slot
-   * through the first resident chunk buffer (the one a step uses first; made for the save when no
-   * step holds it, and kept until the next step ends):
+   * through the first resident chunk buffer (the one the step uses; nothing else is allocated):
    * the entry's chunk is read and verified (CRC-32) unless it is already there, and the writer
    * gets a view of the entry's buffer in it. The writer visits entries shard by shard and buffer
    * by buffer, so a chunk is read up to once per buffer name; memory stays one chunk.
@@ -322,18 +317,12 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     this.#expect('idle', 'finishLoad');
     this.#store!.flush(this.#other);
     this.#current = this.#other;
-    this.#resident = [null, null];
   }
 
   /** Removes the files (the model is done with them). */
   release(): void {
     this.#store?.release();
     this.#allocated = false;
-  }
-
-  #residentBuffer(buffer: 0 | 1): Float32Array {
-    this.#resident[buffer] ??= sharedFloat32Array(this.#largestChunk);
-    return this.#resident[buffer];
   }
 
   get #chunkCount(): number {
@@ -381,7 +370,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
   }
 
   #chunkView(chunk: number, buffer: 0 | 1 = this.#active): Float32Array {
-    return this.#residentBuffer(buffer).subarray(0, this.#offsets[chunk + 1]! - this.#offsets[chunk]!);
+    return this.#resident[buffer].subarray(0, this.#offsets[chunk + 1]! - this.#offsets[chunk]!);
   }
 
   #buffersOf(index: number): Map<string, Float32Array> {
@@ -389,7 +378,7 @@ export class OffloadedOptimizerState implements OptimizerStateOffload {
     const buffers = new Map<string, Float32Array>();
     names.forEach((name, position) => {
       const first = start + position * numel;
-      buffers.set(name, this.#residentBuffer(this.#active).subarray(first, first + numel));
+      buffers.set(name, this.#resident[this.#active].subarray(first, first + numel));
     });
     return buffers;
   }

@@ -1,0 +1,52 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import type { OpMessage } from './op-message.js';
+
+/**
+ * [Note: the communication worker returns shared buffers]
+ * An op reaches the communication worker as a message holding views of the caller's
+ * SharedArrayBuffers, and a SharedArrayBuffer's memory is freed only once every thread that saw
+ * it has collected its objects. The worker allocates almost nothing, so its collector may not run
+ * for a long time, and every buffer an op named stays alive however soon the caller frees it:
+ * FSDP gathers and frees a 192 MiB buffer per unit of a 1.3 B GPT, and under a 4 GiB cap the
+ * rank's array buffers grew by one unit per all-gather until the cap stopped it. So once the ops
+ * run since the last collection named MINOR_COLLECTION_BYTES of buffers, the worker runs a minor
+ * collection (the op messages are young; well under a millisecond for its small heap), and a full
+ * one every FULL_COLLECTION_BYTES (for a message that lived long enough to be promoted), between
+ * ops, never while one runs. Where the collector cannot be reached this does nothing.
+ */
+export const MINOR_COLLECTION_BYTES = 64 << 20;
+export const FULL_COLLECTION_BYTES = 1 << 30;
+
+type Collector = (options?: { type: 'minor' | 'major' }) => void;
+
+function collector(): Collector | undefined {
+  try {
+    setFlagsFromString('--expose-gc');
+    return runInNewContext('gc') as Collector;
+  } catch {
+    return undefined;
+  }
+}
+
+export class SharedBufferRelease {
+  readonly #collect = collector();
+  #sinceMinor = 0;
+  #sinceFull = 0;
+
+  /** An op is done: counts the bytes of the buffers it named. */
+  ran(op: OpMessage): void {
+    const bytes = (op.input?.byteLength ?? 0) + (op.output?.byteLength ?? 0);
+    this.#sinceMinor += bytes;
+    this.#sinceFull += bytes;
+  }
+
+  /** Between ops (no op's message referenced): collects when enough bytes went by. */
+  collectIfDue(): void {
+    if (this.#collect === undefined || this.#sinceMinor < MINOR_COLLECTION_BYTES) return;
+    const full = this.#sinceFull >= FULL_COLLECTION_BYTES;
+    this.#collect({ type: full ? 'major' : 'minor' });
+    this.#sinceMinor = 0;
+    if (full) this.#sinceFull = 0;
+  }
+}
