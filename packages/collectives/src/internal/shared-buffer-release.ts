@@ -15,8 +15,9 @@ import type { OpMessage } from './op-message.js';
  * and a full one every FULL_COLLECTION_BYTES (an op that runs for seconds outlives scavenges, and
  * its message is promoted: with a full collection only every 1 GiB, four of the 1.3 B GPT's ops
  * stayed alive), between ops, never while one runs. A full collection of the worker's few MiB
- * of heap takes milliseconds: at 256 MiB it costs the 16 MiB all-reduce about one op in a
- * hundred of time. Where the collector cannot be reached this does nothing.
+ * of heap takes milliseconds, so back-to-back 16 MiB all-reduces (about 8 ms each here) pay one
+ * every 16 ops: an estimate of about 2%, not yet measured by the collectives benchmark. Where
+ * the collector cannot be reached this does nothing.
  */
 export const MINOR_COLLECTION_BYTES = 64 << 20;
 export const FULL_COLLECTION_BYTES = 256 << 20;

@@ -116,10 +116,10 @@ export function offloadPlan(): PlannedRun[] {
       offload: disk,
       isTarget: true,
       // What fits 4 GiB (architecture/performance.md, "Offload: the 1.3 B GPT under 4 GiB per
-      // rank"): activation checkpointing, and one gathered unit at a time (no prefetch).
+      // rank"): activation checkpointing, and one gathered unit at a time in backward.
       activationCheckpointing: true,
       backwardPrefetch: process.env.BENCH_SCALE_OFFLOAD_BACKWARD_PREFETCH === '1',
-      forwardPrefetch: process.env.BENCH_SCALE_OFFLOAD_FORWARD_PREFETCH === '1',
+      ...(process.env.BENCH_SCALE_OFFLOAD_FORWARD_PREFETCH === '0' ? { forwardPrefetch: false } : {}),
     }),
     row({
       ...headline,

@@ -53,8 +53,6 @@ export class UnitReduction {
   readonly #scratch = new Map<FlatParamHandle, Float32Array>();
   /** Handles whose reduced output is added into gradients kept from earlier steps. */
   readonly #accumulating = new Set<FlatParamHandle>();
-  /** float32 reduce-scatters in flight: this rank's block of the input, reduced in place, and where it goes. */
-  #inPlace: { reduced: Float32Array; target: Float32Array }[] = [];
   /** bfloat16 reductions in flight: the bfloat16 output and the float32 array it widens into. */
   #widening: { output: Uint16Array; target: Float32Array }[] = [];
   /** Handles whose unsharded gradient buffer counts as zero from this step on, and the indices written since. */
@@ -152,7 +150,6 @@ export class UnitReduction {
   /** Waits for the reductions, then points every trainable Parameter's `grad` at its reduced gradient. */
   finish(): void {
     this.#waitAll();
-    for (const { reduced, target } of this.#inPlace.splice(0)) target.set(reduced);
     for (const { output, target } of this.#widening.splice(0)) bfloat16ToFloat32(output, target);
     const { sharding } = this.#settings;
     if (sharding.shardParameters && this.#received) {
@@ -225,7 +222,6 @@ export class UnitReduction {
       for (const handle of this.#zeroLater) this.#zeroUnwritten(handle);
     this.#zeroLater.clear();
     this.#widening = [];
-    this.#inPlace = [];
     this.#started = false;
     this.#received = false;
     this.#unreduced = false;
@@ -278,15 +274,9 @@ export class UnitReduction {
     this.#reducedOutputs.set(handle, output);
     const { group } = this.#settings;
     if (this.#settings.reduceDtype === 'float32') {
-      if (kind === 'allReduce') return group.allReduce(input, { op: 'avg' });
-      // [Note: reduce-scatter in place] The unsharded gradient buffer is freed once reduced, so
-      // it is reduced in place (the output is this rank's block of it) and the block is copied
-      // to `output` after the wait: a backend then needs no work array as large as the input
-      // beside it (tcp's was 192 MiB per rank for a 1.3 B GPT's block), and the copy is the
-      // one an out-of-place reduce-scatter makes anyway.
-      const reduced = input.subarray(group.rank * output.length, (group.rank + 1) * output.length);
-      this.#inPlace.push({ reduced, target: output });
-      return group.reduceScatter(reduced, input, { op: 'avg' });
+      return kind === 'allReduce'
+        ? group.allReduce(input, { op: 'avg' })
+        : group.reduceScatter(output, input, { op: 'avg' });
     }
     const input16 = float32ToBfloat16(input, allocateShared(Uint16Array, input.length));
     const options = { op: 'avg', dtype: 'bfloat16' } as const;

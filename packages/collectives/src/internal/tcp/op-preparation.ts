@@ -246,8 +246,8 @@ export const WORK_RELEASE_IDLE_MS = 250;
  * WORK_RELEASE_IDLE_MS after an op (`releaseLargeWhenIdle`): ops back to back (a benchmark) keep
  * it, while memory a step's reductions needed is not held through the forward and optimizer
  * step that follow. Allocating it again costs first-touch page faults, about 0.5 s for 192 MiB
- * on the 2-core test machine, which is why FSDP reduce-scatters in place and needs none
- * ([Note: reduce-scatter in place] in @fsdp-ts/fsdp). Any use cancels a pending drop, and the
+ * on the 2-core test machine (an in-place reduce-scatter needs none: it reduces inside its
+ * input). Any use cancels a pending drop, and the
  * drop only replaces the array, so an op holding it keeps its view.
  */
 export class WorkArrays {
