@@ -7,7 +7,8 @@ import { isArenaBuffer, type SharedMemory } from './shm/shm-arena.js';
  * in place when its input is this rank's block of its output, a reduce-scatter when its output is
  * this rank's block of its input; every backend computes the same bits for both forms (shm also
  * skips the copy or reduces where the block lives; tcp reduces in the input itself). As with
- * MPI_IN_PLACE, an in-place reduce-scatter may leave partial results in the rest of its input. Any other overlap would make the result
+ * MPI_IN_PLACE, an in-place reduce-scatter may leave partial results in the rest of its input.
+ * Any other overlap would make the result
  * depend on timing, so it is refused ('invalid-argument'). Two views share memory when they are
  * over the same buffer object, or both over the thread ranks' arena ([Note: shm arena], whose
  * byte offsets are arena addresses); views over two clones of one SharedArrayBuffer are not

@@ -7,14 +7,14 @@ import type { OpMessage } from './op-message.js';
  * An op reaches the communication worker as a message holding views of the caller's
  * SharedArrayBuffers, and a SharedArrayBuffer's memory is freed only once every thread that saw
  * it has collected its objects. The worker allocates almost nothing, so its collector may not run
- * for a long time, and every buffer an op named stays alive however soon the caller frees it:
- * FSDP gathers and frees a 192 MiB buffer per unit of a 1.3 B GPT, and under a 4 GiB cap the
- * rank's array buffers grew by one unit per all-gather until the cap stopped it. So once the ops
- * run since the last collection named MINOR_COLLECTION_BYTES of buffers, the worker runs a minor
- * collection (a short op's message is still young; well under a millisecond for its small heap),
- * and a full one every FULL_COLLECTION_BYTES (an op that runs for seconds outlives scavenges, and
- * its message is promoted: with a full collection only every 1 GiB, four of the 1.3 B GPT's ops
- * stayed alive), between ops, never while one runs. A full collection of the worker's few MiB
+ * for a long time, and every buffer an op named stays alive however soon the caller frees it: in
+ * a probe, 8 freed 192 MiB buffers sent to a worker stayed resident (1.5 GiB) until the worker
+ * ran a minor collection (then 54 MiB). FSDP gathers and frees a buffer that size per unit of a
+ * 1.3 B GPT. So once the ops run since the last collection named MINOR_COLLECTION_BYTES of
+ * buffers, the worker runs a minor collection (a short op's message is still young; well under a
+ * millisecond for its small heap), and a full one every FULL_COLLECTION_BYTES (an op that runs
+ * for seconds may outlive scavenges and have its message promoted), between ops, never while one
+ * runs. A full collection of the worker's few MiB
  * of heap takes milliseconds, so back-to-back 16 MiB all-reduces (about 8 ms each here) pay one
  * every 16 ops: an estimate of about 2%, not yet measured by the collectives benchmark. Where
  * the collector cannot be reached this does nothing.

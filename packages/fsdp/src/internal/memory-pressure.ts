@@ -17,9 +17,9 @@ import { garbageCollector } from './reclaim-unflattened';
  * pool filled at an earlier, higher point of the step (the last unit kept gathered while the next
  * is prefetched) otherwise holds a gathered unit's worth of memory nobody uses at the step's
  * peak, as PyTorch's caching allocator empties its cache before it gives up on an allocation.
- * 1.3 B at W=4 (192 MiB units): one such buffer waited through the end of backward, and the
- * buffers the last units of backward freed were still uncollected when the next step's forward
- * gathered its first unit, which the cap then stopped (hence the check before each forward).
+ * 1.3 B at W=4 (192 MiB units): one such buffer waited through the end of backward. The check
+ * also runs before each unit's forward gather, where the next step allocates its first units
+ * on top of everything the optimizer step touched (the tightest point of that run).
  * One check is one `process.memoryUsage.rss()` call; one collection of the small JavaScript heap
  * costs milliseconds.
  */
