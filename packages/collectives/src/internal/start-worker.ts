@@ -21,8 +21,11 @@ export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker 
   const fromSource = here.endsWith('.ts');
   // The CJS build starts the ESM entries too.
   const url = new URL(`./${entry}.${fromSource ? 'ts' : 'js'}`, here);
+  if (entry === 'comm-worker') {
+    const withoutLoaders = { ...options, execArgv: withoutLoaderFlags(options.execArgv ?? process.execArgv) };
+    return new Worker(fromSource ? bundledFromSource(url, here) : url, withoutLoaders);
+  }
   if (!fromSource) return new Worker(url, options);
-  if (entry === 'comm-worker') return new Worker(bundledFromSource(url, here), options);
   // The package's CommonJS build of tsx/esm/api cannot be import()ed; its ESM twin sits beside it.
   const tsxApiPath = createRequire(here)
     .resolve('tsx/esm/api')
@@ -33,14 +36,39 @@ export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker 
   return new Worker(bootstrap, { ...options, eval: true, execArgv });
 }
 
+/**
+ * [Note: the communication worker starts without loaders] A Worker inherits its thread's
+ * `execArgv`, so a rank started as `node --import tsx script.ts` (fsdp-run's way with a `.ts`
+ * script) would register tsx's module hooks in its communication worker too: about 200 ms of
+ * each group's start on a quiet 2-core machine (a W=3 `newGroup` 250-350 ms with them, 100-130 ms
+ * without). The worker runs only plain JavaScript (the build's, or the bundle below, and engine
+ * modules made loadable by `loadableModule`), so it starts without `--import` and `--require`;
+ * every other flag is kept.
+ */
+function withoutLoaderFlags(flags: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let index = 0; index < flags.length; index++) {
+    const flag = flags[index]!;
+    if (flag === '--import' || flag === '--require' || flag === '-r')
+      index++; // and its value
+    else if (!flag.startsWith('--import=') && !flag.startsWith('--require=')) kept.push(flag);
+  }
+  return kept;
+}
+
 export function moduleUrl(): string {
   const url: unknown = import.meta.url;
   if (typeof url === 'string') return url;
   return pathToFileURL(__filename).href;
 }
 
+const bundles = new Map<string, URL>();
+
 /** Bundled once with esbuild, cached in tmpdir under a hash of the sources: no TypeScript loader per worker. */
 function bundledFromSource(entry: URL, here: string): URL {
+  // The sources do not change under a running process: each entry is hashed once.
+  const known = bundles.get(entry.href);
+  if (known !== undefined) return known;
   const directory = fileURLToPath(new URL('./', entry));
   const hash = createHash('sha256');
   const walk = (folder: string): void => {
@@ -56,6 +84,7 @@ function bundledFromSource(entry: URL, here: string): URL {
   for (const dependency of WORKER_PACKAGES) walk(join(packageDirectory(dependency, here), 'src'));
   const output = join(tmpdir(), `fsdp-ts-comm-worker-${hash.digest('hex').slice(0, 16)}.mjs`);
   if (!existsSync(output)) writeAtomically(output, bundle(entry, here, directory));
+  bundles.set(entry.href, pathToFileURL(output));
   return pathToFileURL(output);
 }
 

@@ -16,17 +16,7 @@ export function inputValue(testCase: ConformanceCase, rank: number, index: numbe
 }
 
 const view = new DataView(new ArrayBuffer(4));
-const roundingCache = new Map<number, number>();
-
 export function roundBfloat16(value: number): number {
-  const cached = roundingCache.get(value);
-  if (cached !== undefined) return cached;
-  const rounded = roundBfloat16Uncached(value);
-  if (roundingCache.size < 100_000) roundingCache.set(value, rounded);
-  return rounded;
-}
-
-function roundBfloat16Uncached(value: number): number {
   view.setFloat32(0, value);
   const bits = view.getUint32(0);
   const lower = bits & 0xffff;
@@ -60,44 +50,92 @@ function finish(value: number, testCase: ConformanceCase): number {
   return Math.fround(value);
 }
 
-/** Length of rank `rank`'s result buffer and the value expected at each index, by plain loops. */
-export function expectedResult(
-  testCase: ConformanceCase,
-  rank: number,
-  size: number,
-): { length: number; at: (index: number) => number } {
-  const count = testCase.count;
+type ResultArray = Float32Array | Int32Array | Uint16Array;
+
+/**
+ * [Note: inputs repeat every 23 elements] `inputValue` takes its index mod 23, so every input
+ * and every expected result (a plain function of the inputs at one index) repeats with period
+ * 23 along a block. The reference computes one period with the plain loops above and copies it
+ * along the block: the same values as computing every element, at memcpy's speed (the suite's
+ * 16 Mi-element cases spent most of each rank's CPU in per-element reference calls).
+ */
+const PERIOD = 23;
+
+/** Writes `valueAt(j)` into `into[start + j]` for j < length, computing one period and copying it. */
+function fillPeriodic(
+  into: ResultArray,
+  start: number,
+  length: number,
+  valueAt: (j: number) => number,
+): void {
+  const first = Math.min(PERIOD, length);
+  for (let j = 0; j < first; j++) into[start + j] = valueAt(j);
+  // `filled` stays a multiple of PERIOD until the last copy, so each copy continues the period.
+  for (let filled = first; filled < length; ) {
+    const chunk = Math.min(filled, length - filled);
+    into.copyWithin(start + filled, start, start + chunk);
+    filled += chunk;
+  }
+}
+
+function resultArray(dtype: CollectiveDtype, length: number): ResultArray {
+  if (dtype === 'float32') return new Float32Array(length);
+  if (dtype === 'int32') return new Int32Array(length);
+  return new Uint16Array(length);
+}
+
+/** The stored form of a value in a buffer of `dtype` (bfloat16 as bits; typed-array stores round float32 and int32). */
+function encodeElement(dtype: CollectiveDtype, value: number): number {
+  return dtype === 'bfloat16' ? toBfloat16Bits(value) : value;
+}
+
+/**
+ * Rank `rank`'s expected result buffer for a case, element by element in the result's own
+ * storage (bfloat16 as bits), so a result matches when its bytes equal these.
+ */
+export function expectedResult(testCase: ConformanceCase, rank: number, size: number): ResultArray {
+  const { count, dtype } = testCase;
+  const encode = (value: number) => encodeElement(dtype, value);
   switch (testCase.kind) {
-    case 'allReduce':
-      return { length: count, at: (i) => reduce(testCase, size, i) };
-    case 'reduceScatter':
-      return { length: count, at: (i) => reduce(testCase, size, rank * count + i) };
-    case 'allGather':
-      return {
-        length: count * size,
-        at: (i) => finish(inputValue(testCase, Math.floor(i / count), i % count), testCase),
-      };
-    case 'broadcast':
-      return { length: count, at: (i) => finish(inputValue(testCase, testCase.root, i), testCase) };
-    case 'sendRecv':
+    case 'allReduce': {
+      const expected = resultArray(dtype, count);
+      fillPeriodic(expected, 0, count, (j) => encode(reduce(testCase, size, j)));
+      return expected;
+    }
+    case 'reduceScatter': {
+      const expected = resultArray(dtype, count);
+      fillPeriodic(expected, 0, count, (j) => encode(reduce(testCase, size, rank * count + j)));
+      return expected;
+    }
+    case 'allGather': {
+      const expected = resultArray(dtype, count * size);
+      for (let block = 0; block < size; block++)
+        fillPeriodic(expected, block * count, count, (j) =>
+          encode(finish(inputValue(testCase, block, j), testCase)),
+        );
+      return expected;
+    }
+    case 'broadcast': {
+      const expected = resultArray(dtype, count);
+      fillPeriodic(expected, 0, count, (j) =>
+        encode(finish(inputValue(testCase, testCase.root, j), testCase)),
+      );
+      return expected;
+    }
+    case 'sendRecv': {
       // Rank 0 sends to every other rank, then receives from ranks 1 .. size-1 in order into the same buffer.
-      return { length: count, at: (i) => inputValue(testCase, rank === 0 ? size - 1 : 0, i) };
+      const expected = resultArray(dtype, count);
+      fillPeriodic(expected, 0, count, (j) => encode(inputValue(testCase, rank === 0 ? size - 1 : 0, j)));
+      return expected;
+    }
     default:
-      return { length: 0, at: () => 0 };
+      return resultArray(dtype, 0);
   }
 }
 
 /** Fills rank `rank`'s input for a case (bfloat16 as bits). */
-export function fillInput(
-  testCase: ConformanceCase,
-  rank: number,
-  into: Float32Array | Int32Array | Uint16Array,
-): void {
-  const bfloat16 = testCase.dtype === 'bfloat16';
-  for (let i = 0; i < into.length; i++) {
-    const value = inputValue(testCase, rank, i);
-    into[i] = bfloat16 ? toBfloat16Bits(value) : value;
-  }
+export function fillInput(testCase: ConformanceCase, rank: number, into: ResultArray): void {
+  fillPeriodic(into, 0, into.length, (j) => encodeElement(testCase.dtype, inputValue(testCase, rank, j)));
 }
 
 /** The number an element of a result buffer stands for (bfloat16 bits decoded). */
@@ -105,4 +143,26 @@ export function decodeElement(dtype: CollectiveDtype, raw: number): number {
   if (dtype !== 'bfloat16') return raw;
   view.setUint32(0, (raw << 16) >>> 0);
   return view.getFloat32(0);
+}
+
+/** A typed array's bytes, to compare two buffers exactly. */
+export function bytesOf(array: ArrayBufferView): Buffer {
+  return Buffer.from(array.buffer, array.byteOffset, array.byteLength);
+}
+
+/**
+ * undefined when `actual` holds exactly `expected`'s elements (compared as bytes: an element
+ * matches only with the same bits, so -0 is not 0); else the first element that differs.
+ */
+export function firstDifference(
+  dtype: CollectiveDtype,
+  actual: ResultArray,
+  expected: ResultArray,
+): string | undefined {
+  if (actual.length !== expected.length) return `length ${actual.length}, expected ${expected.length}`;
+  const [actualBytes, expectedBytes] = [bytesOf(actual), bytesOf(expected)];
+  if (actualBytes.equals(expectedBytes)) return undefined;
+  const byte = actualBytes.findIndex((value, i) => value !== expectedBytes[i]);
+  const index = Math.floor(byte / actual.BYTES_PER_ELEMENT);
+  return `element ${index}: got ${decodeElement(dtype, actual[index]!)}, expected ${decodeElement(dtype, expected[index]!)}`;
 }

@@ -6,7 +6,7 @@ import {
   type Work,
 } from '../../src/index.js';
 import type { ConformanceCase } from './cases.js';
-import { decodeElement, expectedResult, fillInput } from './reference.js';
+import { bytesOf, expectedResult, fillInput, firstDifference } from './reference.js';
 
 export interface CaseOutcome {
   name: string;
@@ -129,11 +129,6 @@ function refusedOverlap(group: ProcessGroup, testCase: ConformanceCase): string 
   return 'the overlapping op was accepted';
 }
 
-/** The bytes of a result buffer, to compare two results exactly. */
-function bytesOf(buffer: CollectiveBuffer): Uint8Array {
-  return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
-}
-
 /** Runs every case in order on this rank and checks each result against the reference. */
 export async function runConformance(
   group: ProcessGroup,
@@ -152,20 +147,13 @@ export async function runConformance(
         // The same op out of place, on the same inputs: the two results must be the same bytes.
         const outOfPlace = (await runCase(group, { ...testCase, inPlace: false }))!;
         const [ours, theirs] = [bytesOf(result), bytesOf(outOfPlace)];
-        const differs = ours.findIndex((byte, index) => byte !== theirs[index]);
-        if (ours.length !== theirs.length || differs >= 0)
+        if (!ours.equals(theirs)) {
+          const differs = ours.findIndex((byte, index) => byte !== theirs[index]);
           failure = `in place differs from out of place at byte ${differs} (lengths ${ours.length}, ${theirs.length})`;
-      }
-      const expected = expectedResult(testCase, group.rank, group.size);
-      if (result !== undefined) {
-        if (result.length !== expected.length)
-          failure = `length ${result.length}, expected ${expected.length}`;
-        for (let i = 0; i < result.length && failure === undefined; i++) {
-          const actual = decodeElement(testCase.dtype, result[i]!);
-          const want = expected.at(i);
-          if (!Object.is(actual, want)) failure = `element ${i}: got ${actual}, expected ${want}`;
         }
       }
+      if (result !== undefined)
+        failure ??= firstDifference(testCase.dtype, result, expectedResult(testCase, group.rank, group.size));
     } catch (error) {
       failure = `threw ${error instanceof Error ? error.message : String(error)}`;
     }

@@ -43,6 +43,7 @@ export class PeerLink {
   private departure: Goodbye | undefined;
   /** [Note: held reading] */
   private held = false;
+  private settledSignal: { promise: Promise<void>; resolve: () => void } | undefined;
 
   constructor(
     readonly peer: number,
@@ -121,6 +122,17 @@ export class PeerLink {
 
   departed(): Goodbye | undefined {
     return this.departure;
+  }
+
+  /** Resolves once the link is no longer 'open' (departed or failed): nothing more is read from it. */
+  settled(): Promise<void> {
+    if (this.state !== 'open') return Promise.resolve();
+    if (this.settledSignal === undefined) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((done) => (resolve = done));
+      this.settledSignal = { promise, resolve };
+    }
+    return this.settledSignal.promise;
   }
 
   /** A goodbye read where a header belonged: departed; returns the waiting op's error. */
@@ -219,6 +231,7 @@ export class PeerLink {
     if (this.state !== 'open') return;
     this.state = 'departed';
     this.departure = goodbye;
+    this.settledSignal?.resolve();
     const sink = this.sink;
     this.sink = undefined;
     sink?.reject(this.departedError());
@@ -290,6 +303,7 @@ export class PeerLink {
   ): void {
     if (this.state !== 'open') return;
     this.state = 'failed';
+    this.settledSignal?.resolve();
     this.failure = new CollectiveError(message, {
       code,
       peer: this.peer,

@@ -174,7 +174,12 @@ export class TcpEngine extends EngineBase<TcpInit> {
     if (delayMs > 0) {
       // [Note: closing after a notice]
       for (const link of this.links) link?.end();
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise((resolve) => (timer = setTimeout(resolve, delayMs))),
+        Promise.all(this.links.map((link) => link?.settled())),
+      ]);
+      clearTimeout(timer);
     }
     this.failure.engineClosed();
     for (const link of this.links) link?.close();

@@ -65,6 +65,9 @@ export class TcpFailure {
    * destroyed right after a timeout or a loss): the milliseconds left of the delay, else 0. Until
    * then the engine ends its streams (FIN after the notice) and keeps reading, so the kernel does
    * not answer a peer's unread bytes with a reset that can discard the notice before it is read.
+   * It waits less when every link has settled first (each peer ended or lost its connection):
+   * everything a peer sent has then been read, so closing sends no reset. A destroy right after
+   * an abort, whose sender ends every stream, then takes milliseconds, not the whole delay.
    */
   remainingDelayMs(): number {
     return this.#links === 'closing-after-delay' ? Math.max(0, this.#closeDueAt - performance.now()) : 0;
