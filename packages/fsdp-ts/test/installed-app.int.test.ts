@@ -222,13 +222,44 @@ describe('a fresh clone of the repository', () => {
   );
 });
 
+/**
+ * [Note: the registry test reuses the suite's builds] A package's prepack runs its `npm run
+ * build`, the script `npm run build` at the root has just run for every package through turbo;
+ * when the root's build stamp says those builds are the builds of these sources ([Note: build
+ * stamp]: vitest then runs ranks from dist/, FSDP_TEST_RANKS=dist), their bytes are what each
+ * prepack here would write again (tsup keeps project packages external and embeds no version).
+ * Those packages get a copy of their dist/ and, in this throwaway clone only, no prepack: the
+ * builds were 9-12 of the file's ~160 CPU-seconds each time the suite ran. @fsdp-ts/errors
+ * always builds through its prepack, so the release mechanism stays tested; without a matching
+ * stamp every package builds through its prepack, as a release from a fresh clone does. Returns
+ * the package directories whose builds were reused.
+ */
+function reuseSuiteBuilds(): string[] {
+  if (process.env.FSDP_TEST_RANKS !== 'dist') return [];
+  const reused: string[] = [];
+  for (const directory of readdirSync(join(clone, 'packages'))) {
+    const manifestPath = join(clone, 'packages', directory, 'package.json');
+    if (!existsSync(manifestPath)) continue;
+    const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
+    if (manifest.private === true || manifest.name === '@fsdp-ts/errors') continue;
+    expect(manifest.scripts?.prepack, manifest.name).toBe('npm run build');
+    cpSync(join(root, 'packages', directory, 'dist'), join(clone, 'packages', directory, 'dist'), {
+      recursive: true,
+    });
+    delete manifest.scripts.prepack;
+    writeFileSync(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
+    reused.push(directory);
+  }
+  return reused;
+}
+
 describe('the packages published to a local registry and installed into fresh apps', () => {
   beforeAll(async () => {
     await localRegistry();
   }, 10 * minutes);
 
   it(
-    'publishes every public package through changesets (version, publish), each built by its prepack',
+    "publishes every public package through changesets (version, publish), built by its prepack or by the suite's own build of the same sources",
     async () => {
       const changeset = join(clone, 'node_modules', '@changesets', 'cli', 'bin.js');
       await succeed(process.execPath, [changeset, 'version'], clone, npmEnvironment());
@@ -240,6 +271,8 @@ describe('the packages published to a local registry and installed into fresh ap
         if (manifest.private !== true) versions.set(manifest.name, manifest.version);
       }
       expect([...versions.keys()].sort()).toEqual(publicPackages);
+      const reused = reuseSuiteBuilds();
+      expect(existsSync(join(clone, 'packages', 'errors', 'dist'))).toBe(false);
       await succeed(
         process.execPath,
         [changeset, 'publish', '--no-git-tag'],
@@ -258,6 +291,9 @@ describe('the packages published to a local registry and installed into fresh ap
         );
         expect(published, name).toBe(version);
       }
+      // @fsdp-ts/errors was built by its prepack (the app installs below check every package's dist/).
+      expect(existsSync(join(clone, 'packages', 'errors', 'dist', 'index.js'))).toBe(true);
+      expect(reused).toHaveLength(process.env.FSDP_TEST_RANKS === 'dist' ? publicPackages.length - 1 : 0);
     },
     20 * minutes,
   );
