@@ -1,4 +1,5 @@
 import { defineConfig } from 'tsup';
+import { declarationOptions } from '../../scripts/declaration-options';
 
 const shared = { clean: false, target: 'node20' } as const;
 
@@ -15,7 +16,7 @@ export default defineConfig([
       'thread-rank-entry': 'src/internal/thread-rank-entry.ts',
     },
     format: ['esm'],
-    dts: { entry: { index: 'src/index.ts' } },
+    dts: declarationOptions({ entry: { index: 'src/index.ts' } }),
   },
   // CommonJS: the library only. It starts the same ESM worker files; the bin is ESM. No second
   // declaration pass: its index.d.cts would be the same bytes as index.d.ts (one rolled-up file,

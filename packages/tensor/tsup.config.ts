@@ -1,4 +1,5 @@
 import { defineConfig } from 'tsup';
+import { declarationOptions } from '../../scripts/declaration-options';
 
 const shared = { format: ['esm', 'cjs'], clean: false, target: 'node20' } as const;
 
@@ -11,7 +12,7 @@ export default defineConfig([
     entry: { index: 'src/index.ts', internal: 'src/internal/index.ts' },
     splitting: true,
     shims: true,
-    dts: true,
+    dts: declarationOptions(),
     external: ['#register-all-gradients'],
   },
   // [Note: gradient registration] in src/bridge/register-all-gradients.ts: tfjs-core's gradient and
