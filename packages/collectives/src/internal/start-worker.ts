@@ -42,16 +42,18 @@ export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker 
  * script) would register tsx's module hooks in its communication worker too: about 200 ms of
  * each group's start on a quiet 2-core machine (a W=3 `newGroup` 250-350 ms with them, 100-130 ms
  * without). The worker runs only plain JavaScript (the build's, or the bundle below, and engine
- * modules made loadable by `loadableModule`), so it starts without `--import` and `--require`;
- * every other flag is kept.
+ * modules made loadable by `loadableModule`), so it starts without `--import`, `--require` and
+ * `--loader`; every other flag is kept.
  */
+const LOADER_FLAGS = ['--import', '--require', '-r', '--loader', '--experimental-loader'];
+
 function withoutLoaderFlags(flags: readonly string[]): string[] {
   const kept: string[] = [];
   for (let index = 0; index < flags.length; index++) {
     const flag = flags[index]!;
-    if (flag === '--import' || flag === '--require' || flag === '-r')
+    if (LOADER_FLAGS.includes(flag))
       index++; // and its value
-    else if (!flag.startsWith('--import=') && !flag.startsWith('--require=')) kept.push(flag);
+    else if (!LOADER_FLAGS.some((loader) => flag.startsWith(`${loader}=`))) kept.push(flag);
   }
   return kept;
 }
