@@ -7,7 +7,7 @@
 // "The test suite"). What is "the build of the sources" is
 // decided by content, never by timestamps: `npm run build` ends by writing a SHA-256 of every
 // package's build inputs (src/, package.json, tsup.config.ts, tsconfig.json, the root
-// tsconfig.base.json) and outputs (dist/, bin/) to node_modules/.cache/fsdp-ts/build-stamp.json;
+// tsconfig.base.json and scripts/declaration-options.ts) and outputs (dist/, bin/) to node_modules/.cache/fsdp-ts/build-stamp.json;
 // vitest.config.ts recomputes the digest and runs ranks from dist/ only when it is the stamped
 // one. An edited source, a deleted dist/ or a build that failed half-way all change the digest,
 // so the ranks fall back to the sources and test what is on disk. FSDP_TEST_RANKS=source forces
@@ -47,6 +47,9 @@ export function buildDigest(root: string = repositoryRoot): string {
     hash.update(readFileSync(path));
   };
   add(join(root, 'tsconfig.base.json'));
+  // Every package's tsup config reads it ([Note: declarations from the builds]).
+  const declarationOptions = join(root, 'scripts', 'declaration-options.ts');
+  if (existsSync(declarationOptions)) add(declarationOptions);
   const packages = join(root, 'packages');
   for (const name of readdirSync(packages).sort()) {
     const directory = join(packages, name);

@@ -24,7 +24,8 @@ import { type LocalRegistry, npmEnvironment, startLocalRegistry } from './regist
 // 1. a throwaway copy of this working tree as a fresh clone has it (tracked and untracked files,
 //    no dist/, its own `npm ci`), where `npx fsdp-run` must run from source without the registry;
 // 2. the release path there: `changeset version`, then `changeset publish` to a real npm registry
-//    on 127.0.0.1 ([Note: the test registry]); each package's prepack builds it;
+//    on 127.0.0.1 ([Note: the test registry]); each package is built by its prepack, or is the
+//    suite's own build of the same sources ([Note: the registry test reuses the suite's builds]);
 // 3. the root README's Install lines in a fresh `npm init -y` app outside the repository, against
 //    that registry (which proxies third-party packages to npm); the README's first script
 //    type-checked under --strict and run with its command on 2 processes, printing the README's
@@ -224,16 +225,18 @@ describe('a fresh clone of the repository', () => {
 
 /**
  * [Note: the registry test reuses the suite's builds] A package's prepack runs its `npm run
- * build`, the script `npm run build` at the root has just run for every package through turbo;
- * when the root's build stamp says those builds are the builds of these sources ([Note: build
- * stamp]: vitest then runs ranks from dist/, FSDP_TEST_RANKS=dist), their bytes are what each
- * prepack here would write again (tsup keeps project packages external and embeds no version).
- * Those packages get a copy of their dist/ and, in this throwaway clone only, no prepack: the
- * builds were 9-12 of the file's ~160 CPU-seconds each time the suite ran. @fsdp-ts/errors
- * always builds through its prepack, so the release mechanism stays tested; without a matching
- * stamp every package builds through its prepack, as a release from a fresh clone does. Returns
- * the package directories whose builds were reused.
+ * build`, which the root `npm run build` has just run for every package through turbo. When the
+ * root's build stamp says those builds are the builds of these sources ([Note: build stamp]:
+ * vitest then runs ranks from dist/, FSDP_TEST_RANKS=dist), their bytes are what each prepack
+ * here would write again (tsup keeps project packages external and embeds no version), so those
+ * packages get a copy of their dist/ and, in this throwaway clone only, no prepack. Two always
+ * build through their prepack, so the release's own build stays tested: @fsdp-ts/errors, and
+ * @fsdp-ts/collectives, whose build script cleans dist/, copies its CommonJS declarations and
+ * reads its project dependencies' types from their sources, as a release's prepack does. Without
+ * a matching stamp every package builds through its prepack. Returns the directories reused.
  */
+const BUILT_BY_PREPACK = ['@fsdp-ts/errors', '@fsdp-ts/collectives'];
+
 function reuseSuiteBuilds(): string[] {
   if (process.env.FSDP_TEST_RANKS !== 'dist') return [];
   const reused: string[] = [];
@@ -241,7 +244,7 @@ function reuseSuiteBuilds(): string[] {
     const manifestPath = join(clone, 'packages', directory, 'package.json');
     if (!existsSync(manifestPath)) continue;
     const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
-    if (manifest.private === true || manifest.name === '@fsdp-ts/errors') continue;
+    if (manifest.private === true || BUILT_BY_PREPACK.includes(manifest.name)) continue;
     expect(manifest.scripts?.prepack, manifest.name).toBe('npm run build');
     cpSync(join(root, 'packages', directory, 'dist'), join(clone, 'packages', directory, 'dist'), {
       recursive: true,
@@ -272,7 +275,8 @@ describe('the packages published to a local registry and installed into fresh ap
       }
       expect([...versions.keys()].sort()).toEqual(publicPackages);
       const reused = reuseSuiteBuilds();
-      expect(existsSync(join(clone, 'packages', 'errors', 'dist'))).toBe(false);
+      for (const directory of ['errors', 'collectives'])
+        expect(existsSync(join(clone, 'packages', directory, 'dist')), directory).toBe(false);
       await succeed(
         process.execPath,
         [changeset, 'publish', '--no-git-tag'],
@@ -291,9 +295,12 @@ describe('the packages published to a local registry and installed into fresh ap
         );
         expect(published, name).toBe(version);
       }
-      // @fsdp-ts/errors was built by its prepack (the app installs below check every package's dist/).
+      // Built by their prepacks (the app installs below check every package's dist/).
       expect(existsSync(join(clone, 'packages', 'errors', 'dist', 'index.js'))).toBe(true);
-      expect(reused).toHaveLength(process.env.FSDP_TEST_RANKS === 'dist' ? publicPackages.length - 1 : 0);
+      expect(existsSync(join(clone, 'packages', 'collectives', 'dist', 'index.d.cts'))).toBe(true);
+      expect(reused).toHaveLength(
+        process.env.FSDP_TEST_RANKS === 'dist' ? publicPackages.length - BUILT_BY_PREPACK.length : 0,
+      );
     },
     20 * minutes,
   );

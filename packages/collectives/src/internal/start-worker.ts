@@ -21,10 +21,8 @@ export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker 
   const fromSource = here.endsWith('.ts');
   // The CJS build starts the ESM entries too.
   const url = new URL(`./${entry}.${fromSource ? 'ts' : 'js'}`, here);
-  if (entry === 'comm-worker') {
-    const withoutLoaders = { ...options, execArgv: withoutLoaderFlags(options.execArgv ?? process.execArgv) };
-    return new Worker(fromSource ? bundledFromSource(url, here) : url, withoutLoaders);
-  }
+  if (entry === 'comm-worker')
+    return startWithoutLoaders(fromSource ? bundledFromSource(url, here) : url, options);
   if (!fromSource) return new Worker(url, options);
   // The package's CommonJS build of tsx/esm/api cannot be import()ed; its ESM twin sits beside it.
   const tsxApiPath = createRequire(here)
@@ -43,8 +41,24 @@ export function startWorker(entry: WorkerEntry, options: WorkerOptions): Worker 
  * each group's start on a quiet 2-core machine (a W=3 `newGroup` 250-350 ms with them, 100-130 ms
  * without). The worker runs only plain JavaScript (the build's, or the bundle below, and engine
  * modules made loadable by `loadableModule`), so it starts without `--import`, `--require` and
- * `--loader`; every other flag is kept.
+ * `--loader`; every other flag is kept. Where the process has V8 or process-wide flags as well,
+ * which an explicit list may not hold, it inherits them all (`startWithoutLoaders`).
  */
+function startWithoutLoaders(url: URL, options: WorkerOptions): Worker {
+  const flags = options.execArgv ?? process.execArgv;
+  const kept = withoutLoaderFlags(flags);
+  if (kept.length === flags.length) return new Worker(url, options); // inherits, as a Worker does
+  try {
+    return new Worker(url, { ...options, execArgv: kept });
+  } catch (error) {
+    // An explicit execArgv may not hold V8 or process-wide flags (`--max-old-space-size`,
+    // `--expose-gc`: ERR_WORKER_INVALID_EXEC_ARGV), which an inherited one may: such a rank's
+    // worker inherits everything, loaders included, as before.
+    if ((error as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw error;
+    return new Worker(url, options);
+  }
+}
+
 const LOADER_FLAGS = ['--import', '--require', '-r', '--loader', '--experimental-loader'];
 
 function withoutLoaderFlags(flags: readonly string[]): string[] {
@@ -70,7 +84,7 @@ const bundles = new Map<string, URL>();
 function bundledFromSource(entry: URL, here: string): URL {
   // The sources do not change under a running process: each entry is hashed once.
   const known = bundles.get(entry.href);
-  if (known !== undefined) return known;
+  if (known !== undefined && existsSync(known)) return known;
   const directory = fileURLToPath(new URL('./', entry));
   const hash = createHash('sha256');
   const walk = (folder: string): void => {
@@ -136,7 +150,7 @@ const loadable = new Map<string, string>();
 
 /** An outside engine module the worker can import: TypeScript bundled once per process into tmpdir. */
 export function loadableModule(module: URL): string {
-  if (!module.pathname.endsWith('.ts')) return module.href;
+  if (!/\.[cm]?tsx?$/.test(module.pathname)) return module.href;
   const known = loadable.get(module.href);
   if (known !== undefined) return known;
   const text = bundle(module, moduleUrl(), fileURLToPath(new URL('./', module)));

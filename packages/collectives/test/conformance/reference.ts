@@ -2,6 +2,15 @@ import type { CollectiveDtype } from '../../src/index.js';
 import type { ConformanceCase } from './cases.js';
 
 /**
+ * [Note: inputs repeat every 23 elements] `inputValue` takes its index mod 23, so every input
+ * and every expected result (a plain function of the inputs at one index) repeats with period
+ * 23 along a block. The reference computes one period with the plain loops of this file and copies it
+ * along the block: the same values as computing every element, at memcpy's speed (the suite's
+ * 16 Mi-element cases spent most of each rank's CPU in per-element reference calls).
+ */
+const PERIOD = 23;
+
+/**
  * Inputs and expected results of the conformance suite, computed with plain loops and an
  * independent bfloat16 rounding (DataView), not with the package's code.
  *
@@ -10,7 +19,8 @@ import type { ConformanceCase } from './cases.js';
  * fround(sum / size), rounded to bfloat16 for bfloat16 data.
  */
 export function inputValue(testCase: ConformanceCase, rank: number, index: number): number {
-  const base = (index * 31 + rank * 17 + testCase.seed * 7) % 23;
+  // [Note: inputs repeat every 23 elements]: the index enters only modulo PERIOD.
+  const base = (index * 31 + rank * 17 + testCase.seed * 7) % PERIOD;
   if (testCase.dtype === 'int32') return (base - 11) * 97_003 + rank;
   return base - 11;
 }
@@ -50,20 +60,11 @@ function finish(value: number, testCase: ConformanceCase): number {
   return Math.fround(value);
 }
 
-type ResultArray = Float32Array | Int32Array | Uint16Array;
-
-/**
- * [Note: inputs repeat every 23 elements] `inputValue` takes its index mod 23, so every input
- * and every expected result (a plain function of the inputs at one index) repeats with period
- * 23 along a block. The reference computes one period with the plain loops above and copies it
- * along the block: the same values as computing every element, at memcpy's speed (the suite's
- * 16 Mi-element cases spent most of each rank's CPU in per-element reference calls).
- */
-const PERIOD = 23;
+type ElementArray = Float32Array | Int32Array | Uint16Array;
 
 /** Writes `valueAt(j)` into `into[start + j]` for j < length, computing one period and copying it. */
 function fillPeriodic(
-  into: ResultArray,
+  into: ElementArray,
   start: number,
   length: number,
   valueAt: (j: number) => number,
@@ -78,7 +79,7 @@ function fillPeriodic(
   }
 }
 
-function resultArray(dtype: CollectiveDtype, length: number): ResultArray {
+function resultArray(dtype: CollectiveDtype, length: number): ElementArray {
   if (dtype === 'float32') return new Float32Array(length);
   if (dtype === 'int32') return new Int32Array(length);
   return new Uint16Array(length);
@@ -93,7 +94,7 @@ function encodeElement(dtype: CollectiveDtype, value: number): number {
  * Rank `rank`'s expected result buffer for a case, element by element in the result's own
  * storage (bfloat16 as bits), so a result matches when its bytes equal these.
  */
-export function expectedResult(testCase: ConformanceCase, rank: number, size: number): ResultArray {
+export function expectedResult(testCase: ConformanceCase, rank: number, size: number): ElementArray {
   const { count, dtype } = testCase;
   const encode = (value: number) => encodeElement(dtype, value);
   switch (testCase.kind) {
@@ -134,7 +135,7 @@ export function expectedResult(testCase: ConformanceCase, rank: number, size: nu
 }
 
 /** Fills rank `rank`'s input for a case (bfloat16 as bits). */
-export function fillInput(testCase: ConformanceCase, rank: number, into: ResultArray): void {
+export function fillInput(testCase: ConformanceCase, rank: number, into: ElementArray): void {
   fillPeriodic(into, 0, into.length, (j) => encodeElement(testCase.dtype, inputValue(testCase, rank, j)));
 }
 
@@ -156,8 +157,8 @@ export function bytesOf(array: ArrayBufferView): Buffer {
  */
 export function firstDifference(
   dtype: CollectiveDtype,
-  actual: ResultArray,
-  expected: ResultArray,
+  actual: ElementArray,
+  expected: ElementArray,
 ): string | undefined {
   if (actual.length !== expected.length) return `length ${actual.length}, expected ${expected.length}`;
   const [actualBytes, expectedBytes] = [bytesOf(actual), bytesOf(expected)];
