@@ -82,7 +82,8 @@ const bundles = new Map<string, URL>();
 
 /** Bundled once with esbuild, cached in tmpdir under a hash of the sources: no TypeScript loader per worker. */
 function bundledFromSource(entry: URL, here: string): URL {
-  // The sources do not change under a running process: each entry is hashed once.
+  // The sources do not change under a running process: each entry is hashed once (bundled again
+  // only if its file left tmpdir).
   const known = bundles.get(entry.href);
   if (known !== undefined && existsSync(known)) return known;
   const directory = fileURLToPath(new URL('./', entry));

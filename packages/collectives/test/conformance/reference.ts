@@ -96,39 +96,29 @@ function encodeElement(dtype: CollectiveDtype, value: number): number {
  */
 export function expectedResult(testCase: ConformanceCase, rank: number, size: number): ElementArray {
   const { count, dtype } = testCase;
-  const encode = (value: number) => encodeElement(dtype, value);
+  const periodic = (length: number, valueAt: (j: number) => number): ElementArray => {
+    const expected = resultArray(dtype, length);
+    fillPeriodic(expected, 0, length, (j) => encodeElement(dtype, valueAt(j)));
+    return expected;
+  };
   switch (testCase.kind) {
-    case 'allReduce': {
-      const expected = resultArray(dtype, count);
-      fillPeriodic(expected, 0, count, (j) => encode(reduce(testCase, size, j)));
-      return expected;
-    }
-    case 'reduceScatter': {
-      const expected = resultArray(dtype, count);
-      fillPeriodic(expected, 0, count, (j) => encode(reduce(testCase, size, rank * count + j)));
-      return expected;
-    }
+    case 'allReduce':
+      return periodic(count, (j) => reduce(testCase, size, j));
+    case 'reduceScatter':
+      return periodic(count, (j) => reduce(testCase, size, rank * count + j));
     case 'allGather': {
       const expected = resultArray(dtype, count * size);
       for (let block = 0; block < size; block++)
         fillPeriodic(expected, block * count, count, (j) =>
-          encode(finish(inputValue(testCase, block, j), testCase)),
+          encodeElement(dtype, finish(inputValue(testCase, block, j), testCase)),
         );
       return expected;
     }
-    case 'broadcast': {
-      const expected = resultArray(dtype, count);
-      fillPeriodic(expected, 0, count, (j) =>
-        encode(finish(inputValue(testCase, testCase.root, j), testCase)),
-      );
-      return expected;
-    }
-    case 'sendRecv': {
+    case 'broadcast':
+      return periodic(count, (j) => finish(inputValue(testCase, testCase.root, j), testCase));
+    case 'sendRecv':
       // Rank 0 sends to every other rank, then receives from ranks 1 .. size-1 in order into the same buffer.
-      const expected = resultArray(dtype, count);
-      fillPeriodic(expected, 0, count, (j) => encode(inputValue(testCase, rank === 0 ? size - 1 : 0, j)));
-      return expected;
-    }
+      return periodic(count, (j) => inputValue(testCase, rank === 0 ? size - 1 : 0, j));
     default:
       return resultArray(dtype, 0);
   }
@@ -146,9 +136,16 @@ export function decodeElement(dtype: CollectiveDtype, raw: number): number {
   return view.getFloat32(0);
 }
 
-/** A typed array's bytes, to compare two buffers exactly. */
-export function bytesOf(array: ArrayBufferView): Buffer {
+function bytesOf(array: ArrayBufferView): Buffer {
   return Buffer.from(array.buffer, array.byteOffset, array.byteLength);
+}
+
+/** undefined when two buffers hold the same bytes (compared natively); else the first byte that differs. */
+export function firstDifferingByte(a: ArrayBufferView, b: ArrayBufferView): number | undefined {
+  const [left, right] = [bytesOf(a), bytesOf(b)];
+  if (left.equals(right)) return undefined;
+  const differs = left.findIndex((value, index) => value !== right[index]);
+  return differs === -1 ? Math.min(left.length, right.length) : differs;
 }
 
 /**
@@ -161,9 +158,8 @@ export function firstDifference(
   expected: ElementArray,
 ): string | undefined {
   if (actual.length !== expected.length) return `length ${actual.length}, expected ${expected.length}`;
-  const [actualBytes, expectedBytes] = [bytesOf(actual), bytesOf(expected)];
-  if (actualBytes.equals(expectedBytes)) return undefined;
-  const byte = actualBytes.findIndex((value, i) => value !== expectedBytes[i]);
+  const byte = firstDifferingByte(actual, expected);
+  if (byte === undefined) return undefined;
   const index = Math.floor(byte / actual.BYTES_PER_ELEMENT);
   return `element ${index}: got ${decodeElement(dtype, actual[index]!)}, expected ${decodeElement(dtype, expected[index]!)}`;
 }

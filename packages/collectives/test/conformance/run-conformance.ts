@@ -6,7 +6,7 @@ import {
   type Work,
 } from '../../src/index.js';
 import type { ConformanceCase } from './cases.js';
-import { bytesOf, expectedResult, fillInput, firstDifference } from './reference.js';
+import { expectedResult, fillInput, firstDifference, firstDifferingByte } from './reference.js';
 
 export interface CaseOutcome {
   name: string;
@@ -146,11 +146,9 @@ export async function runConformance(
       if (testCase.inPlace && result !== undefined) {
         // The same op out of place, on the same inputs: the two results must be the same bytes.
         const outOfPlace = (await runCase(group, { ...testCase, inPlace: false }))!;
-        const [ours, theirs] = [bytesOf(result), bytesOf(outOfPlace)];
-        if (!ours.equals(theirs)) {
-          const differs = ours.findIndex((byte, index) => byte !== theirs[index]);
-          failure = `in place differs from out of place at byte ${differs} (lengths ${ours.length}, ${theirs.length})`;
-        }
+        const differs = firstDifferingByte(result, outOfPlace);
+        if (differs !== undefined)
+          failure = `in place differs from out of place at byte ${differs} (lengths ${result.byteLength}, ${outOfPlace.byteLength})`;
       }
       if (result !== undefined)
         failure ??= firstDifference(testCase.dtype, result, expectedResult(testCase, group.rank, group.size));
