@@ -54,10 +54,12 @@ export {
   encodeBfloat16,
   encodeRoundBfloat16,
   encodeScalar,
+  narrowToBfloat16InPlace,
   numberFromBfloat16Bits,
   roundScalar,
   roundToBfloat16Bits,
   roundToBfloat16InPlace,
+  widenBfloat16InPlace,
 } from './reduce/bfloat16';
 export {
   BFLOAT16_REGIONS,

@@ -7,10 +7,12 @@ import {
   encodeBfloat16,
   encodeRoundBfloat16,
   encodeScalar,
+  narrowToBfloat16InPlace,
   numberFromBfloat16Bits,
   roundScalar,
   roundToBfloat16Bits,
   roundToBfloat16InPlace,
+  widenBfloat16InPlace,
 } from '@fsdp-ts/kernels';
 import { describe, expect, it } from 'vitest';
 
@@ -90,6 +92,39 @@ describe('bfloat16 conversion', () => {
       encodeScalar(sumExpected, fusedEncodedExpected, 0, length);
       expect(bitsOf(fusedTarget)).toEqual(bitsOf(fusedExpected));
       expect(Array.from(fusedEncoded)).toEqual(Array.from(fusedEncodedExpected));
+    });
+  }
+
+  // [Note: bfloat16 in the float32's own bytes]: one block, several blocks with a partial last
+  // one, the scalar path, and a buffer that starts inside a larger one.
+  for (const [length, offset] of [
+    [1, 0],
+    [2, 0],
+    [63, 1],
+    [64, 0],
+    [16_384, 0],
+    [16_385, 3],
+    [50_001, 2],
+  ] as const) {
+    it(`narrows into and widens out of a float32 buffer's own bytes as the copies do (${length} at +${offset})`, () => {
+      const whole = interestingFloats(length + offset + 2, length + 11);
+      const values = whole.subarray(offset, offset + length);
+      const after = bitsOf(whole.subarray(offset + length));
+      const expectedWords = new Uint16Array(length);
+      encodeScalar(values.slice(), expectedWords, 0, length);
+      const words = narrowToBfloat16InPlace(values);
+      expect(words.buffer).toBe(values.buffer);
+      expect(words.byteOffset).toBe(values.byteOffset);
+      expect(Array.from(words)).toEqual(Array.from(expectedWords));
+      // What a reduction writes into the words (here: each word's neighbour) is widened back.
+      const reduced = expectedWords.map((_, index) => expectedWords[(index + 1) % length]!);
+      words.set(reduced);
+      widenBfloat16InPlace(values);
+      const expected = new Float32Array(length);
+      decodeScalar(reduced, expected, 0, length);
+      expect(bitsOf(values)).toEqual(bitsOf(expected));
+      // Nothing past the buffer is touched.
+      expect(bitsOf(whole.subarray(offset + length))).toEqual(after);
     });
   }
 

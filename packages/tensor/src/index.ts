@@ -36,6 +36,8 @@ export {
   bfloat16ToFloat32Scalar,
   float32ToBfloat16,
   float32ToBfloat16Scalar,
+  narrowToBfloat16InPlace,
+  widenBfloat16InPlace,
 } from './dtype/bfloat16';
 export { convertContiguous } from './dtype/convert';
 export {

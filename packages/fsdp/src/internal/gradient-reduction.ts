@@ -1,6 +1,12 @@
 import { allocateShared, type ProcessGroup, type Work } from '@fsdp-ts/collectives';
 import type { FlatParamHandle } from '@fsdp-ts/flat-param';
-import { bfloat16ToFloat32, float32ToBfloat16, readTensorValues } from '@fsdp-ts/tensor';
+import {
+  bfloat16ToFloat32,
+  float32ToBfloat16,
+  narrowToBfloat16InPlace,
+  readTensorValues,
+  widenBfloat16InPlace,
+} from '@fsdp-ts/tensor';
 import type * as tf from '@tensorflow/tfjs-core';
 import type { CommunicationDtype } from '../mixed-precision';
 import type { ShardingSettings } from '../sharding-strategy';
@@ -53,8 +59,10 @@ export class UnitReduction {
   readonly #scratch = new Map<FlatParamHandle, Float32Array>();
   /** Handles whose reduced output is added into gradients kept from earlier steps. */
   readonly #accumulating = new Set<FlatParamHandle>();
-  /** bfloat16 reductions in flight: the bfloat16 output and the float32 array it widens into. */
+  /** bfloat16 reduce-scatters in flight: the bfloat16 output and the float32 array it widens into. */
   #widening: { output: Uint16Array; target: Float32Array }[] = [];
+  /** bfloat16 all-reduces in flight: float32 gradients whose first half holds the words being reduced. */
+  #widenInPlace: Float32Array[] = [];
   /** Handles whose unsharded gradient buffer counts as zero from this step on, and the indices written since. */
   readonly #written = new Map<FlatParamHandle, Set<number>>();
   /** Of those, the ones whose unwritten ranges still hold old values (see [Note: zeroing replicated gradients]). */
@@ -114,12 +122,15 @@ export class UnitReduction {
   }
 
   /**
-   * Whether a reduction allocates a staging copy (the bfloat16 rounding of the input) that lives
-   * until `finish`: then even a no-shard reduction holds memory that must be bounded (see
-   * [Note: bounded gradient memory]).
+   * Whether a reduction allocates a staging copy (the bfloat16 rounding of a reduce-scatter's
+   * input) that lives until `finish`: then even a no-shard reduction holds memory that must be
+   * bounded (see [Note: bounded gradient memory]). A bfloat16 all-reduce stages nothing: it runs
+   * on the words rounded into the gradient's own bytes (see #reduce).
    */
   get stagesCopies(): boolean {
-    return this.#settings.reduceDtype !== 'float32';
+    return (
+      this.#settings.reduceDtype !== 'float32' && this.#settings.sharding.gradientReduction !== 'all-reduce'
+    );
   }
 
   /** Issues this step's reductions (once per step; nothing if no gradient arrived). */
@@ -150,7 +161,7 @@ export class UnitReduction {
   /** Waits for the reductions, then points every trainable Parameter's `grad` at its reduced gradient. */
   finish(): void {
     this.#waitAll();
-    for (const { output, target } of this.#widening.splice(0)) bfloat16ToFloat32(output, target);
+    this.#widenAll();
     const { sharding } = this.#settings;
     if (sharding.shardParameters && this.#received) {
       const replicateGroup = sharding.replicateGroup;
@@ -217,11 +228,13 @@ export class UnitReduction {
         // See above: the step's failure is what the caller throws.
       }
     }
+    // A bfloat16 all-reduce left words in its gradient's bytes: widened, they are float32 again
+    // (this rank's rounded gradient, or the average if the reduction completed).
+    this.#widenAll();
     // Sharded units free their unsharded gradients below: nothing will read them.
     if (!this.#settings.sharding.shardParameters)
       for (const handle of this.#zeroLater) this.#zeroUnwritten(handle);
     this.#zeroLater.clear();
-    this.#widening = [];
     this.#started = false;
     this.#received = false;
     this.#unreduced = false;
@@ -258,6 +271,12 @@ export class UnitReduction {
     if (flat.length > cursor) flat.fill(0, cursor);
   }
 
+  /** After the waits: every bfloat16 output widened into its float32 target. */
+  #widenAll(): void {
+    for (const { output, target } of this.#widening.splice(0)) bfloat16ToFloat32(output, target);
+    for (const values of this.#widenInPlace.splice(0)) widenBfloat16InPlace(values);
+  }
+
   #waitAll(): void {
     const works = this.#works;
     this.#works = [];
@@ -278,12 +297,16 @@ export class UnitReduction {
         ? group.allReduce(input, { op: 'avg' })
         : group.reduceScatter(output, input, { op: 'avg' });
     }
-    const input16 = float32ToBfloat16(input, allocateShared(Uint16Array, input.length));
     const options = { op: 'avg', dtype: 'bfloat16' } as const;
     if (kind === 'allReduce') {
-      this.#widening.push({ output: input16, target: output });
-      return group.allReduce(input16, options);
+      // In place (input is output): the words take the first half of the gradient's own bytes,
+      // so no copy outlives the call and nothing bounds how many are in flight
+      // ([Note: bfloat16 in the float32's own bytes] in @fsdp-ts/kernels).
+      const words = narrowToBfloat16InPlace(output);
+      this.#widenInPlace.push(output);
+      return group.allReduce(words, options);
     }
+    const input16 = float32ToBfloat16(input, allocateShared(Uint16Array, input.length));
     const output16 = allocateShared(Uint16Array, output.length);
     this.#widening.push({ output: output16, target: output });
     return group.reduceScatter(output16, input16, options);

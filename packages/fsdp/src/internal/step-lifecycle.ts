@@ -137,10 +137,9 @@ export class StepLifecycle {
    * backward compute to overlap with, and at most two units' unsharded gradients are alive. The
    * rule depends only on the order of units, never on timing, so every rank issues the replica
    * all-reduces of hybrid sharding in the same order.
-   * Under no-shard the flat gradients stay whole whatever happens (they are the `grad`s), so with a
-   * float32 reduce there is no memory to bound: every all-reduce is awaited after backward, and none
-   * blocks backward's compute. A bfloat16 reduce allocates a bfloat16 copy of each unit's gradient
-   * that lives until the unit's reduction finishes, so there the two-in-flight rule holds too (see
+   * Under no-shard the flat gradients stay whole whatever happens (they are the `grad`s), and a
+   * bfloat16 reduce runs on words rounded into the gradient's own bytes, so there is no memory to
+   * bound: every all-reduce is awaited after backward, and none blocks backward's compute (see
    * the decision record 2026-12-01-no-shard-reduction.md).
    */
   startUnitReduction(unit: FsdpUnit): void {

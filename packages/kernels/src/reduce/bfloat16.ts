@@ -179,6 +179,43 @@ export function roundToBfloat16InPlace(values: Float32Array): void {
   }
 }
 
+/**
+ * [Note: bfloat16 in the float32's own bytes]
+ * A bfloat16 all-reduce of a float32 buffer needs no copy of its own: `narrowToBfloat16InPlace`
+ * writes the bfloat16 of element i at bytes 2i..2i+1 of the same buffer and returns the
+ * Uint16Array over its first half; `widenBfloat16InPlace` turns that half back into float32s.
+ * Narrowing runs forward: the bytes element i's word lands on belong to element ⌊i/2⌋ ≤ i, which
+ * was read already. Widening runs backward: element i's float lands on words 2i and 2i+1, which
+ * are ≥ i and were widened already (word 0 is read before element 0 is written). Each SIMD block
+ * is read whole into the kernels' memory before any of it is written, so the block order is all
+ * that matters; the scalar loops keep the same order element by element.
+ */
+export function narrowToBfloat16InPlace(values: Float32Array): Uint16Array {
+  const words = new Uint16Array(values.buffer, values.byteOffset, values.length);
+  encodeBfloat16(values, words);
+  return words;
+}
+
+/** The inverse of narrowToBfloat16InPlace: `values`' first half holds bfloat16 words, widened over the whole. */
+export function widenBfloat16InPlace(values: Float32Array): void {
+  const words = new Uint16Array(values.buffer, values.byteOffset, values.length);
+  const kernels = values.length >= SIMD_MINIMUM ? bfloat16Kernels() : null;
+  if (kernels === null) {
+    const bits = new Int32Array(values.buffer, values.byteOffset, values.length);
+    for (let index = values.length - 1; index >= 0; index--) bits[index] = words[index]! << 16;
+    return;
+  }
+  const shift = shiftFor(values.length, [INPUT, OUTPUT], [words, values]);
+  const { inputHalves, outputFloats } = kernels.at(shift);
+  const lastStart = Math.floor((values.length - 1) / SIMD_BLOCK) * SIMD_BLOCK;
+  for (let start = lastStart; start >= 0; start -= SIMD_BLOCK) {
+    const count = Math.min(SIMD_BLOCK, values.length - start);
+    inputHalves.set(words.subarray(start, start + count));
+    kernels.decode(count, shift);
+    values.set(outputFloats.subarray(0, count), start);
+  }
+}
+
 /** The scalar loops (exported for the tests that check the kernels against them). */
 export function encodeScalar(source: Float32Array, target: Uint16Array, start: number, end: number): void {
   // Int32 views and `| 0` keep the loop in int32 arithmetic (Uint32 reads above 2^31 are doubles).

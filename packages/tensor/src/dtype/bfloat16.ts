@@ -8,9 +8,11 @@
 import {
   decodeBfloat16,
   encodeBfloat16,
+  narrowToBfloat16InPlace as narrowInPlace,
   numberFromBfloat16Bits,
   bfloat16BitsFromFloat32Bits as roundBits,
   roundToBfloat16Bits,
+  widenBfloat16InPlace as widenInPlace,
 } from '@fsdp-ts/kernels';
 
 /** Rounds the bits of one float32 to a bfloat16 word. */
@@ -43,4 +45,20 @@ export function bfloat16ToFloat32(source: Uint16Array, target: Float32Array): Fl
   const length = Math.min(source.length, target.length);
   decodeBfloat16(source.subarray(0, length), target.subarray(0, length));
   return target;
+}
+
+/**
+ * Rounds `values` to bfloat16 inside their own bytes: the returned Uint16Array over the first
+ * half of `values`' memory holds the words, and `values` reads as garbage until
+ * `widenBfloat16InPlace` turns them back into float32s. A bfloat16 collective on the words then
+ * needs no second buffer ([Note: bfloat16 in the float32's own bytes] in @fsdp-ts/kernels).
+ */
+export function narrowToBfloat16InPlace(values: Float32Array): Uint16Array {
+  return narrowInPlace(values);
+}
+
+/** Widens the bfloat16 words that `narrowToBfloat16InPlace(values)` left in `values`' first half back over all of it (exact). */
+export function widenBfloat16InPlace(values: Float32Array): Float32Array {
+  widenInPlace(values);
+  return values;
 }
